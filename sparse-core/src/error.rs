@@ -1,0 +1,130 @@
+//! The one error type of sparse-blas.
+
+use std::path::PathBuf;
+
+use crate::backend::BackendKind;
+use crate::op::{Format, OpKind};
+use crate::precision::Precision;
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong, with the context needed to act on it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An operand's shape does not fit the operation.
+    #[error("{context}: shape mismatch, expected {}x{} but found {}x{}", expected.0, expected.1, found.0, found.1)]
+    ShapeMismatch {
+        context: String,
+        expected: (usize, usize),
+        found: (usize, usize),
+    },
+
+    /// A sparse structure violates an invariant of its format.
+    #[error("invalid {format} structure: {error}")]
+    InvalidStructure { format: Format, error: StructureError },
+
+    /// The backend cannot run this combination.
+    #[error("{backend} does not support {op} on {format} in {precision}; supported: {supported}")]
+    Unsupported {
+        op: OpKind,
+        format: Format,
+        precision: Precision,
+        backend: BackendKind,
+        supported: String,
+    },
+
+    /// The backend cannot be used on this machine.
+    #[error("backend {backend} is not available: {reason}")]
+    DeviceUnavailable { backend: BackendKind, reason: String },
+
+    /// A device allocation failed.
+    #[error("out of memory on {device}: could not allocate {bytes} bytes")]
+    OutOfMemory { device: String, bytes: usize },
+
+    /// A device call failed.
+    #[error("{backend} error: {message}")]
+    Device { backend: BackendKind, message: String },
+
+    /// A count or index does not fit the index type.
+    #[error("index overflow: {what} is {value}, but {index_type} holds at most {max}")]
+    IndexOverflow {
+        what: String,
+        value: u128,
+        index_type: &'static str,
+        max: u64,
+    },
+
+    /// An operand lives in memory the executor cannot read or write.
+    #[error("{context}: operand is in {found} memory, but this plan runs on {expected}")]
+    WrongMemory {
+        context: String,
+        expected: String,
+        found: String,
+    },
+
+    /// A Matrix Market file does not follow the format.
+    #[error("{}line {line}: {message}", path.as_ref().map(|p| format!("{}: ", p.display())).unwrap_or_default())]
+    MatrixMarket {
+        path: Option<PathBuf>,
+        line: usize,
+        message: String,
+    },
+
+    /// Reading or writing a file failed.
+    #[error("{}{source}", path.as_ref().map(|p| format!("{}: ", p.display())).unwrap_or_default())]
+    Io {
+        path: Option<PathBuf>,
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// An argument is outside its domain (an unknown name, a non-finite scale, ...).
+    #[error("{message}")]
+    InvalidArgument { message: String },
+}
+
+impl Error {
+    pub fn shape(context: impl Into<String>, expected: (usize, usize), found: (usize, usize)) -> Self {
+        Error::ShapeMismatch { context: context.into(), expected, found }
+    }
+
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Error::InvalidArgument { message: message.into() }
+    }
+
+    pub fn overflow<I: crate::SpIndex>(what: impl Into<String>, value: usize) -> Self {
+        Error::IndexOverflow {
+            what: what.into(),
+            value: value as u128,
+            index_type: I::NAME,
+            max: I::MAX,
+        }
+    }
+
+    pub fn io(path: Option<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io { path, source }
+    }
+}
+
+/// Why a sparse structure is invalid, with the offending position.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StructureError {
+    #[error("{array} has length {found}, expected {expected}")]
+    Length { array: &'static str, expected: usize, found: usize },
+    #[error("row pointer {position} is {found}, expected {expected}")]
+    RowPtrBound { position: usize, expected: usize, found: String },
+    #[error("row pointer decreases at row {row}")]
+    RowPtrDecreasing { row: usize },
+    #[error("entry {entry} (row {row}): column index {col} is outside 0..{cols}")]
+    ColumnOutOfRange { row: usize, entry: usize, col: String, cols: usize },
+    #[error("entry {entry}: row index {row} is outside 0..{rows}")]
+    RowOutOfRange { entry: usize, row: String, rows: usize },
+    #[error("row {row}: column {col} follows column {previous} (columns must increase within a row)")]
+    Unsorted { row: usize, col: usize, previous: usize },
+    #[error("row {row}: column {col} appears more than once")]
+    Duplicate { row: usize, col: usize },
+    #[error("{0}")]
+    Other(String),
+}

@@ -1,0 +1,238 @@
+//! What to compute: operations, formats, algorithms and the descriptors plans are made from.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::error::Error;
+use crate::precision::Precision;
+
+/// Implements `name()`, `ALL`, `Display` and `FromStr` for a field-less enum from one table of
+/// (variant, CLI name) pairs, so the names the CLI accepts and prints never drift apart.
+macro_rules! named_enum {
+    ($ty:ident, $what:literal, [$(($variant:ident, $name:literal)),+ $(,)?]) => {
+        impl $ty {
+            pub const ALL: &'static [$ty] = &[$($ty::$variant),+];
+
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($ty::$variant => $name,)+
+                }
+            }
+        }
+
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+
+        impl FromStr for $ty {
+            type Err = Error;
+            fn from_str(s: &str) -> Result<Self, Error> {
+                $ty::ALL.iter().copied().find(|v| v.name() == s).ok_or_else(|| {
+                    let names: Vec<&str> = $ty::ALL.iter().map(|v| v.name()).collect();
+                    Error::invalid(format!(
+                        concat!("unknown ", $what, " '{}' (expected one of {})"),
+                        s,
+                        names.join(" ")
+                    ))
+                })
+            }
+        }
+    };
+}
+pub(crate) use named_enum;
+
+/// The operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum OpKind {
+    Spmv,
+    Spmm,
+    Sddmm,
+    Attention,
+}
+named_enum!(OpKind, "operation", [(Spmv, "spmv"), (Spmm, "spmm"), (Sddmm, "sddmm"), (Attention, "attention")]);
+
+/// Sparse storage formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Format {
+    Csr,
+    Coo,
+    Ell,
+    Hyb,
+    Bsr,
+    MeBcrs,
+    SrBcrs,
+    Tiled16,
+}
+named_enum!(Format, "format", [
+    (Csr, "csr"),
+    (Coo, "coo"),
+    (Ell, "ell"),
+    (Hyb, "hyb"),
+    (Bsr, "bsr"),
+    (MeBcrs, "me-bcrs"),
+    (SrBcrs, "sr-bcrs"),
+    (Tiled16, "tiled16"),
+]);
+
+/// How an executor computes an operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Algorithm {
+    /// The executor chooses from the matrix statistics.
+    Auto,
+    /// The serial oracle: fixed order, f64 accumulation.
+    Reference,
+    /// Rows split into parts of equal nonzero count, one part per worker.
+    NnzSplit,
+    /// Rows split into parts of equal row count.
+    RowSplit,
+}
+named_enum!(Algorithm, "algorithm", [
+    (Auto, "auto"),
+    (Reference, "reference"),
+    (NnzSplit, "nnz-split"),
+    (RowSplit, "row-split"),
+]);
+
+/// Answer of a capability query.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Support {
+    /// Runs in this precision on this backend's own kernels.
+    Native,
+    /// Runs, but through a conversion or a wider arithmetic than the precision names.
+    Emulated,
+    Unsupported,
+}
+named_enum!(Support, "support level", [(Native, "native"), (Emulated, "emulated"), (Unsupported, "unsupported")]);
+
+/// Describes an SpMV `y = alpha*A*x + beta*y`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SpmvDesc {
+    pub precision: Precision,
+    pub format: Format,
+    pub algorithm: Algorithm,
+}
+
+impl SpmvDesc {
+    pub fn new(precision: Precision) -> Self {
+        SpmvDesc { precision, format: Format::Csr, algorithm: Algorithm::Auto }
+    }
+    pub fn format(self, format: Format) -> Self {
+        SpmvDesc { format, ..self }
+    }
+    pub fn algorithm(self, algorithm: Algorithm) -> Self {
+        SpmvDesc { algorithm, ..self }
+    }
+}
+
+/// Describes an SpMM `C = alpha*A*B + beta*C`; B and C carry their own layouts.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SpmmDesc {
+    pub precision: Precision,
+    pub format: Format,
+    pub algorithm: Algorithm,
+}
+
+impl SpmmDesc {
+    pub fn new(precision: Precision) -> Self {
+        SpmmDesc { precision, format: Format::Csr, algorithm: Algorithm::Auto }
+    }
+    pub fn format(self, format: Format) -> Self {
+        SpmmDesc { format, ..self }
+    }
+    pub fn algorithm(self, algorithm: Algorithm) -> Self {
+        SpmmDesc { algorithm, ..self }
+    }
+}
+
+/// Describes an SDDMM `C = alpha*(X*Y^T) ∘ spy(S) + beta*C`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SddmmDesc {
+    pub precision: Precision,
+    pub format: Format,
+    pub algorithm: Algorithm,
+    /// Multiply each dot product by the value S holds at that position.
+    pub scale_by_values: bool,
+}
+
+impl SddmmDesc {
+    pub fn new(precision: Precision) -> Self {
+        SddmmDesc {
+            precision,
+            format: Format::Csr,
+            algorithm: Algorithm::Auto,
+            scale_by_values: false,
+        }
+    }
+    pub fn format(self, format: Format) -> Self {
+        SddmmDesc { format, ..self }
+    }
+    pub fn algorithm(self, algorithm: Algorithm) -> Self {
+        SddmmDesc { algorithm, ..self }
+    }
+    pub fn scale_by_values(self, scale_by_values: bool) -> Self {
+        SddmmDesc { scale_by_values, ..self }
+    }
+}
+
+/// Describes sparse attention `O = softmax_row(scale*(Q*K^T) ∘ spy(A)) * V`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AttentionDesc {
+    pub precision: Precision,
+    pub format: Format,
+    pub algorithm: Algorithm,
+    /// Multiplies the scores before the softmax; `None` means `1/sqrt(d)` with d the width of Q.
+    pub scale: Option<f64>,
+}
+
+impl AttentionDesc {
+    pub fn new(precision: Precision) -> Self {
+        AttentionDesc { precision, format: Format::Csr, algorithm: Algorithm::Auto, scale: None }
+    }
+    pub fn format(self, format: Format) -> Self {
+        AttentionDesc { format, ..self }
+    }
+    pub fn algorithm(self, algorithm: Algorithm) -> Self {
+        AttentionDesc { algorithm, ..self }
+    }
+    pub fn scale(self, scale: f64) -> Self {
+        AttentionDesc { scale: Some(scale), ..self }
+    }
+
+    /// The scale in force for queries of width `d`; an error when it is not finite.
+    pub fn resolved_scale(&self, d: usize) -> Result<f64, Error> {
+        let s = self.scale.unwrap_or_else(|| if d == 0 { 1.0 } else { 1.0 / (d as f64).sqrt() });
+        if s.is_finite() {
+            Ok(s)
+        } else {
+            Err(Error::invalid(format!("attention scale must be finite, got {s}")))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for f in Format::ALL {
+            assert_eq!(f.name().parse::<Format>().unwrap(), *f);
+        }
+        for o in OpKind::ALL {
+            assert_eq!(o.to_string().parse::<OpKind>().unwrap(), *o);
+        }
+        let err = "csc".parse::<Format>().unwrap_err().to_string();
+        assert!(err.contains("me-bcrs"), "{err}");
+    }
+
+    #[test]
+    fn default_attention_scale_is_inverse_sqrt_width() {
+        assert_eq!(AttentionDesc::new(Precision::F32).resolved_scale(16).unwrap(), 0.25);
+        assert!(AttentionDesc::new(Precision::F32).scale(f64::NAN).resolved_scale(4).is_err());
+    }
+}
