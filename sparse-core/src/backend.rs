@@ -6,7 +6,9 @@ use std::str::FromStr;
 use crate::csr_ref::CsrRef;
 use crate::dense::{Dense, DenseMut, DenseRef, Layout};
 use crate::error::{Error, Result};
-use crate::op::{named_enum, Algorithm, AttentionDesc, Format, OpKind, SddmmDesc, SpmmDesc, SpmvDesc, Support};
+use crate::op::{
+    named_enum, Algorithm, AttentionDesc, Format, OpKind, SddmmDesc, SpmmDesc, SpmvDesc, Support,
+};
 use crate::precision::Precision;
 use crate::scalar::{Scalar, SpIndex};
 
@@ -24,7 +26,11 @@ pub enum BackendKind {
     /// NVIDIA's cuSPARSE and cuBLAS, as vendor baselines.
     Cusparse,
 }
-named_enum!(BackendKind, "backend", [(Cpu, "cpu"), (Cuda, "cuda"), (Cusparse, "cusparse")]);
+named_enum!(
+    BackendKind,
+    "backend",
+    [(Cpu, "cpu"), (Cuda, "cuda"), (Cusparse, "cusparse")]
+);
 
 /// What a user asks for: a backend by name, or `auto` (CUDA when a usable GPU is present, else
 /// the CPU).
@@ -61,7 +67,11 @@ impl FromStr for BackendRequest {
         }
         s.parse::<BackendKind>()
             .map(BackendRequest::Kind)
-            .map_err(|_| Error::invalid(format!("unknown backend '{s}' (expected one of auto cpu cuda cusparse)")))
+            .map_err(|_| {
+                Error::invalid(format!(
+                    "unknown backend '{s}' (expected one of auto cpu cuda cusparse)"
+                ))
+            })
     }
 }
 
@@ -84,14 +94,26 @@ pub struct PlanInfo {
 pub trait SpmvPlan<T: Scalar>: Send {
     fn info(&self) -> &PlanInfo;
     /// `x` is cols x 1 and `y` rows x 1, in memory this plan's backend reads.
-    fn run(&mut self, alpha: T::Acc, x: DenseRef<'_, T>, beta: T::Acc, y: DenseMut<'_, T::Out>) -> Result<()>;
+    fn run(
+        &mut self,
+        alpha: T::Acc,
+        x: DenseRef<'_, T>,
+        beta: T::Acc,
+        y: DenseMut<'_, T::Out>,
+    ) -> Result<()>;
 }
 
 /// A planned `C = alpha*A*B + beta*C`.
 pub trait SpmmPlan<T: Scalar>: Send {
     fn info(&self) -> &PlanInfo;
     /// `b` is cols x n and `c` rows x n, each in either layout.
-    fn run(&mut self, alpha: T::Acc, b: DenseRef<'_, T>, beta: T::Acc, c: DenseMut<'_, T::Out>) -> Result<()>;
+    fn run(
+        &mut self,
+        alpha: T::Acc,
+        b: DenseRef<'_, T>,
+        beta: T::Acc,
+        c: DenseMut<'_, T::Out>,
+    ) -> Result<()>;
 }
 
 /// A planned `C = alpha*(X*Y^T) ∘ spy(S) + beta*C`.
@@ -112,7 +134,13 @@ pub trait SddmmPlan<T: Scalar>: Send {
 pub trait AttentionPlan<T: Scalar>: Send {
     fn info(&self) -> &PlanInfo;
     /// `q` is rows x d, `k` cols x d, `v` cols x dv and `o` rows x dv.
-    fn run(&mut self, q: DenseRef<'_, T>, k: DenseRef<'_, T>, v: DenseRef<'_, T>, o: DenseMut<'_, T::Out>) -> Result<()>;
+    fn run(
+        &mut self,
+        q: DenseRef<'_, T>,
+        k: DenseRef<'_, T>,
+        v: DenseRef<'_, T>,
+        o: DenseMut<'_, T::Out>,
+    ) -> Result<()>;
 }
 
 /// One backend's implementation of the operations.
@@ -170,8 +198,18 @@ mod tests {
 
     #[test]
     fn requests_parse() {
-        assert_eq!("auto".parse::<BackendRequest>().unwrap(), BackendRequest::Auto);
-        assert_eq!("cusparse".parse::<BackendRequest>().unwrap(), BackendRequest::Kind(BackendKind::Cusparse));
-        assert!("gpu".parse::<BackendRequest>().unwrap_err().to_string().contains("auto cpu cuda cusparse"));
+        assert_eq!(
+            "auto".parse::<BackendRequest>().unwrap(),
+            BackendRequest::Auto
+        );
+        assert_eq!(
+            "cusparse".parse::<BackendRequest>().unwrap(),
+            BackendRequest::Kind(BackendKind::Cusparse)
+        );
+        assert!("gpu"
+            .parse::<BackendRequest>()
+            .unwrap_err()
+            .to_string()
+            .contains("auto cpu cuda cusparse"));
     }
 }

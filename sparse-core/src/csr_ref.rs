@@ -34,8 +34,18 @@ impl<'a, T, I: SpIndex> CsrRef<'a, T, I> {
         col_idx: &'a [I],
         values: &'a [T],
     ) -> Result<Self> {
-        let view = CsrRef { rows, cols, row_ptr, col_idx, values };
-        view.validate().map_err(|error| Error::InvalidStructure { format: Format::Csr, error })?;
+        let view = CsrRef {
+            rows,
+            cols,
+            row_ptr,
+            col_idx,
+            values,
+        };
+        check_dimensions::<I>(rows, cols)?;
+        view.validate().map_err(|error| Error::InvalidStructure {
+            format: Format::Csr,
+            error,
+        })?;
         Ok(view)
     }
 
@@ -49,12 +59,25 @@ impl<'a, T, I: SpIndex> CsrRef<'a, T, I> {
         col_idx: &'a [I],
         values: &'a [T],
     ) -> Self {
-        CsrRef { rows, cols, row_ptr, col_idx, values }
+        CsrRef {
+            rows,
+            cols,
+            row_ptr,
+            col_idx,
+            values,
+        }
     }
 
     /// Checks the canonical-CSR invariants.
     pub fn validate(&self) -> Result<(), StructureError> {
-        validate_csr(self.rows, self.cols, self.row_ptr, self.col_idx, self.values.len(), true)
+        validate_csr(
+            self.rows,
+            self.cols,
+            self.row_ptr,
+            self.col_idx,
+            self.values.len(),
+            true,
+        )
     }
 
     pub fn rows(&self) -> usize {
@@ -99,9 +122,19 @@ impl<'a, T, I: SpIndex> CsrRef<'a, T, I> {
     }
 }
 
+/// Errors unless both dimensions are representable in `I` (so every row and column index is).
+pub fn check_dimensions<I: SpIndex>(rows: usize, cols: usize) -> Result<()> {
+    for (what, n) in [("number of rows", rows), ("number of columns", cols)] {
+        if I::try_from_usize(n).is_none() {
+            return Err(Error::overflow::<I>(what, n));
+        }
+    }
+    Ok(())
+}
+
 /// Checks CSR arrays. With `canonical`, columns must strictly increase within each row; without,
 /// they need only be in range (duplicates and any order allowed).
-pub(crate) fn validate_csr<I: SpIndex>(
+pub fn validate_csr<I: SpIndex>(
     rows: usize,
     cols: usize,
     row_ptr: &[I],
@@ -109,15 +142,29 @@ pub(crate) fn validate_csr<I: SpIndex>(
     nnz: usize,
     canonical: bool,
 ) -> Result<(), StructureError> {
-    let expected_ptr = rows.checked_add(1).ok_or_else(|| StructureError::Other("rows + 1 overflows usize".into()))?;
+    let expected_ptr = rows
+        .checked_add(1)
+        .ok_or_else(|| StructureError::Other("rows + 1 overflows usize".into()))?;
     if row_ptr.len() != expected_ptr {
-        return Err(StructureError::Length { array: "row_ptr", expected: expected_ptr, found: row_ptr.len() });
+        return Err(StructureError::Length {
+            array: "row_ptr",
+            expected: expected_ptr,
+            found: row_ptr.len(),
+        });
     }
     if col_idx.len() != nnz {
-        return Err(StructureError::Length { array: "col_idx", expected: nnz, found: col_idx.len() });
+        return Err(StructureError::Length {
+            array: "col_idx",
+            expected: nnz,
+            found: col_idx.len(),
+        });
     }
     if row_ptr[0].try_to_usize() != Some(0) {
-        return Err(StructureError::RowPtrBound { position: 0, expected: 0, found: format!("{:?}", row_ptr[0]) });
+        return Err(StructureError::RowPtrBound {
+            position: 0,
+            expected: 0,
+            found: format!("{:?}", row_ptr[0]),
+        });
     }
     if row_ptr[rows].try_to_usize() != Some(nnz) {
         return Err(StructureError::RowPtrBound {
@@ -137,7 +184,14 @@ pub(crate) fn validate_csr<I: SpIndex>(
         for (entry, &c) in col_idx.iter().enumerate().take(end).skip(start) {
             let col = match c.try_to_usize() {
                 Some(col) if col < cols => col,
-                _ => return Err(StructureError::ColumnOutOfRange { row: i, entry, col: format!("{c:?}"), cols }),
+                _ => {
+                    return Err(StructureError::ColumnOutOfRange {
+                        row: i,
+                        entry,
+                        col: format!("{c:?}"),
+                        cols,
+                    })
+                }
             };
             if canonical {
                 if let Some(p) = previous {
@@ -145,7 +199,11 @@ pub(crate) fn validate_csr<I: SpIndex>(
                         return Err(StructureError::Duplicate { row: i, col });
                     }
                     if col < p {
-                        return Err(StructureError::Unsorted { row: i, col, previous: p });
+                        return Err(StructureError::Unsorted {
+                            row: i,
+                            col,
+                            previous: p,
+                        });
                     }
                 }
             }
@@ -161,7 +219,8 @@ mod tests {
 
     #[test]
     fn accepts_canonical_csr() {
-        let a = CsrRef::<f64, u32>::try_new(2, 3, &[0, 2, 3], &[0, 2, 1], &[1.0, 2.0, 3.0]).unwrap();
+        let a =
+            CsrRef::<f64, u32>::try_new(2, 3, &[0, 2, 3], &[0, 2, 1], &[1.0, 2.0, 3.0]).unwrap();
         assert_eq!(a.row(0), (&[0u32, 2][..], &[1.0, 2.0][..]));
         assert_eq!(a.row_len(1), 1);
     }
@@ -175,12 +234,47 @@ mod tests {
                 other => panic!("expected a structure error, got {other:?}"),
             }
         };
-        assert_eq!(err(&[0, 2, 3], &[0, 3, 1]), StructureError::ColumnOutOfRange { row: 0, entry: 1, col: "3".into(), cols: 3 });
-        assert_eq!(err(&[0, 2, 3], &[2, 0, 1]), StructureError::Unsorted { row: 0, col: 0, previous: 2 });
-        assert_eq!(err(&[0, 2, 3], &[1, 1, 1]), StructureError::Duplicate { row: 0, col: 1 });
-        assert_eq!(err(&[0, 3, 2], &[0, 1, 2]), StructureError::RowPtrBound { position: 2, expected: 3, found: "2".into() });
-        assert_eq!(err(&[0, 2], &[0, 1]), StructureError::Length { array: "row_ptr", expected: 3, found: 2 });
-        assert_eq!(err(&[0, 3, 2], &[0, 1]), StructureError::RowPtrDecreasing { row: 1 });
+        assert_eq!(
+            err(&[0, 2, 3], &[0, 3, 1]),
+            StructureError::ColumnOutOfRange {
+                row: 0,
+                entry: 1,
+                col: "3".into(),
+                cols: 3
+            }
+        );
+        assert_eq!(
+            err(&[0, 2, 3], &[2, 0, 1]),
+            StructureError::Unsorted {
+                row: 0,
+                col: 0,
+                previous: 2
+            }
+        );
+        assert_eq!(
+            err(&[0, 2, 3], &[1, 1, 1]),
+            StructureError::Duplicate { row: 0, col: 1 }
+        );
+        assert_eq!(
+            err(&[0, 3, 2], &[0, 1, 2]),
+            StructureError::RowPtrBound {
+                position: 2,
+                expected: 3,
+                found: "2".into()
+            }
+        );
+        assert_eq!(
+            err(&[0, 2], &[0, 1]),
+            StructureError::Length {
+                array: "row_ptr",
+                expected: 3,
+                found: 2
+            }
+        );
+        assert_eq!(
+            err(&[0, 3, 2], &[0, 1]),
+            StructureError::RowPtrDecreasing { row: 1 }
+        );
     }
 
     #[test]

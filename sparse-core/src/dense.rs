@@ -91,9 +91,16 @@ impl Geometry {
                 inner.max(1)
             )));
         }
-        let g = Geometry { rows, cols, ld, layout };
+        let g = Geometry {
+            rows,
+            cols,
+            ld,
+            layout,
+        };
         let needed = g.span().ok_or_else(|| {
-            Error::invalid(format!("a {rows}x{cols} matrix with leading dimension {ld} overflows usize"))
+            Error::invalid(format!(
+                "a {rows}x{cols} matrix with leading dimension {ld} overflows usize"
+            ))
         })?;
         if len < needed {
             return Err(Error::invalid(format!(
@@ -192,12 +199,21 @@ impl<T> Copy for DenseRef<'_, T> {}
 
 impl<'a, T> DenseRef<'a, T> {
     /// Checks that `ld` fits the layout and that the memory spans every element.
-    pub fn try_new(memory: Memory<'a, T>, rows: usize, cols: usize, ld: usize, layout: Layout) -> Result<Self> {
+    pub fn try_new(
+        memory: Memory<'a, T>,
+        rows: usize,
+        cols: usize,
+        ld: usize,
+        layout: Layout,
+    ) -> Result<Self> {
         let len = match &memory {
             Memory::Host(s) => s.len(),
             Memory::Device(d) => d.len(),
         };
-        Ok(DenseRef { geometry: Geometry::new(rows, cols, ld, layout, len)?, memory })
+        Ok(DenseRef {
+            geometry: Geometry::new(rows, cols, ld, layout, len)?,
+            memory,
+        })
     }
 
     /// A host matrix stored without gaps (`ld` = number of columns for row-major, of rows for
@@ -210,7 +226,15 @@ impl<'a, T> DenseRef<'a, T> {
     /// A host column vector.
     pub fn vector(data: &'a [T]) -> Self {
         let (ld, layout) = Geometry::tight(data.len(), 1, Layout::ColMajor);
-        DenseRef { memory: Memory::Host(data), geometry: Geometry { rows: data.len(), cols: 1, ld, layout } }
+        DenseRef {
+            memory: Memory::Host(data),
+            geometry: Geometry {
+                rows: data.len(),
+                cols: 1,
+                ld,
+                layout,
+            },
+        }
     }
 
     geometry_accessors!();
@@ -251,7 +275,8 @@ impl<'a, T> DenseRef<'a, T> {
         let data = self.host("to_ndarray")?;
         let (rs, cs) = self.geometry.strides();
         let shape = (self.rows(), self.cols()).strides((rs, cs));
-        ArrayView2::from_shape(shape, &data[..self.span()]).map_err(|e| Error::invalid(e.to_string()))
+        ArrayView2::from_shape(shape, &data[..self.span()])
+            .map_err(|e| Error::invalid(e.to_string()))
     }
 }
 
@@ -270,7 +295,9 @@ impl<T: Copy> DenseRef<'_, T> {
 fn ndarray_layout(strides: &[isize], rows: usize, cols: usize) -> Result<Layout> {
     let (rs, cs) = (strides[0], strides[1]);
     if rs < 0 || cs < 0 {
-        return Err(Error::invalid(format!("ndarray view with negative strides ({rs}, {cs})")));
+        return Err(Error::invalid(format!(
+            "ndarray view with negative strides ({rs}, {cs})"
+        )));
     }
     if rows <= 1 {
         Ok(Layout::RowMajor)
@@ -279,7 +306,9 @@ fn ndarray_layout(strides: &[isize], rows: usize, cols: usize) -> Result<Layout>
     } else if cs == 1 {
         Ok(Layout::RowMajor)
     } else {
-        Err(Error::invalid(format!("ndarray view with strides ({rs}, {cs}) has no unit stride")))
+        Err(Error::invalid(format!(
+            "ndarray view with strides ({rs}, {cs}) has no unit stride"
+        )))
     }
 }
 
@@ -290,12 +319,21 @@ pub struct DenseMut<'a, T> {
 }
 
 impl<'a, T> DenseMut<'a, T> {
-    pub fn try_new(memory: MemoryMut<'a, T>, rows: usize, cols: usize, ld: usize, layout: Layout) -> Result<Self> {
+    pub fn try_new(
+        memory: MemoryMut<'a, T>,
+        rows: usize,
+        cols: usize,
+        ld: usize,
+        layout: Layout,
+    ) -> Result<Self> {
         let len = match &memory {
             MemoryMut::Host(s) => s.len(),
             MemoryMut::Device(d) => d.len(),
         };
-        Ok(DenseMut { geometry: Geometry::new(rows, cols, ld, layout, len)?, memory })
+        Ok(DenseMut {
+            geometry: Geometry::new(rows, cols, ld, layout, len)?,
+            memory,
+        })
     }
 
     pub fn from_slice(data: &'a mut [T], rows: usize, cols: usize, layout: Layout) -> Result<Self> {
@@ -306,7 +344,15 @@ impl<'a, T> DenseMut<'a, T> {
     pub fn vector(data: &'a mut [T]) -> Self {
         let (ld, layout) = Geometry::tight(data.len(), 1, Layout::ColMajor);
         let rows = data.len();
-        DenseMut { memory: MemoryMut::Host(data), geometry: Geometry { rows, cols: 1, ld, layout } }
+        DenseMut {
+            memory: MemoryMut::Host(data),
+            geometry: Geometry {
+                rows,
+                cols: 1,
+                ld,
+                layout,
+            },
+        }
     }
 
     geometry_accessors!();
@@ -340,7 +386,10 @@ impl<'a, T> DenseMut<'a, T> {
             MemoryMut::Host(s) => Memory::Host(&**s),
             MemoryMut::Device(d) => Memory::Device(&**d),
         };
-        DenseRef { memory, geometry: self.geometry }
+        DenseRef {
+            memory,
+            geometry: self.geometry,
+        }
     }
 
     /// A shorter-lived writable view of the same elements.
@@ -349,7 +398,10 @@ impl<'a, T> DenseMut<'a, T> {
             MemoryMut::Host(s) => MemoryMut::Host(&mut **s),
             MemoryMut::Device(d) => MemoryMut::Device(&mut **d),
         };
-        DenseMut { memory, geometry: self.geometry }
+        DenseMut {
+            memory,
+            geometry: self.geometry,
+        }
     }
 
     /// Borrows a contiguous mutable ndarray view without copying.
@@ -378,7 +430,8 @@ impl<'a, T> DenseMut<'a, T> {
         };
         let (rs, cs) = geometry.strides();
         let shape = (geometry.rows, geometry.cols).strides((rs, cs));
-        ArrayViewMut2::from_shape(shape, &mut data[..span]).map_err(|e| Error::invalid(e.to_string()))
+        ArrayViewMut2::from_shape(shape, &mut data[..span])
+            .map_err(|e| Error::invalid(e.to_string()))
     }
 }
 
@@ -399,12 +452,22 @@ impl<T: Copy + Default> Dense<T> {
         let (ld, layout) = Geometry::tight(rows, cols, layout);
         Dense {
             storage: Storage::Host(vec![T::default(); rows * cols]),
-            geometry: Geometry { rows, cols, ld, layout },
+            geometry: Geometry {
+                rows,
+                cols,
+                ld,
+                layout,
+            },
         }
     }
 
     /// A host matrix with element (i, j) = `f(i, j)`.
-    pub fn from_fn(rows: usize, cols: usize, layout: Layout, mut f: impl FnMut(usize, usize) -> T) -> Self {
+    pub fn from_fn(
+        rows: usize,
+        cols: usize,
+        layout: Layout,
+        mut f: impl FnMut(usize, usize) -> T,
+    ) -> Self {
         let mut d = Self::zeros(rows, cols, layout);
         let g = d.geometry;
         if let Storage::Host(v) = &mut d.storage {
@@ -427,15 +490,26 @@ impl<T: Copy + Default> Dense<T> {
     pub fn to_layout(&self, layout: Layout) -> Result<Self> {
         let src = self.as_ref();
         let data = src.host("to_layout")?;
-        Ok(Self::from_fn(self.rows(), self.cols(), layout, |i, j| data[src.offset(i, j)]))
+        Ok(Self::from_fn(self.rows(), self.cols(), layout, |i, j| {
+            data[src.offset(i, j)]
+        }))
     }
 }
 
 impl<T> Dense<T> {
     /// Wraps host elements; `ld` must fit the layout and `data` span every element.
-    pub fn from_vec(data: Vec<T>, rows: usize, cols: usize, ld: usize, layout: Layout) -> Result<Self> {
+    pub fn from_vec(
+        data: Vec<T>,
+        rows: usize,
+        cols: usize,
+        ld: usize,
+        layout: Layout,
+    ) -> Result<Self> {
         let geometry = Geometry::new(rows, cols, ld, layout, data.len())?;
-        Ok(Dense { storage: Storage::Host(data), geometry })
+        Ok(Dense {
+            storage: Storage::Host(data),
+            geometry,
+        })
     }
 
     /// Wraps device memory made by a backend.
@@ -447,7 +521,10 @@ impl<T> Dense<T> {
         layout: Layout,
     ) -> Result<Self> {
         let geometry = Geometry::new(rows, cols, ld, layout, memory.len())?;
-        Ok(Dense { storage: Storage::Device(memory), geometry })
+        Ok(Dense {
+            storage: Storage::Device(memory),
+            geometry,
+        })
     }
 
     geometry_accessors!();
@@ -461,7 +538,10 @@ impl<T> Dense<T> {
             Storage::Host(v) => Memory::Host(v.as_slice()),
             Storage::Device(d) => Memory::Device(d.as_ref()),
         };
-        DenseRef { memory, geometry: self.geometry }
+        DenseRef {
+            memory,
+            geometry: self.geometry,
+        }
     }
 
     pub fn as_mut(&mut self) -> DenseMut<'_, T> {
@@ -469,7 +549,10 @@ impl<T> Dense<T> {
             Storage::Host(v) => MemoryMut::Host(v.as_mut_slice()),
             Storage::Device(d) => MemoryMut::Device(d.as_mut()),
         };
-        DenseMut { memory, geometry: self.geometry }
+        DenseMut {
+            memory,
+            geometry: self.geometry,
+        }
     }
 
     /// The host elements in memory order, or an error for device memory.
@@ -502,7 +585,15 @@ impl<T: Copy> Dense<T> {
 
 impl<T: fmt::Debug + Copy> fmt::Debug for Dense<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Dense {}x{} {} ld={} on {}", self.rows(), self.cols(), self.layout(), self.ld(), location(&self.as_ref().memory))
+        write!(
+            f,
+            "Dense {}x{} {} ld={} on {}",
+            self.rows(),
+            self.cols(),
+            self.layout(),
+            self.ld(),
+            location(&self.as_ref().memory)
+        )
     }
 }
 

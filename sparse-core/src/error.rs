@@ -22,7 +22,10 @@ pub enum Error {
 
     /// A sparse structure violates an invariant of its format.
     #[error("invalid {format} structure: {error}")]
-    InvalidStructure { format: Format, error: StructureError },
+    InvalidStructure {
+        format: Format,
+        error: StructureError,
+    },
 
     /// The backend cannot run this combination.
     #[error("{backend} does not support {op} on {format} in {precision}; supported: {supported}")]
@@ -36,7 +39,10 @@ pub enum Error {
 
     /// The backend cannot be used on this machine.
     #[error("backend {backend} is not available: {reason}")]
-    DeviceUnavailable { backend: BackendKind, reason: String },
+    DeviceUnavailable {
+        backend: BackendKind,
+        reason: String,
+    },
 
     /// A device allocation failed.
     #[error("out of memory on {device}: could not allocate {bytes} bytes")]
@@ -44,7 +50,10 @@ pub enum Error {
 
     /// A device call failed.
     #[error("{backend} error: {message}")]
-    Device { backend: BackendKind, message: String },
+    Device {
+        backend: BackendKind,
+        message: String,
+    },
 
     /// A count or index does not fit the index type.
     #[error("index overflow: {what} is {value}, but {index_type} holds at most {max}")]
@@ -85,12 +94,22 @@ pub enum Error {
 }
 
 impl Error {
-    pub fn shape(context: impl Into<String>, expected: (usize, usize), found: (usize, usize)) -> Self {
-        Error::ShapeMismatch { context: context.into(), expected, found }
+    pub fn shape(
+        context: impl Into<String>,
+        expected: (usize, usize),
+        found: (usize, usize),
+    ) -> Self {
+        Error::ShapeMismatch {
+            context: context.into(),
+            expected,
+            found,
+        }
     }
 
     pub fn invalid(message: impl Into<String>) -> Self {
-        Error::InvalidArgument { message: message.into() }
+        Error::InvalidArgument {
+            message: message.into(),
+        }
     }
 
     pub fn overflow<I: crate::SpIndex>(what: impl Into<String>, value: usize) -> Self {
@@ -112,17 +131,40 @@ impl Error {
 #[non_exhaustive]
 pub enum StructureError {
     #[error("{array} has length {found}, expected {expected}")]
-    Length { array: &'static str, expected: usize, found: usize },
+    Length {
+        array: &'static str,
+        expected: usize,
+        found: usize,
+    },
     #[error("row pointer {position} is {found}, expected {expected}")]
-    RowPtrBound { position: usize, expected: usize, found: String },
+    RowPtrBound {
+        position: usize,
+        expected: usize,
+        found: String,
+    },
     #[error("row pointer decreases at row {row}")]
     RowPtrDecreasing { row: usize },
     #[error("entry {entry} (row {row}): column index {col} is outside 0..{cols}")]
-    ColumnOutOfRange { row: usize, entry: usize, col: String, cols: usize },
+    ColumnOutOfRange {
+        row: usize,
+        entry: usize,
+        col: String,
+        cols: usize,
+    },
     #[error("entry {entry}: row index {row} is outside 0..{rows}")]
-    RowOutOfRange { entry: usize, row: String, rows: usize },
-    #[error("row {row}: column {col} follows column {previous} (columns must increase within a row)")]
-    Unsorted { row: usize, col: usize, previous: usize },
+    RowOutOfRange {
+        entry: usize,
+        row: String,
+        rows: usize,
+    },
+    #[error(
+        "row {row}: column {col} follows column {previous} (columns must increase within a row)"
+    )]
+    Unsorted {
+        row: usize,
+        col: usize,
+        previous: usize,
+    },
     #[error("row {row}: column {col} appears more than once")]
     Duplicate { row: usize, col: usize },
     #[error("{0}")]

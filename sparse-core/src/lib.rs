@@ -31,12 +31,10 @@ pub use backend::{
     AttentionPlan, BackendKind, BackendRequest, Executor, PlanInfo, SddmmPlan, SpmmPlan, SpmvPlan,
     BACKEND_ENV,
 };
-pub use csr_ref::CsrRef;
+pub use csr_ref::{check_dimensions, validate_csr, CsrRef};
 pub use dense::{Dense, DenseMut, DenseRef, DeviceMemory, Layout, Memory, MemoryMut};
 pub use error::{Error, Result, StructureError};
-pub use op::{
-    Algorithm, AttentionDesc, Format, OpKind, SddmmDesc, SpmmDesc, SpmvDesc, Support,
-};
+pub use op::{Algorithm, AttentionDesc, Format, OpKind, SddmmDesc, SpmmDesc, SpmvDesc, Support};
 pub use precision::{Compute, DType, Precision};
 pub use scalar::{Accumulator, Scalar, SpIndex};
 

@@ -52,7 +52,16 @@ pub enum OpKind {
     Sddmm,
     Attention,
 }
-named_enum!(OpKind, "operation", [(Spmv, "spmv"), (Spmm, "spmm"), (Sddmm, "sddmm"), (Attention, "attention")]);
+named_enum!(
+    OpKind,
+    "operation",
+    [
+        (Spmv, "spmv"),
+        (Spmm, "spmm"),
+        (Sddmm, "sddmm"),
+        (Attention, "attention")
+    ]
+);
 
 /// Sparse storage formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -67,16 +76,20 @@ pub enum Format {
     SrBcrs,
     Tiled16,
 }
-named_enum!(Format, "format", [
-    (Csr, "csr"),
-    (Coo, "coo"),
-    (Ell, "ell"),
-    (Hyb, "hyb"),
-    (Bsr, "bsr"),
-    (MeBcrs, "me-bcrs"),
-    (SrBcrs, "sr-bcrs"),
-    (Tiled16, "tiled16"),
-]);
+named_enum!(
+    Format,
+    "format",
+    [
+        (Csr, "csr"),
+        (Coo, "coo"),
+        (Ell, "ell"),
+        (Hyb, "hyb"),
+        (Bsr, "bsr"),
+        (MeBcrs, "me-bcrs"),
+        (SrBcrs, "sr-bcrs"),
+        (Tiled16, "tiled16"),
+    ]
+);
 
 /// How an executor computes an operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -91,12 +104,16 @@ pub enum Algorithm {
     /// Rows split into parts of equal row count.
     RowSplit,
 }
-named_enum!(Algorithm, "algorithm", [
-    (Auto, "auto"),
-    (Reference, "reference"),
-    (NnzSplit, "nnz-split"),
-    (RowSplit, "row-split"),
-]);
+named_enum!(
+    Algorithm,
+    "algorithm",
+    [
+        (Auto, "auto"),
+        (Reference, "reference"),
+        (NnzSplit, "nnz-split"),
+        (RowSplit, "row-split"),
+    ]
+);
 
 /// Answer of a capability query.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -107,7 +124,15 @@ pub enum Support {
     Emulated,
     Unsupported,
 }
-named_enum!(Support, "support level", [(Native, "native"), (Emulated, "emulated"), (Unsupported, "unsupported")]);
+named_enum!(
+    Support,
+    "support level",
+    [
+        (Native, "native"),
+        (Emulated, "emulated"),
+        (Unsupported, "unsupported")
+    ]
+);
 
 /// Describes an SpMV `y = alpha*A*x + beta*y`.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -119,7 +144,11 @@ pub struct SpmvDesc {
 
 impl SpmvDesc {
     pub fn new(precision: Precision) -> Self {
-        SpmvDesc { precision, format: Format::Csr, algorithm: Algorithm::Auto }
+        SpmvDesc {
+            precision,
+            format: Format::Csr,
+            algorithm: Algorithm::Auto,
+        }
     }
     pub fn format(self, format: Format) -> Self {
         SpmvDesc { format, ..self }
@@ -139,7 +168,11 @@ pub struct SpmmDesc {
 
 impl SpmmDesc {
     pub fn new(precision: Precision) -> Self {
-        SpmmDesc { precision, format: Format::Csr, algorithm: Algorithm::Auto }
+        SpmmDesc {
+            precision,
+            format: Format::Csr,
+            algorithm: Algorithm::Auto,
+        }
     }
     pub fn format(self, format: Format) -> Self {
         SpmmDesc { format, ..self }
@@ -175,7 +208,10 @@ impl SddmmDesc {
         SddmmDesc { algorithm, ..self }
     }
     pub fn scale_by_values(self, scale_by_values: bool) -> Self {
-        SddmmDesc { scale_by_values, ..self }
+        SddmmDesc {
+            scale_by_values,
+            ..self
+        }
     }
 }
 
@@ -191,7 +227,12 @@ pub struct AttentionDesc {
 
 impl AttentionDesc {
     pub fn new(precision: Precision) -> Self {
-        AttentionDesc { precision, format: Format::Csr, algorithm: Algorithm::Auto, scale: None }
+        AttentionDesc {
+            precision,
+            format: Format::Csr,
+            algorithm: Algorithm::Auto,
+            scale: None,
+        }
     }
     pub fn format(self, format: Format) -> Self {
         AttentionDesc { format, ..self }
@@ -200,16 +241,23 @@ impl AttentionDesc {
         AttentionDesc { algorithm, ..self }
     }
     pub fn scale(self, scale: f64) -> Self {
-        AttentionDesc { scale: Some(scale), ..self }
+        AttentionDesc {
+            scale: Some(scale),
+            ..self
+        }
     }
 
     /// The scale in force for queries of width `d`; an error when it is not finite.
     pub fn resolved_scale(&self, d: usize) -> Result<f64, Error> {
-        let s = self.scale.unwrap_or_else(|| if d == 0 { 1.0 } else { 1.0 / (d as f64).sqrt() });
+        let s = self
+            .scale
+            .unwrap_or_else(|| if d == 0 { 1.0 } else { 1.0 / (d as f64).sqrt() });
         if s.is_finite() {
             Ok(s)
         } else {
-            Err(Error::invalid(format!("attention scale must be finite, got {s}")))
+            Err(Error::invalid(format!(
+                "attention scale must be finite, got {s}"
+            )))
         }
     }
 }
@@ -232,7 +280,15 @@ mod tests {
 
     #[test]
     fn default_attention_scale_is_inverse_sqrt_width() {
-        assert_eq!(AttentionDesc::new(Precision::F32).resolved_scale(16).unwrap(), 0.25);
-        assert!(AttentionDesc::new(Precision::F32).scale(f64::NAN).resolved_scale(4).is_err());
+        assert_eq!(
+            AttentionDesc::new(Precision::F32)
+                .resolved_scale(16)
+                .unwrap(),
+            0.25
+        );
+        assert!(AttentionDesc::new(Precision::F32)
+            .scale(f64::NAN)
+            .resolved_scale(4)
+            .is_err());
     }
 }

@@ -83,13 +83,34 @@ pub struct Precision {
 }
 
 impl Precision {
-    pub const F64: Precision = Precision { storage: DType::F64, compute: Compute::F64 };
-    pub const F32: Precision = Precision { storage: DType::F32, compute: Compute::F32 };
-    pub const TF32: Precision = Precision { storage: DType::F32, compute: Compute::Tf32 };
-    pub const F16: Precision = Precision { storage: DType::F16, compute: Compute::F32 };
-    pub const BF16: Precision = Precision { storage: DType::BF16, compute: Compute::F32 };
-    pub const I8: Precision = Precision { storage: DType::I8, compute: Compute::I32 };
-    pub const I4: Precision = Precision { storage: DType::I4, compute: Compute::I32 };
+    pub const F64: Precision = Precision {
+        storage: DType::F64,
+        compute: Compute::F64,
+    };
+    pub const F32: Precision = Precision {
+        storage: DType::F32,
+        compute: Compute::F32,
+    };
+    pub const TF32: Precision = Precision {
+        storage: DType::F32,
+        compute: Compute::Tf32,
+    };
+    pub const F16: Precision = Precision {
+        storage: DType::F16,
+        compute: Compute::F32,
+    };
+    pub const BF16: Precision = Precision {
+        storage: DType::BF16,
+        compute: Compute::F32,
+    };
+    pub const I8: Precision = Precision {
+        storage: DType::I8,
+        compute: Compute::I32,
+    };
+    pub const I4: Precision = Precision {
+        storage: DType::I4,
+        compute: Compute::I32,
+    };
 
     pub const ALL: [Precision; 7] = [
         Precision::F64,
@@ -143,7 +164,9 @@ impl FromStr for Precision {
             .into_iter()
             .find(|p| p.name() == s)
             .ok_or_else(|| Error::InvalidArgument {
-                message: format!("unknown precision '{s}' (expected one of f64 f32 tf32 f16 bf16 i8 i4)"),
+                message: format!(
+                    "unknown precision '{s}' (expected one of f64 f32 tf32 f16 bf16 i8 i4)"
+                ),
             })
     }
 }
