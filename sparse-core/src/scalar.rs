@@ -26,6 +26,9 @@ pub trait Accumulator:
     fn to_f64(self) -> f64;
     /// Rounds (floats) or rounds and saturates (integers).
     fn from_f64(v: f64) -> Self;
+    /// `self + a*b`, wrapping for integers so an overflowing sum is a wrong value (which the
+    /// oracle detects), never a panic.
+    fn madd(self, a: Self, b: Self) -> Self;
 }
 
 macro_rules! float_accumulator {
@@ -38,6 +41,10 @@ macro_rules! float_accumulator {
             }
             fn from_f64(v: f64) -> Self {
                 v as $t
+            }
+            #[inline(always)]
+            fn madd(self, a: Self, b: Self) -> Self {
+                self + a * b
             }
         }
     };
@@ -55,6 +62,10 @@ impl Accumulator for i32 {
         // `as` saturates and maps NaN to 0, which is the documented rounding for integers.
         v.round() as i32
     }
+    #[inline(always)]
+    fn madd(self, a: Self, b: Self) -> Self {
+        self.wrapping_add(a.wrapping_mul(b))
+    }
 }
 
 /// A value type a matrix or dense operand may hold.
@@ -64,6 +75,8 @@ impl Accumulator for i32 {
 pub trait Scalar: Copy + Send + Sync + Debug + PartialEq + Default + 'static {
     const DTYPE: DType;
     type Acc: Accumulator;
+    /// The floating type nonlinear steps (softmax) run in: f64 for f64, f32 otherwise.
+    type Float: Accumulator + num_traits::Float;
     type Out: Scalar<Acc = Self::Acc>;
     fn to_acc(self) -> Self::Acc;
     /// Rounds to nearest (floats) or saturates (integers).
@@ -75,10 +88,11 @@ pub trait Scalar: Copy + Send + Sync + Debug + PartialEq + Default + 'static {
 }
 
 macro_rules! native_scalar {
-    ($t:ty, $dtype:expr, $finite:expr) => {
+    ($t:ty, $float:ty, $dtype:expr, $finite:expr) => {
         impl Scalar for $t {
             const DTYPE: DType = $dtype;
             type Acc = $t;
+            type Float = $float;
             type Out = $t;
             fn to_acc(self) -> Self::Acc {
                 self
@@ -98,15 +112,16 @@ macro_rules! native_scalar {
         }
     };
 }
-native_scalar!(f64, DType::F64, f64::is_finite);
-native_scalar!(f32, DType::F32, f32::is_finite);
-native_scalar!(i32, DType::I32, |_| true);
+native_scalar!(f64, f64, DType::F64, f64::is_finite);
+native_scalar!(f32, f32, DType::F32, f32::is_finite);
+native_scalar!(i32, f64, DType::I32, |_| true);
 
 macro_rules! half_scalar {
     ($t:ty, $dtype:expr) => {
         impl Scalar for $t {
             const DTYPE: DType = $dtype;
             type Acc = f32;
+            type Float = f32;
             type Out = $t;
             fn to_acc(self) -> f32 {
                 self.to_f32()
@@ -132,6 +147,7 @@ half_scalar!(bf16, DType::BF16);
 impl Scalar for i8 {
     const DTYPE: DType = DType::I8;
     type Acc = i32;
+    type Float = f32;
     type Out = i32;
     fn to_acc(self) -> i32 {
         i32::from(self)

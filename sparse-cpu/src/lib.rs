@@ -1,1 +1,14 @@
+//! The CPU backend of sparse-blas.
+//!
+//! - [`reference`]: serial, fixed-order, f64 kernels: the oracle every backend is tested against.
+//! - [`CpuBackend`]: the [`sparse_core::Executor`] running rayon kernels (merge-path SpMV, row
+//!   parallel SpMM/SDDMM, fused attention with an online softmax), deterministic for a given
+//!   number of threads.
 
+mod executor;
+mod kernels;
+mod partition;
+pub mod reference;
+mod shared_out;
+
+pub use executor::CpuBackend;

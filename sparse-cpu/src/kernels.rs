@@ -1,0 +1,283 @@
+//! rayon kernels for CSR. Each output element is produced by one task in a fixed order, over a
+//! partition fixed at plan time, so results are bit-identical from run to run.
+
+use rayon::prelude::*;
+use sparse_core::{Accumulator, CsrRef, DenseMut, DenseRef, Layout, Result, Scalar, SpIndex};
+
+use crate::partition::PathPoint;
+use crate::shared_out::SharedOut;
+
+/// Row and column strides of a host operand.
+fn strides<T>(d: &DenseRef<'_, T>) -> (usize, usize) {
+    match d.layout() {
+        Layout::RowMajor => (d.ld(), 1),
+        Layout::ColMajor => (1, d.ld()),
+    }
+}
+
+/// `alpha*sum + beta*prior`, where `prior` is only read when `beta != 0`.
+#[inline(always)]
+fn update<O: Scalar>(alpha: O::Acc, sum: O::Acc, beta: O::Acc, prior: impl FnOnce() -> O) -> O {
+    let scaled = alpha * sum;
+    if beta == O::Acc::ZERO {
+        O::from_acc(scaled)
+    } else {
+        O::from_acc(scaled.madd(beta, prior().to_acc()))
+    }
+}
+
+/// Sum of `vals[k] * x[cols[k] * incx]` over one stretch of a row.
+///
+/// # Safety
+/// Every `cols[k] * incx` is in bounds of `x` (validated CSR and a checked x shape).
+#[inline(always)]
+unsafe fn sparse_dot<T: Scalar, I: SpIndex>(
+    cols: &[I],
+    vals: &[T],
+    x: &[T],
+    incx: usize,
+) -> T::Acc {
+    let mut sum = T::Acc::ZERO;
+    for (&c, &v) in cols.iter().zip(vals) {
+        sum = sum.madd(v.to_acc(), x.get_unchecked(c.to_usize() * incx).to_acc());
+    }
+    sum
+}
+
+/// Partial sums of rows that cross a part boundary: (row, partial) in path order.
+type Partials<A> = [Option<(usize, A)>; 2];
+
+/// Merge-path SpMV: every part handles the same number of rows plus entries; rows split across
+/// parts are summed from their partials afterwards, in part order, and written once.
+/// The caller has checked shapes and that `alpha != 0`.
+pub fn spmv<T: Scalar, I: SpIndex>(
+    a: CsrRef<'_, T, I>,
+    path: &[PathPoint],
+    alpha: T::Acc,
+    x: DenseRef<'_, T>,
+    beta: T::Acc,
+    mut y: DenseMut<'_, T::Out>,
+) -> Result<()> {
+    let xs = x.host("spmv x")?;
+    let incx = strides(&x).0;
+    let out = SharedOut::new(&mut y, "spmv y")?;
+    let (row_ptr, col_idx, values) = (a.row_ptr(), a.col_idx(), a.values());
+    let stretch = |from: usize, to: usize| {
+        // SAFETY: a validated CSR indexes columns < x.rows(), and x spans its rows.
+        unsafe { sparse_dot(&col_idx[from..to], &values[from..to], xs, incx) }
+    };
+    let partials: Vec<Partials<T::Acc>> = path
+        .par_windows(2)
+        .map(|w| {
+            let (start, end) = (w[0], w[1]);
+            let mut head = None;
+            let mut k = start.entry;
+            for row in start.row..end.row {
+                let row_end = row_ptr[row + 1].to_usize();
+                let sum = stretch(k, row_end);
+                if row == start.row && row_ptr[row].to_usize() < start.entry {
+                    head = Some((row, sum));
+                } else {
+                    // SAFETY: row < rows; rows ended inside this part are written by it alone.
+                    unsafe { out.write(row, 0, update(alpha, sum, beta, || out.read(row, 0))) };
+                }
+                k = row_end;
+            }
+            let tail =
+                (end.row < a.rows() && end.entry > k).then(|| (end.row, stretch(k, end.entry)));
+            [head, tail]
+        })
+        .collect();
+    let mut pending: Option<(usize, T::Acc)> = None;
+    for (row, part) in partials.into_iter().flatten().flatten() {
+        pending = match pending {
+            Some((r, sum)) if r == row => Some((r, sum + part)),
+            Some((r, sum)) => {
+                // SAFETY: split rows are written only here, after the parallel phase.
+                unsafe { out.write(r, 0, update(alpha, sum, beta, || out.read(r, 0))) };
+                Some((row, part))
+            }
+            None => Some((row, part)),
+        };
+    }
+    if let Some((r, sum)) = pending {
+        // SAFETY: as above.
+        unsafe { out.write(r, 0, update(alpha, sum, beta, || out.read(r, 0))) };
+    }
+    Ok(())
+}
+
+/// Columns of C computed together, so their sums stay in registers.
+const SPMM_COLUMN_BLOCK: usize = 32;
+
+/// `acc[t] += v * b[t*stride]` over a block; called with a literal stride 1 for row-major B so
+/// the loop is vectorised.
+///
+/// # Safety
+/// `b` holds at least `(acc.len() - 1) * stride + 1` elements.
+#[inline(always)]
+unsafe fn axpy_block<T: Scalar>(acc: &mut [T::Acc], v: T::Acc, b: &[T], stride: usize) {
+    for (t, a) in acc.iter_mut().enumerate() {
+        *a = a.madd(v, b.get_unchecked(t * stride).to_acc());
+    }
+}
+
+/// Row-parallel SpMM over `row_bounds` (rows never split), for B and C in either layout.
+/// The caller has checked shapes and that `alpha != 0`.
+pub fn spmm<T: Scalar, I: SpIndex>(
+    a: CsrRef<'_, T, I>,
+    row_bounds: &[usize],
+    alpha: T::Acc,
+    b: DenseRef<'_, T>,
+    beta: T::Acc,
+    mut c: DenseMut<'_, T::Out>,
+) -> Result<()> {
+    let n = b.cols();
+    let bs = b.host("spmm B")?;
+    let (b_row, b_col) = strides(&b);
+    let out = SharedOut::new(&mut c, "spmm C")?;
+    row_bounds.par_windows(2).for_each(|w| {
+        let mut acc = [T::Acc::ZERO; SPMM_COLUMN_BLOCK];
+        for i in w[0]..w[1] {
+            let (cols, vals) = a.row(i);
+            for j0 in (0..n).step_by(SPMM_COLUMN_BLOCK) {
+                let width = SPMM_COLUMN_BLOCK.min(n - j0);
+                let acc = &mut acc[..width];
+                acc.fill(T::Acc::ZERO);
+                for (&col, &v) in cols.iter().zip(vals) {
+                    let first = col.to_usize() * b_row + j0 * b_col;
+                    // SAFETY: col < b.rows() and j0 + width <= n, so every element read lies
+                    // within B's span, which the DenseRef checked against its memory.
+                    unsafe {
+                        if b_col == 1 {
+                            axpy_block(acc, v.to_acc(), bs.get_unchecked(first..), 1);
+                        } else {
+                            axpy_block(acc, v.to_acc(), bs.get_unchecked(first..), b_col);
+                        }
+                    }
+                }
+                for (t, &sum) in acc.iter().enumerate() {
+                    // SAFETY: row i belongs to this task alone.
+                    unsafe {
+                        out.write(i, j0 + t, update(alpha, sum, beta, || out.read(i, j0 + t)))
+                    };
+                }
+            }
+        }
+    });
+    Ok(())
+}
+
+/// Row-parallel SDDMM over `row_bounds`; C's values are written in S's entry order.
+/// The caller has checked shapes and that `alpha != 0`.
+#[allow(clippy::too_many_arguments)]
+pub fn sddmm<T: Scalar, I: SpIndex>(
+    s: CsrRef<'_, T, I>,
+    row_bounds: &[usize],
+    alpha: T::Acc,
+    x: DenseRef<'_, T>,
+    y: DenseRef<'_, T>,
+    beta: T::Acc,
+    mut c: DenseMut<'_, T::Out>,
+    scale_by_values: bool,
+) -> Result<()> {
+    let k = x.cols();
+    let (xs, ys) = (x.host("sddmm X")?, y.host("sddmm Y")?);
+    let ((x_row, x_col), (y_row, y_col)) = (strides(&x), strides(&y));
+    let out = SharedOut::new(&mut c, "sddmm C")?;
+    row_bounds.par_windows(2).for_each(|w| {
+        for i in w[0]..w[1] {
+            for e in s.row_range(i) {
+                let j = s.col_idx()[e].to_usize();
+                let mut dot = T::Acc::ZERO;
+                for t in 0..k {
+                    // SAFETY: i < x.rows(), j < y.rows() (validated CSR), t < k: inside both spans.
+                    unsafe {
+                        dot = dot.madd(
+                            xs.get_unchecked(i * x_row + t * x_col).to_acc(),
+                            ys.get_unchecked(j * y_row + t * y_col).to_acc(),
+                        );
+                    }
+                }
+                if scale_by_values {
+                    dot = T::Acc::ZERO.madd(dot, s.values()[e].to_acc());
+                }
+                // SAFETY: entry e belongs to row i, which belongs to this task alone.
+                unsafe { out.write(e, 0, update(alpha, dot, beta, || out.read(e, 0))) };
+            }
+        }
+    });
+    Ok(())
+}
+
+/// Fused sparse attention with an online softmax: one pass over each row's entries keeps the
+/// running maximum, the running normaliser and the weighted sum of V rows, rescaling the last
+/// two whenever the maximum grows. The caller has checked shapes.
+pub fn attention<T: Scalar, I: SpIndex>(
+    a: CsrRef<'_, T, I>,
+    row_bounds: &[usize],
+    q: DenseRef<'_, T>,
+    k: DenseRef<'_, T>,
+    v: DenseRef<'_, T>,
+    scale: f64,
+    mut o: DenseMut<'_, T::Out>,
+) -> Result<()> {
+    use num_traits::Float;
+    let (d, dv) = (q.cols(), v.cols());
+    let (qs, ks, vs) = (
+        q.host("attention Q")?,
+        k.host("attention K")?,
+        v.host("attention V")?,
+    );
+    let ((q_row, q_col), (k_row, k_col), (v_row, v_col)) = (strides(&q), strides(&k), strides(&v));
+    let out = SharedOut::new(&mut o, "attention O")?;
+    let scale = <T::Float as Accumulator>::from_f64(scale);
+    let float = |x: T| <T::Float as Accumulator>::from_f64(x.to_f64());
+    row_bounds.par_windows(2).for_each(|w| {
+        let mut acc = vec![<T::Float as Accumulator>::ZERO; dv];
+        for i in w[0]..w[1] {
+            let (cols, _) = a.row(i);
+            let (mut max, mut norm) = (T::Float::neg_infinity(), <T::Float as Accumulator>::ZERO);
+            acc.fill(<T::Float as Accumulator>::ZERO);
+            for &col in cols {
+                let j = col.to_usize();
+                let mut score = <T::Float as Accumulator>::ZERO;
+                for t in 0..d {
+                    // SAFETY: i < q.rows(), j < k.rows() (validated CSR), t < d.
+                    unsafe {
+                        score = score.madd(
+                            float(*qs.get_unchecked(i * q_row + t * q_col)),
+                            float(*ks.get_unchecked(j * k_row + t * k_col)),
+                        );
+                    }
+                }
+                score = score * scale;
+                if score > max {
+                    let rescale = (max - score).exp();
+                    norm = norm * rescale;
+                    acc.iter_mut().for_each(|x| *x = *x * rescale);
+                    max = score;
+                }
+                let weight = (score - max).exp();
+                norm += weight;
+                for (t, x) in acc.iter_mut().enumerate() {
+                    // SAFETY: j < v.rows(), t < dv.
+                    *x = x.madd(
+                        weight,
+                        float(unsafe { *vs.get_unchecked(j * v_row + t * v_col) }),
+                    );
+                }
+            }
+            for (t, &x) in acc.iter().enumerate() {
+                let value = if cols.is_empty() {
+                    0.0
+                } else {
+                    (x / norm).to_f64()
+                };
+                // SAFETY: row i belongs to this task alone.
+                unsafe { out.write(i, t, T::Out::from_f64(value)) };
+            }
+        }
+    });
+    Ok(())
+}
