@@ -23,8 +23,8 @@ mod backend;
 
 pub use backend::Backend;
 pub use sparse_core::*;
-pub use sparse_cpu::{reference, CpuBackend};
-pub use sparse_formats::{csr_from_dense, dense_from_csr, Coo, Csr, Rejected, RowStats};
+pub use sparse_cpu::{bound, reference, CpuBackend};
+pub use sparse_formats::{csr_from_dense, dense_from_csr, generate, Coo, Csr, Rejected, RowStats};
 
 /// Matrix Market reading and writing.
 pub mod io {

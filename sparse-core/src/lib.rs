@@ -20,6 +20,7 @@
 //!   `beta*y` (or zero when `beta == 0`).
 
 mod backend;
+pub mod cost;
 mod csr_ref;
 mod dense;
 mod error;

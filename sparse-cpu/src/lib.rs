@@ -1,10 +1,12 @@
 //! The CPU backend of sparse-blas.
 //!
-//! - [`reference`]: serial, fixed-order, f64 kernels: the oracle every backend is tested against.
+//! - [`reference`]: serial, fixed-order, f64 kernels: the oracle every backend is tested against;
+//!   [`bound`] turns its results into expectations with per-entry error bounds.
 //! - [`CpuBackend`]: the [`sparse_core::Executor`] running rayon kernels (merge-path SpMV, row
 //!   parallel SpMM/SDDMM, fused attention with an online softmax), deterministic for a given
 //!   number of threads.
 
+pub mod bound;
 mod executor;
 mod kernels;
 mod partition;

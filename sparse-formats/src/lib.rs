@@ -7,6 +7,7 @@
 mod coo;
 mod csr;
 mod dense;
+pub mod generate;
 pub mod mtx;
 mod rejected;
 mod sprs_interop;

@@ -1,0 +1,150 @@
+//! Deterministic matrix generators for the main job, benchmarks and tests.
+
+use sparse_core::{Result, Scalar, SpIndex};
+
+use crate::coo::Coo;
+use crate::csr::Csr;
+
+/// splitmix64: a tiny, fast, well-mixed generator, so a seed always gives the same matrix.
+#[derive(Clone, Debug)]
+pub struct SplitMix64(u64);
+
+impl SplitMix64 {
+    pub fn new(seed: u64) -> Self {
+        SplitMix64(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1).
+    pub fn next_f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+
+    /// Uniform in 0..n (n > 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        ((self.next_u64() as u128 * n as u128) >> 64) as usize
+    }
+}
+
+/// The 5-point Laplacian on an n x n grid (n² rows, symmetric positive definite).
+pub fn poisson2d<T: Scalar, I: SpIndex>(n: usize) -> Result<Csr<T, I>> {
+    stencil(&[n, n])
+}
+
+/// The 7-point Laplacian on an n x n x n grid (n³ rows, symmetric positive definite).
+pub fn poisson3d<T: Scalar, I: SpIndex>(n: usize) -> Result<Csr<T, I>> {
+    stencil(&[n, n, n])
+}
+
+fn stencil<T: Scalar, I: SpIndex>(dims: &[usize]) -> Result<Csr<T, I>> {
+    let rows: usize = dims.iter().product();
+    let mut coo = Coo::empty(rows, rows);
+    coo.reserve(rows * (2 * dims.len() + 1));
+    let (diag, off) = (T::from_f64(2.0 * dims.len() as f64), T::from_f64(-1.0));
+    for row in 0..rows {
+        coo.push(row, row, diag)?;
+        let mut stride = 1;
+        for &d in dims {
+            let coord = (row / stride) % d;
+            if coord > 0 {
+                coo.push(row, row - stride, off)?;
+            }
+            if coord + 1 < d {
+                coo.push(row, row + stride, off)?;
+            }
+            stride *= d;
+        }
+    }
+    coo.to_csr()
+}
+
+/// An R-MAT power-law graph with 2^scale vertices and about `edge_factor` edges per vertex
+/// (duplicates merged), probabilities (0.57, 0.19, 0.19, 0.05) as in Graph500; values in (0, 1].
+pub fn rmat<T: Scalar, I: SpIndex>(scale: u32, edge_factor: usize, seed: u64) -> Result<Csr<T, I>> {
+    let n = 1usize << scale;
+    let edges = n * edge_factor;
+    let mut rng = SplitMix64::new(seed);
+    let mut coo = Coo::empty(n, n);
+    coo.reserve(edges);
+    for _ in 0..edges {
+        let (mut r, mut c) = (0, 0);
+        for bit in (0..scale).rev() {
+            let p = rng.next_f64();
+            let (down, right) = match p {
+                p if p < 0.57 => (0, 0),
+                p if p < 0.76 => (0, 1),
+                p if p < 0.95 => (1, 0),
+                _ => (1, 1),
+            };
+            r |= down << bit;
+            c |= right << bit;
+        }
+        coo.push(r, c, T::from_f64(1.0 - rng.next_f64()))?;
+    }
+    let mut csr = coo.to_csr()?;
+    // Duplicate edges were summed; bring every value back into (0, 1] so sums stay modest.
+    for v in csr.values_mut() {
+        *v = T::from_f64(v.to_f64().fract().max(0.5));
+    }
+    Ok(csr)
+}
+
+/// `per_row` entries per row at uniformly random columns (duplicates merged), values in (-1, 1).
+pub fn uniform<T: Scalar, I: SpIndex>(
+    rows: usize,
+    cols: usize,
+    per_row: usize,
+    seed: u64,
+) -> Result<Csr<T, I>> {
+    let mut rng = SplitMix64::new(seed);
+    let mut coo = Coo::empty(rows, cols);
+    if cols > 0 {
+        coo.reserve(rows * per_row);
+        for r in 0..rows {
+            for _ in 0..per_row {
+                coo.push(r, rng.below(cols), T::from_f64(2.0 * rng.next_f64() - 1.0))?;
+            }
+        }
+    }
+    coo.to_csr()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn poisson_has_the_stencil_structure() {
+        let a = poisson3d::<f64, u32>(4).unwrap();
+        assert_eq!(a.shape(), (64, 64));
+        assert_eq!(a.nnz(), 64 + 2 * 3 * 4 * 4 * 3);
+        assert!(a.is_symmetric().unwrap());
+        let row_sums: Vec<f64> = (0..64).map(|i| a.as_ref().row(i).1.iter().sum()).collect();
+        assert!(row_sums.iter().all(|&s| s >= 0.0));
+        assert_eq!(poisson2d::<f32, u32>(3).unwrap().nnz(), 9 + 2 * 2 * 3 * 2);
+    }
+
+    #[test]
+    fn rmat_is_deterministic_and_skewed() {
+        let a = rmat::<f64, u32>(10, 8, 7).unwrap();
+        assert_eq!(a, rmat::<f64, u32>(10, 8, 7).unwrap());
+        let s = a.row_stats();
+        assert!(s.max as f64 > 10.0 * s.mean, "{s:?}");
+        assert!(a.values().iter().all(|&v| v > 0.0 && v <= 1.0));
+    }
+
+    #[test]
+    fn uniform_respects_shape() {
+        let a = uniform::<f32, u32>(50, 7, 3, 1).unwrap();
+        assert_eq!(a.shape(), (50, 7));
+        assert!(a.row_stats().max <= 3);
+        assert_eq!(uniform::<f32, u32>(5, 0, 3, 1).unwrap().nnz(), 0);
+    }
+}
