@@ -233,6 +233,7 @@ impl<T: Scalar, I: SpIndex> Csr<T, I> {
 
     /// The same structure with other index type; an error when an index does not fit.
     pub fn with_index<J: SpIndex>(&self) -> Result<Csr<T, J>> {
+        check_dimensions::<J>(self.rows, self.cols)?;
         let convert = |what: &str, v: &[I]| -> Result<Vec<J>> {
             v.iter()
                 .map(|&x| {
