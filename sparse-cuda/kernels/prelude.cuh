@@ -1,0 +1,63 @@
+// Shared by every kernel file: storage types, conversions to the accumulation type, loads.
+// No CUDA headers are needed: f16 is a 16-bit storage type converted with PTX cvt, so kernels
+// compile with NVRTC alone.
+
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+// IEEE binary16 storage; arithmetic happens in f32.
+struct half_t {
+    unsigned short bits;
+};
+
+template <typename T> struct acc_of;
+template <> struct acc_of<float> { typedef float type; };
+template <> struct acc_of<double> { typedef double type; };
+template <> struct acc_of<half_t> { typedef float type; };
+
+__device__ __forceinline__ float to_acc(float v) { return v; }
+__device__ __forceinline__ double to_acc(double v) { return v; }
+__device__ __forceinline__ float to_acc(half_t h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.bits));
+    return f;
+}
+
+template <typename T> __device__ __forceinline__ T from_acc(typename acc_of<T>::type v);
+template <> __device__ __forceinline__ float from_acc<float>(float v) { return v; }
+template <> __device__ __forceinline__ double from_acc<double>(double v) { return v; }
+template <> __device__ __forceinline__ half_t from_acc<half_t>(float v) {
+    half_t h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(v));
+    return h;
+}
+
+// Read-only loads through the non-coherent cache.
+__device__ __forceinline__ float load(const float* p) { return __ldg(p); }
+__device__ __forceinline__ double load(const double* p) { return __ldg(p); }
+__device__ __forceinline__ u32 load(const u32* p) { return __ldg(p); }
+__device__ __forceinline__ half_t load(const half_t* p) {
+    half_t h;
+    h.bits = __ldg(reinterpret_cast<const unsigned short*>(p));
+    return h;
+}
+
+// out = alpha*sum + beta*out; out is not read when beta == 0 (it may hold NaN).
+template <typename T>
+__device__ __forceinline__ void update(T* out, typename acc_of<T>::type alpha, typename acc_of<T>::type sum,
+                                       typename acc_of<T>::type beta) {
+    typename acc_of<T>::type r = alpha * sum;
+    if (beta != 0) r += beta * to_acc(*out);
+    *out = from_acc<T>(r);
+}
+
+// Sum over the W lanes of a sub-warp (W a power of two up to 32); lane 0 holds the total.
+template <int W, typename A>
+__device__ __forceinline__ A subwarp_sum(A v) {
+#pragma unroll
+    for (int offset = W / 2; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset, W);
+    return v;
+}
+
+// Instantiates a kernel template for every storage type: NAME_f32, NAME_f64, NAME_f16.
+#define FOR_EACH_FLOAT(M) M(f32, float) M(f64, double) M(f16, half_t)

@@ -1,0 +1,11 @@
+//! The CUDA backend of sparse-blas.
+//!
+//! Kernels are `.cu` files embedded in the binary and compiled at run time by NVRTC for the
+//! device's architecture ([`compile`]); the CUDA libraries are found and loaded at run time
+//! ([`probe`]), so this crate builds and its tests run on machines with no GPU and no toolkit.
+
+pub mod compile;
+mod libraries;
+pub mod probe;
+
+pub use probe::{probe, DeviceInfo};
