@@ -6,25 +6,30 @@ use sparse_core::{
     SpmmDesc, SpmmPlan, SpmvDesc, SpmvPlan, Support,
 };
 use sparse_cpu::CpuBackend;
+use sparse_cuda::CudaBackend;
 
 /// A backend picked at run time; user code is the same whichever it is.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub enum Backend {
     Cpu(CpuBackend),
+    Cuda(CudaBackend),
 }
 
 impl Backend {
-    /// The backend a request names. `auto` is the CPU in a build without a GPU backend; `cuda`
-    /// and `cusparse` are then [`Error::DeviceUnavailable`].
+    /// The backend a request names: `auto` is CUDA on device 0 when it can be used, else the
+    /// CPU; `cuda` without a usable GPU is [`Error::DeviceUnavailable`] with the reason.
     pub fn new(request: BackendRequest) -> Result<Self> {
         match request {
-            BackendRequest::Auto | BackendRequest::Kind(BackendKind::Cpu) => {
-                Ok(Backend::Cpu(CpuBackend::new()))
+            BackendRequest::Auto => {
+                Ok(CudaBackend::new(0)
+                    .map_or_else(|_| Backend::Cpu(CpuBackend::new()), Backend::Cuda))
             }
+            BackendRequest::Kind(BackendKind::Cpu) => Ok(Backend::Cpu(CpuBackend::new())),
+            BackendRequest::Kind(BackendKind::Cuda) => CudaBackend::new(0).map(Backend::Cuda),
             BackendRequest::Kind(backend) => Err(Error::DeviceUnavailable {
                 backend,
-                reason: "this build of sparse-blas has no CUDA backend".to_string(),
+                reason: "the cuSPARSE baseline is not part of this build yet".to_string(),
             }),
         }
     }
@@ -44,18 +49,21 @@ impl Executor for Backend {
     fn kind(&self) -> BackendKind {
         match self {
             Backend::Cpu(b) => b.kind(),
+            Backend::Cuda(b) => b.kind(),
         }
     }
 
     fn description(&self) -> String {
         match self {
             Backend::Cpu(b) => b.description(),
+            Backend::Cuda(b) => b.description(),
         }
     }
 
     fn capability(&self, op: OpKind, format: Format, precision: Precision) -> Support {
         match self {
             Backend::Cpu(b) => b.capability(op, format, precision),
+            Backend::Cuda(b) => b.capability(op, format, precision),
         }
     }
 
@@ -66,6 +74,7 @@ impl Executor for Backend {
     ) -> Result<Box<dyn SpmvPlan<T> + 'a>> {
         match self {
             Backend::Cpu(b) => b.plan_spmv(a, desc),
+            Backend::Cuda(b) => b.plan_spmv(a, desc),
         }
     }
 
@@ -76,6 +85,7 @@ impl Executor for Backend {
     ) -> Result<Box<dyn SpmmPlan<T> + 'a>> {
         match self {
             Backend::Cpu(b) => b.plan_spmm(a, desc),
+            Backend::Cuda(b) => b.plan_spmm(a, desc),
         }
     }
 
@@ -86,6 +96,7 @@ impl Executor for Backend {
     ) -> Result<Box<dyn SddmmPlan<T> + 'a>> {
         match self {
             Backend::Cpu(b) => b.plan_sddmm(s, desc),
+            Backend::Cuda(b) => b.plan_sddmm(s, desc),
         }
     }
 
@@ -96,30 +107,35 @@ impl Executor for Backend {
     ) -> Result<Box<dyn AttentionPlan<T> + 'a>> {
         match self {
             Backend::Cpu(b) => b.plan_attention(a, desc),
+            Backend::Cuda(b) => b.plan_attention(a, desc),
         }
     }
 
     fn upload<T: Scalar>(&self, host: DenseRef<'_, T>) -> Result<Dense<T>> {
         match self {
             Backend::Cpu(b) => b.upload(host),
+            Backend::Cuda(b) => b.upload(host),
         }
     }
 
     fn download<T: Scalar>(&self, dense: &Dense<T>) -> Result<Dense<T>> {
         match self {
             Backend::Cpu(b) => b.download(dense),
+            Backend::Cuda(b) => b.download(dense),
         }
     }
 
     fn zeros<T: Scalar>(&self, rows: usize, cols: usize, layout: Layout) -> Result<Dense<T>> {
         match self {
             Backend::Cpu(b) => b.zeros(rows, cols, layout),
+            Backend::Cuda(b) => b.zeros(rows, cols, layout),
         }
     }
 
     fn synchronize(&self) -> Result<()> {
         match self {
             Backend::Cpu(b) => b.synchronize(),
+            Backend::Cuda(b) => b.synchronize(),
         }
     }
 }
@@ -129,19 +145,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn auto_is_cpu_and_gpu_backends_say_why_they_are_missing() {
-        assert_eq!(Backend::from_name("auto").unwrap().kind(), BackendKind::Cpu);
-        let err = Backend::from_name("cuda").unwrap_err();
-        assert!(
-            matches!(
-                err,
-                Error::DeviceUnavailable {
-                    backend: BackendKind::Cuda,
-                    ..
-                }
-            ),
-            "{err}"
-        );
+    fn auto_falls_back_to_cpu_and_cuda_says_why_it_is_missing() {
+        match Backend::from_name("cuda") {
+            Ok(cuda) => assert_eq!(Backend::from_name("auto").unwrap().kind(), cuda.kind()),
+            Err(err) => {
+                assert!(
+                    matches!(
+                        err,
+                        Error::DeviceUnavailable {
+                            backend: BackendKind::Cuda,
+                            ..
+                        }
+                    ),
+                    "{err}"
+                );
+                assert_eq!(Backend::from_name("auto").unwrap().kind(), BackendKind::Cpu);
+            }
+        }
         assert!(Backend::from_name("tpu").is_err());
     }
 }

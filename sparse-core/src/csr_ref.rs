@@ -120,6 +120,48 @@ impl<'a, T, I: SpIndex> CsrRef<'a, T, I> {
     pub fn row_len(&self, i: usize) -> usize {
         self.row_ptr[i + 1].to_usize() - self.row_ptr[i].to_usize()
     }
+
+    /// Row-length statistics, the input of format and algorithm choices.
+    pub fn row_stats(&self) -> RowStats {
+        if self.rows == 0 {
+            return RowStats {
+                min: 0,
+                max: 0,
+                mean: 0.0,
+                cv: 0.0,
+                empty_rows: 0,
+            };
+        }
+        let (mut min, mut max, mut empty, mut sum_sq) = (usize::MAX, 0, 0, 0.0f64);
+        for i in 0..self.rows {
+            let len = self.row_len(i);
+            min = min.min(len);
+            max = max.max(len);
+            empty += usize::from(len == 0);
+            sum_sq += (len as f64) * (len as f64);
+        }
+        let mean = self.nnz() as f64 / self.rows as f64;
+        let var = (sum_sq / self.rows as f64 - mean * mean).max(0.0);
+        let cv = if mean > 0.0 { var.sqrt() / mean } else { 0.0 };
+        RowStats {
+            min,
+            max,
+            mean,
+            cv,
+            empty_rows: empty,
+        }
+    }
+}
+
+/// Row-length statistics of a CSR matrix.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RowStats {
+    pub min: usize,
+    pub max: usize,
+    pub mean: f64,
+    /// Standard deviation over mean (0 for an empty matrix).
+    pub cv: f64,
+    pub empty_rows: usize,
 }
 
 /// Errors unless both dimensions are representable in `I` (so every row and column index is).

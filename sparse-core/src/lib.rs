@@ -32,7 +32,7 @@ pub use backend::{
     AttentionPlan, BackendKind, BackendRequest, Executor, PlanInfo, SddmmPlan, SpmmPlan, SpmvPlan,
     BACKEND_ENV,
 };
-pub use csr_ref::{check_dimensions, validate_csr, CsrRef};
+pub use csr_ref::{check_dimensions, validate_csr, CsrRef, RowStats};
 pub use dense::{Dense, DenseMut, DenseRef, DeviceMemory, Layout, Memory, MemoryMut};
 pub use error::{Error, Result, StructureError};
 pub use op::{Algorithm, AttentionDesc, Format, OpKind, SddmmDesc, SpmmDesc, SpmvDesc, Support};

@@ -99,10 +99,24 @@ pub enum Algorithm {
     Auto,
     /// The serial oracle: fixed order, f64 accumulation.
     Reference,
-    /// Rows split into parts of equal nonzero count, one part per worker.
+    /// CPU: equal shares of rows plus entries per worker (merge path); long rows are split.
     NnzSplit,
-    /// Rows split into parts of equal row count.
+    /// CPU: whole rows per worker, the parts balanced by entries.
     RowSplit,
+    /// GPU: one thread per row.
+    Scalar,
+    /// GPU: a group of lanes per row, sized by the mean row length.
+    Vector,
+    /// GPU: merge-path load balancing; equal shares of rows plus entries, long rows split.
+    MergePath,
+    /// GPU: one thread per entry, accumulating with atomics (not bit-reproducible).
+    Atomic,
+    /// The vendor library's default algorithm.
+    VendorDefault,
+    /// The vendor library's numbered algorithms (`CUSPARSE_SPMV_CSR_ALG1`, ...).
+    VendorAlg1,
+    VendorAlg2,
+    VendorAlg3,
 }
 named_enum!(
     Algorithm,
@@ -112,6 +126,14 @@ named_enum!(
         (Reference, "reference"),
         (NnzSplit, "nnz-split"),
         (RowSplit, "row-split"),
+        (Scalar, "scalar"),
+        (Vector, "vector"),
+        (MergePath, "merge-path"),
+        (Atomic, "atomic"),
+        (VendorDefault, "vendor-default"),
+        (VendorAlg1, "vendor-alg1"),
+        (VendorAlg2, "vendor-alg2"),
+        (VendorAlg3, "vendor-alg3"),
     ]
 );
 

@@ -72,7 +72,12 @@ impl Accumulator for i32 {
 ///
 /// `Acc` is the type products are summed in (f16/bf16 compute in f32, i8 in i32) and `Out` the
 /// type results are stored in (`Self` for floats, `i32` for `i8`).
-pub trait Scalar: Copy + Send + Sync + Debug + PartialEq + Default + 'static {
+///
+/// The trait is sealed: every implementor is plain old data (no padding, every bit pattern a
+/// valid value), so backends may copy scalars as bytes.
+pub trait Scalar:
+    sealed::Sealed + Copy + Send + Sync + Debug + PartialEq + Default + 'static
+{
     const DTYPE: DType;
     type Acc: Accumulator;
     /// The floating type nonlinear steps (softmax) run in: f64 for f64, f32 otherwise.
@@ -85,6 +90,16 @@ pub trait Scalar: Copy + Send + Sync + Debug + PartialEq + Default + 'static {
     /// Rounds to nearest (floats) or rounds and saturates (integers).
     fn from_f64(v: f64) -> Self;
     fn is_finite(self) -> bool;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for f64 {}
+    impl Sealed for f32 {}
+    impl Sealed for i32 {}
+    impl Sealed for i8 {}
+    impl Sealed for half::f16 {}
+    impl Sealed for half::bf16 {}
 }
 
 macro_rules! native_scalar {

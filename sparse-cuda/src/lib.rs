@@ -5,7 +5,13 @@
 //! ([`probe`]), so this crate builds and its tests run on machines with no GPU and no toolkit.
 
 pub mod compile;
+mod device;
+mod executor;
 mod libraries;
+mod matrix;
+mod operand;
 pub mod probe;
+mod spmv;
 
+pub use executor::CudaBackend;
 pub use probe::{probe, DeviceInfo};

@@ -1,6 +1,8 @@
 //! Compressed sparse row format, the interchange format of sparse-blas.
 
-use sparse_core::{check_dimensions, validate_csr, CsrRef, Error, Format, Result, Scalar, SpIndex};
+use sparse_core::{
+    check_dimensions, validate_csr, CsrRef, Error, Format, Result, RowStats, Scalar, SpIndex,
+};
 
 use crate::coo::Coo;
 use crate::rejected::Rejected;
@@ -17,17 +19,6 @@ pub struct Csr<T, I = u32> {
 }
 
 type CsrParts<T, I> = (Vec<I>, Vec<I>, Vec<T>);
-
-/// Row-length statistics, the input of format and algorithm choices.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct RowStats {
-    pub min: usize,
-    pub max: usize,
-    pub mean: f64,
-    /// Standard deviation over mean (0 for an empty matrix).
-    pub cv: f64,
-    pub empty_rows: usize,
-}
 
 impl<T: Scalar, I: SpIndex> Csr<T, I> {
     /// Checks every invariant of canonical CSR (see [`CsrRef`]); on failure the arrays come back
@@ -284,34 +275,7 @@ impl<T: Scalar, I: SpIndex> Csr<T, I> {
 
     /// Row-length statistics.
     pub fn row_stats(&self) -> RowStats {
-        let lens =
-            (0..self.rows).map(|i| self.row_ptr[i + 1].to_usize() - self.row_ptr[i].to_usize());
-        let (mut min, mut max, mut empty, mut sum_sq) = (usize::MAX, 0, 0, 0.0f64);
-        for len in lens {
-            min = min.min(len);
-            max = max.max(len);
-            empty += usize::from(len == 0);
-            sum_sq += (len as f64) * (len as f64);
-        }
-        if self.rows == 0 {
-            return RowStats {
-                min: 0,
-                max: 0,
-                mean: 0.0,
-                cv: 0.0,
-                empty_rows: 0,
-            };
-        }
-        let mean = self.nnz() as f64 / self.rows as f64;
-        let var = (sum_sq / self.rows as f64 - mean * mean).max(0.0);
-        let cv = if mean > 0.0 { var.sqrt() / mean } else { 0.0 };
-        RowStats {
-            min,
-            max,
-            mean,
-            cv,
-            empty_rows: empty,
-        }
+        self.as_ref().row_stats()
     }
 
     /// Whether A equals Aᵀ (same pattern and values).

@@ -13,6 +13,7 @@ mod rejected;
 mod sprs_interop;
 
 pub use coo::Coo;
-pub use csr::{Csr, RowStats};
+pub use csr::Csr;
 pub use dense::{csr_from_dense, dense_from_csr};
 pub use rejected::Rejected;
+pub use sparse_core::RowStats;

@@ -7,7 +7,7 @@ use std::time::Duration;
 use sparse_blas::generate::{self, SplitMix64};
 use sparse_blas::{
     bf16, f16, io, AttentionDesc, Backend, BackendRequest, Csr, DType, Dense, Error, Executor,
-    Layout, OpKind, Precision, Result, Scalar, SddmmDesc, SpmmDesc, SpmvDesc,
+    Format, Layout, OpKind, Precision, Result, Scalar, SddmmDesc, SpmmDesc, SpmvDesc, Support,
 };
 
 use crate::measure::{self, cast_dense, Repeat, Row, Update};
@@ -81,54 +81,59 @@ fn ops<T: Scalar>(backend: &Backend, a: &Csr<f64>, precision: Precision) -> Resu
         beta: 0.0,
         prior: None,
     };
+    let supported = |op| backend.capability(op, Format::Csr, precision) != Support::Unsupported;
     let mut rows = Vec::new();
-    let x = random_dense::<T>(a.cols(), 1, 1);
-    rows.push(
-        measure::spmv(
-            backend,
-            &a,
-            &SpmvDesc::new(precision),
-            &x,
-            no_prior(),
-            REPEAT,
-            true,
-        )?
-        .1,
-    );
-    let b = random_dense::<T>(a.cols(), SPMM_N, 2);
-    rows.push(
-        measure::spmm(
-            backend,
-            &a,
-            &SpmmDesc::new(precision),
-            &b,
-            no_prior(),
-            Layout::RowMajor,
-            REPEAT,
-            true,
-        )?
-        .1,
-    );
-    let (x, y) = (
-        random_dense::<T>(a.rows(), SDDMM_K, 3),
-        random_dense::<T>(a.cols(), SDDMM_K, 4),
-    );
-    rows.push(
-        measure::sddmm(
-            backend,
-            &a,
-            &SddmmDesc::new(precision),
-            &x,
-            &y,
-            no_prior(),
-            REPEAT,
-            true,
-        )?
-        .1,
-    );
-    if backend.capability(OpKind::Attention, sparse_blas::Format::Csr, precision)
-        != sparse_blas::Support::Unsupported
-    {
+    if supported(OpKind::Spmv) {
+        let x = random_dense::<T>(a.cols(), 1, 1);
+        rows.push(
+            measure::spmv(
+                backend,
+                &a,
+                &SpmvDesc::new(precision),
+                &x,
+                no_prior(),
+                REPEAT,
+                true,
+            )?
+            .1,
+        );
+    }
+    if supported(OpKind::Spmm) {
+        let b = random_dense::<T>(a.cols(), SPMM_N, 2);
+        rows.push(
+            measure::spmm(
+                backend,
+                &a,
+                &SpmmDesc::new(precision),
+                &b,
+                no_prior(),
+                Layout::RowMajor,
+                REPEAT,
+                true,
+            )?
+            .1,
+        );
+    }
+    if supported(OpKind::Sddmm) {
+        let (x, y) = (
+            random_dense::<T>(a.rows(), SDDMM_K, 3),
+            random_dense::<T>(a.cols(), SDDMM_K, 4),
+        );
+        rows.push(
+            measure::sddmm(
+                backend,
+                &a,
+                &SddmmDesc::new(precision),
+                &x,
+                &y,
+                no_prior(),
+                REPEAT,
+                true,
+            )?
+            .1,
+        );
+    }
+    if supported(OpKind::Attention) {
         let q = random_dense::<T>(a.rows(), ATTENTION_D, 5);
         let (k, v) = (
             random_dense::<T>(a.cols(), ATTENTION_D, 6),
