@@ -383,7 +383,7 @@ impl<'a, T> DenseMut<'a, T> {
     /// A read-only view of the same elements.
     pub fn as_ref(&self) -> DenseRef<'_, T> {
         let memory = match &self.memory {
-            MemoryMut::Host(s) => Memory::Host(&**s),
+            MemoryMut::Host(s) => Memory::Host(s),
             MemoryMut::Device(d) => Memory::Device(&**d),
         };
         DenseRef {
@@ -395,7 +395,7 @@ impl<'a, T> DenseMut<'a, T> {
     /// A shorter-lived writable view of the same elements.
     pub fn reborrow(&mut self) -> DenseMut<'_, T> {
         let memory = match &mut self.memory {
-            MemoryMut::Host(s) => MemoryMut::Host(&mut **s),
+            MemoryMut::Host(s) => MemoryMut::Host(s),
             MemoryMut::Device(d) => MemoryMut::Device(&mut **d),
         };
         DenseMut {

@@ -109,6 +109,9 @@ pub enum Algorithm {
     Vector,
     /// GPU: merge-path load balancing; equal shares of rows plus entries, long rows split.
     MergePath,
+    /// GPU: `Vector` for ordinary rows; rows past a length limit cut into segments, one warp
+    /// each, their partial sums added in a fixed order.
+    VectorSplit,
     /// GPU: one thread per entry, accumulating with atomics (not bit-reproducible).
     Atomic,
     /// The vendor library's default algorithm.
@@ -129,6 +132,7 @@ named_enum!(
         (Scalar, "scalar"),
         (Vector, "vector"),
         (MergePath, "merge-path"),
+        (VectorSplit, "vector-split"),
         (Atomic, "atomic"),
         (VendorDefault, "vendor-default"),
         (VendorAlg1, "vendor-alg1"),

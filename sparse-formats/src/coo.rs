@@ -20,6 +20,8 @@ type CooParts<T, I> = (Vec<I>, Vec<I>, Vec<T>);
 
 impl<T: Scalar, I: SpIndex> Coo<T, I> {
     /// Checks that the three arrays have one length and every index is in range.
+    // The inputs come back by value with the error (as sprs does); the error path is cold.
+    #[allow(clippy::result_large_err)]
     pub fn try_new(
         rows: usize,
         cols: usize,

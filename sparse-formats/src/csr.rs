@@ -23,6 +23,8 @@ type CsrParts<T, I> = (Vec<I>, Vec<I>, Vec<T>);
 impl<T: Scalar, I: SpIndex> Csr<T, I> {
     /// Checks every invariant of canonical CSR (see [`CsrRef`]); on failure the arrays come back
     /// with the error, which names the first offending position.
+    // The inputs come back by value with the error (as sprs does); the error path is cold.
+    #[allow(clippy::result_large_err)]
     pub fn try_new(
         rows: usize,
         cols: usize,
