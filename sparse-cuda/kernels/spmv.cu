@@ -7,6 +7,9 @@
 //   of row ends plus entries, so one huge row is shared by many threads. Rows a thread starts but
 //   does not finish leave partial sums in a workspace; a second kernel adds each split row's
 //   partials in thread order and writes the row once, so results are deterministic.
+// - split: the vector kernel for rows up to a length limit; longer rows are cut into segments
+//   of that length, one warp each, whose partial sums one warp per long row adds in order. Skewed
+//   matrices keep the vector kernel's coalesced loads and long rows use the whole GPU.
 // - coo: one thread per entry with atomic adds into y (after y = beta*y).
 
 template <typename T>
@@ -26,22 +29,61 @@ __device__ void spmv_csr_scalar(u32 rows, const u32* row_ptr, const u32* col_idx
     update(y + (u64)row * incy, alpha, sum, beta);
 }
 
+// Sum of entries from..to of a row over the W lanes of a sub-warp (lane 0 holds the total).
+template <typename T, int W>
+__device__ __forceinline__ typename acc_of<T>::type
+subwarp_row_dot(const u32* col_idx, const T* values, const T* x, u32 incx, u32 from, u32 to, u32 lane) {
+    typename acc_of<T>::type sum = 0;
+    for (u32 k = from + lane; k < to; k += W) sum += to_acc(load(values + k)) * to_acc(load(x + (u64)load(col_idx + k) * incx));
+    return subwarp_sum<W>(sum);
+}
+
+// Rows longer than `long_row` are left to the segment kernels.
 template <typename T, int W>
 __device__ void spmv_csr_vector(u32 rows, const u32* row_ptr, const u32* col_idx, const T* values, const T* x, u32 incx,
-                                T* y, u32 incy, typename acc_of<T>::type alpha, typename acc_of<T>::type beta) {
+                                T* y, u32 incy, typename acc_of<T>::type alpha, typename acc_of<T>::type beta,
+                                u32 long_row) {
     u64 thread = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     u64 row = thread / W;
     u32 lane = thread % W;
-    // Lanes past the last row stay to take part in the shuffles.
-    bool live = row < rows;
-    typename acc_of<T>::type sum = 0;
-    if (live) {
-        u32 end = load(row_ptr + row + 1);
-        for (u32 k = load(row_ptr + row) + lane; k < end; k += W)
-            sum += to_acc(load(values + k)) * to_acc(load(x + (u64)load(col_idx + k) * incx));
+    // Lanes past the last row, or on a long row, stay to take part in the shuffles.
+    u32 from = 0, to = 0;
+    if (row < rows) {
+        from = load(row_ptr + row);
+        to = load(row_ptr + row + 1);
     }
-    sum = subwarp_sum<W>(sum);
+    bool live = row < rows && to - from <= long_row;
+    typename acc_of<T>::type sum = subwarp_row_dot<T, W>(col_idx, values, x, incx, live ? from : 0, live ? to : 0, lane);
     if (live && lane == 0) update(y + row * incy, alpha, sum, beta);
+}
+
+// One warp per segment of a long row: partial[s] = sum of the segment's products.
+template <typename T>
+__device__ void spmv_long_segments(u32 segments, u32 segment_length, const u32* segment_row, const u32* segment_start,
+                                   const u32* row_ptr, const u32* col_idx, const T* values, const T* x, u32 incx,
+                                   typename acc_of<T>::type* partial) {
+    u64 s = ((u64)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    u32 lane = threadIdx.x % 32;
+    if (s >= segments) return;  // whole warps leave together
+    u32 from = segment_start[s];
+    u32 row_end = load(row_ptr + segment_row[s] + 1);
+    u32 to = row_end - from < segment_length ? row_end : from + segment_length;
+    typename acc_of<T>::type sum = subwarp_row_dot<T, 32>(col_idx, values, x, incx, from, to, lane);
+    if (lane == 0) partial[s] = sum;
+}
+
+// One warp per long row: adds the row's segment partials in a fixed order and writes the row.
+template <typename T>
+__device__ void spmv_long_rows(u32 long_rows, const u32* long_row, const u32* first_segment,
+                               const typename acc_of<T>::type* partial, T* y, u32 incy, typename acc_of<T>::type alpha,
+                               typename acc_of<T>::type beta) {
+    u64 r = ((u64)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    u32 lane = threadIdx.x % 32;
+    if (r >= long_rows) return;
+    typename acc_of<T>::type sum = 0;
+    for (u32 s = first_segment[r] + lane; s < first_segment[r + 1]; s += 32) sum += partial[s];
+    sum = subwarp_sum<32>(sum);
+    if (lane == 0) update(y + (u64)long_row[r] * incy, alpha, sum, beta);
 }
 
 // Where diagonal `d` of the merge path crosses: rows finished (first) and entries consumed.
@@ -143,7 +185,9 @@ __device__ void spmv_coo(u32 nnz, const u32* row_idx, const u32* col_idx, const 
 #define CSR_PASS rows, row_ptr, col_idx, values, x, incx, y, incy, alpha, beta
 
 #define VECTOR(NAME, T, W)                                                                                               \
-    extern "C" __global__ void spmv_csr_vector_##NAME##_w##W(CSR_ARGS(T)) { spmv_csr_vector<T, W>(CSR_PASS); }
+    extern "C" __global__ void spmv_csr_vector_##NAME##_w##W(CSR_ARGS(T), u32 long_row) {                               \
+        spmv_csr_vector<T, W>(CSR_PASS, long_row);                                                                       \
+    }
 
 #define INSTANTIATE(NAME, T)                                                                                             \
     extern "C" __global__ void spmv_csr_scalar_##NAME(CSR_ARGS(T)) { spmv_csr_scalar<T>(CSR_PASS); }                  \
@@ -160,6 +204,18 @@ __device__ void spmv_coo(u32 nnz, const u32* row_idx, const u32* col_idx, const 
     }                                                                                                                    \
     extern "C" __global__ void scale_vector_##NAME(u32 n, T *y, u32 incy, acc_of<T>::type beta) {                      \
         scale_vector<T>(n, y, incy, beta);                                                                             \
+    }                                                                                                                    \
+    extern "C" __global__ void spmv_long_segments_##NAME(u32 segments, u32 segment_length, const u32 *segment_row,      \
+                                                         const u32 *segment_start, const u32 *row_ptr,                  \
+                                                         const u32 *col_idx, const T *values, const T *x, u32 incx,     \
+                                                         acc_of<T>::type *partial) {                                    \
+        spmv_long_segments<T>(segments, segment_length, segment_row, segment_start, row_ptr, col_idx, values, x, incx, \
+                              partial);                                                                                  \
+    }                                                                                                                    \
+    extern "C" __global__ void spmv_long_rows_##NAME(u32 long_rows, const u32 *long_row, const u32 *first_segment,      \
+                                                     const acc_of<T>::type *partial, T *y, u32 incy,                    \
+                                                     acc_of<T>::type alpha, acc_of<T>::type beta) {                     \
+        spmv_long_rows<T>(long_rows, long_row, first_segment, partial, y, incy, alpha, beta);                           \
     }
 
 FOR_EACH_FLOAT(INSTANTIATE)

@@ -1,8 +1,8 @@
 //! SpMV plans on CUDA cores.
 //!
 //! The `auto` choice, from the row-length statistics:
-//! - skewed rows (max > 8 x mean + 64 and coefficient of variation > 1): merge-path, so one
-//!   long row cannot hold a warp (or the whole grid) back;
+//! - a row longer than [`LONG_ROW`] entries: vector-split, so long rows are spread over many
+//!   warps while the others keep the vector kernel;
 //! - mean below 1.5 entries: scalar, one thread per row;
 //! - otherwise vector with W lanes per row, W the power of two nearest the mean, from 2 to 32.
 
@@ -23,10 +23,14 @@ const BLOCK: u32 = 256;
 /// Merge-path items (row ends plus entries) per thread.
 const MERGE_ITEMS: u32 = 8;
 
+/// Rows longer than this are split into segments of this length by `vector-split`: a warp
+/// then loops at most 32 times over one row.
+pub const LONG_ROW: u32 = 1024;
+
 /// The algorithm `auto` picks for a matrix with these row statistics.
 pub fn auto_algorithm(stats: &RowStats) -> Algorithm {
-    if stats.max as f64 > 8.0 * stats.mean + 64.0 && stats.cv > 1.0 {
-        Algorithm::MergePath
+    if stats.max > LONG_ROW as usize {
+        Algorithm::VectorSplit
     } else if stats.mean < 1.5 {
         Algorithm::Scalar
     } else {
@@ -40,10 +44,24 @@ fn vector_width(mean: f64) -> u32 {
     1 << w
 }
 
+/// Long rows of `vector-split`: each cut into segments of [`LONG_ROW`] entries.
+struct LongRows {
+    segments: u32,
+    rows: u32,
+    segment_row: CudaSlice<u32>,
+    segment_start: CudaSlice<u32>,
+    long_row: CudaSlice<u32>,
+    first_segment: CudaSlice<u32>,
+    partial: CudaSlice<u8>,
+    segment_kernel: CudaFunction,
+    row_kernel: CudaFunction,
+}
+
 enum Kernel {
     Csr {
         function: CudaFunction,
         lanes: u32,
+        long: Option<LongRows>,
     },
     Merge {
         function: CudaFunction,
@@ -101,6 +119,7 @@ impl<T: Scalar> CudaSpmvPlan<T> {
             (Format::Csr, Algorithm::Scalar) => Kernel::Csr {
                 function: device.function(sources::SPMV, &format!("spmv_csr_scalar_{sfx}"))?,
                 lanes: 1,
+                long: None,
             },
             (Format::Csr, Algorithm::Vector) => {
                 let lanes = vector_width(stats.mean);
@@ -108,6 +127,19 @@ impl<T: Scalar> CudaSpmvPlan<T> {
                     function: device
                         .function(sources::SPMV, &format!("spmv_csr_vector_{sfx}_w{lanes}"))?,
                     lanes,
+                    long: None,
+                }
+            }
+            (Format::Csr, Algorithm::VectorSplit) => {
+                let long = LongRows::new(device, a, sfx, size_of::<T::Acc>())?;
+                let (long_rows, long_entries) = long_rows_and_entries(a);
+                let mean = (a.nnz() - long_entries) as f64 / (a.rows() - long_rows).max(1) as f64;
+                let lanes = vector_width(mean);
+                Kernel::Csr {
+                    function: device
+                        .function(sources::SPMV, &format!("spmv_csr_vector_{sfx}_w{lanes}"))?,
+                    lanes,
+                    long,
                 }
             }
             (Format::Csr, Algorithm::MergePath) => Self::merge(device, &dev, sfx)?,
@@ -126,7 +158,11 @@ impl<T: Scalar> CudaSpmvPlan<T> {
                 (*threads as usize + 1) * 8 + *threads as usize * 2 * (4 + size_of::<T::Acc>())
             }
             Kernel::Coo { .. } => a.nnz() * 4,
-            Kernel::Csr { .. } => 0,
+            Kernel::Csr { long: Some(l), .. } => {
+                (2 * l.segments as usize + 2 * l.rows as usize + 1) * 4
+                    + l.segments as usize * size_of::<T::Acc>()
+            }
+            Kernel::Csr { long: None, .. } => 0,
         };
         let info = PlanInfo {
             backend: BackendKind::Cuda,
@@ -190,6 +226,62 @@ impl<T: Scalar> CudaSpmvPlan<T> {
     }
 }
 
+/// Number of rows longer than [`LONG_ROW`] and the entries they hold.
+fn long_rows_and_entries<T, I: SpIndex>(a: CsrRef<'_, T, I>) -> (usize, usize) {
+    (0..a.rows())
+        .map(|i| a.row_len(i))
+        .filter(|&n| n > LONG_ROW as usize)
+        .fold((0, 0), |(rows, entries), n| (rows + 1, entries + n))
+}
+
+impl LongRows {
+    /// The segments of every row longer than [`LONG_ROW`], or `None` when there is none.
+    fn new<T, I: SpIndex>(
+        device: &Arc<Device>,
+        a: CsrRef<'_, T, I>,
+        sfx: &str,
+        acc_bytes: usize,
+    ) -> Result<Option<Self>> {
+        let (mut segment_row, mut segment_start, mut long_row, mut first_segment) =
+            (Vec::new(), Vec::new(), Vec::new(), vec![0u32]);
+        for i in 0..a.rows() {
+            let range = a.row_range(i);
+            if range.len() > LONG_ROW as usize {
+                long_row.push(to_u32("row index", i)?);
+                for start in range.step_by(LONG_ROW as usize) {
+                    segment_row.push(to_u32("row index", i)?);
+                    segment_start.push(to_u32("entry index", start)?);
+                }
+                first_segment.push(to_u32("segment count", segment_row.len())?);
+            }
+        }
+        if long_row.is_empty() {
+            return Ok(None);
+        }
+        let upload = |v: &[u32]| {
+            device
+                .stream
+                .clone_htod(v)
+                .map_err(|e| driver_error("copying the long-row segments", e))
+        };
+        let partial = device
+            .stream
+            .alloc_zeros::<u8>(segment_row.len() * acc_bytes)
+            .map_err(|e| driver_error("allocating long-row partials", e))?;
+        Ok(Some(LongRows {
+            segments: to_u32("segment count", segment_row.len())?,
+            rows: to_u32("long row count", long_row.len())?,
+            segment_row: upload(&segment_row)?,
+            segment_start: upload(&segment_start)?,
+            long_row: upload(&long_row)?,
+            first_segment: upload(&first_segment)?,
+            partial,
+            segment_kernel: device.function(sources::SPMV, &format!("spmv_long_segments_{sfx}"))?,
+            row_kernel: device.function(sources::SPMV, &format!("spmv_long_rows_{sfx}"))?,
+        }))
+    }
+}
+
 /// Stride between consecutive elements of a vector operand.
 fn increment(rows: usize, ld: usize, layout: Layout) -> u32 {
     let (row_stride, _) = strides(layout, ld);
@@ -235,22 +327,50 @@ impl<T: Scalar> SpmvPlan<T> for CudaSpmvPlan<T> {
             }
         }
         match &mut self.kernel {
-            Kernel::Csr { function, lanes } => {
+            Kernel::Csr {
+                function,
+                lanes,
+                long,
+            } => {
+                let limit = if long.is_some() { LONG_ROW } else { u32::MAX };
                 let mut args = stream.launch_builder(function);
                 args.arg(&a.rows)
                     .arg(&a.row_ptr)
                     .arg(&a.col_idx)
-                    .arg(&a.values.bytes)
-                    .arg(&xb.bytes)
-                    .arg(&incx)
-                    .arg(&mut yb.bytes)
-                    .arg(&incy);
+                    .arg(&a.values.bytes);
+                args.arg(&xb.bytes).arg(&incx).arg(&mut yb.bytes).arg(&incy);
                 acc_alpha.push(&mut args);
                 acc_beta.push(&mut args);
+                if *lanes > 1 {
+                    args.arg(&limit);
+                }
                 // SAFETY: arguments match the kernel; the CSR is canonical with columns < cols,
                 // x spans cols elements at stride incx and y rows at stride incy.
                 unsafe { args.launch(grid(u64::from(a.rows) * u64::from(*lanes))?) }
                     .map_err(|e| driver_error("spmv", e))?;
+                if let Some(l) = long {
+                    let mut args = stream.launch_builder(&l.segment_kernel);
+                    args.arg(&l.segments)
+                        .arg(&LONG_ROW)
+                        .arg(&l.segment_row)
+                        .arg(&l.segment_start);
+                    args.arg(&a.row_ptr).arg(&a.col_idx).arg(&a.values.bytes);
+                    args.arg(&xb.bytes).arg(&incx).arg(&mut l.partial);
+                    // SAFETY: segments lie inside their rows; partial holds one value per segment.
+                    unsafe { args.launch(grid(u64::from(l.segments) * 32)?) }
+                        .map_err(|e| driver_error("spmv_long_segments", e))?;
+                    let mut args = stream.launch_builder(&l.row_kernel);
+                    args.arg(&l.rows)
+                        .arg(&l.long_row)
+                        .arg(&l.first_segment)
+                        .arg(&l.partial);
+                    args.arg(&mut yb.bytes).arg(&incy);
+                    acc_alpha.push(&mut args);
+                    acc_beta.push(&mut args);
+                    // SAFETY: first_segment holds rows + 1 offsets into the partials written above.
+                    unsafe { args.launch(grid(u64::from(l.rows) * 32)?) }
+                        .map_err(|e| driver_error("spmv_long_rows", e))?;
+                }
             }
             Kernel::Merge {
                 function,
