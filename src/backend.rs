@@ -6,7 +6,7 @@ use sparse_core::{
     SpmmDesc, SpmmPlan, SpmvDesc, SpmvPlan, Support,
 };
 use sparse_cpu::CpuBackend;
-use sparse_cuda::CudaBackend;
+use sparse_cuda::{CudaBackend, CusparseBackend};
 
 /// A backend picked at run time; user code is the same whichever it is.
 #[derive(Clone, Debug)]
@@ -14,6 +14,7 @@ use sparse_cuda::CudaBackend;
 pub enum Backend {
     Cpu(CpuBackend),
     Cuda(CudaBackend),
+    Cusparse(CusparseBackend),
 }
 
 impl Backend {
@@ -27,9 +28,12 @@ impl Backend {
             }
             BackendRequest::Kind(BackendKind::Cpu) => Ok(Backend::Cpu(CpuBackend::new())),
             BackendRequest::Kind(BackendKind::Cuda) => CudaBackend::new(0).map(Backend::Cuda),
+            BackendRequest::Kind(BackendKind::Cusparse) => {
+                CusparseBackend::new(0).map(Backend::Cusparse)
+            }
             BackendRequest::Kind(backend) => Err(Error::DeviceUnavailable {
                 backend,
-                reason: "the cuSPARSE baseline is not part of this build yet".to_string(),
+                reason: "this backend is not part of this build".to_string(),
             }),
         }
     }
@@ -50,6 +54,7 @@ impl Executor for Backend {
         match self {
             Backend::Cpu(b) => b.kind(),
             Backend::Cuda(b) => b.kind(),
+            Backend::Cusparse(b) => b.kind(),
         }
     }
 
@@ -57,6 +62,7 @@ impl Executor for Backend {
         match self {
             Backend::Cpu(b) => b.description(),
             Backend::Cuda(b) => b.description(),
+            Backend::Cusparse(b) => b.description(),
         }
     }
 
@@ -64,6 +70,7 @@ impl Executor for Backend {
         match self {
             Backend::Cpu(b) => b.capability(op, format, precision),
             Backend::Cuda(b) => b.capability(op, format, precision),
+            Backend::Cusparse(b) => b.capability(op, format, precision),
         }
     }
 
@@ -75,6 +82,7 @@ impl Executor for Backend {
         match self {
             Backend::Cpu(b) => b.plan_spmv(a, desc),
             Backend::Cuda(b) => b.plan_spmv(a, desc),
+            Backend::Cusparse(b) => b.plan_spmv(a, desc),
         }
     }
 
@@ -86,6 +94,7 @@ impl Executor for Backend {
         match self {
             Backend::Cpu(b) => b.plan_spmm(a, desc),
             Backend::Cuda(b) => b.plan_spmm(a, desc),
+            Backend::Cusparse(b) => b.plan_spmm(a, desc),
         }
     }
 
@@ -97,6 +106,7 @@ impl Executor for Backend {
         match self {
             Backend::Cpu(b) => b.plan_sddmm(s, desc),
             Backend::Cuda(b) => b.plan_sddmm(s, desc),
+            Backend::Cusparse(b) => b.plan_sddmm(s, desc),
         }
     }
 
@@ -108,6 +118,7 @@ impl Executor for Backend {
         match self {
             Backend::Cpu(b) => b.plan_attention(a, desc),
             Backend::Cuda(b) => b.plan_attention(a, desc),
+            Backend::Cusparse(b) => b.plan_attention(a, desc),
         }
     }
 
@@ -115,6 +126,7 @@ impl Executor for Backend {
         match self {
             Backend::Cpu(b) => b.upload(host),
             Backend::Cuda(b) => b.upload(host),
+            Backend::Cusparse(b) => b.upload(host),
         }
     }
 
@@ -122,6 +134,7 @@ impl Executor for Backend {
         match self {
             Backend::Cpu(b) => b.download(dense),
             Backend::Cuda(b) => b.download(dense),
+            Backend::Cusparse(b) => b.download(dense),
         }
     }
 
@@ -129,6 +142,7 @@ impl Executor for Backend {
         match self {
             Backend::Cpu(b) => b.zeros(rows, cols, layout),
             Backend::Cuda(b) => b.zeros(rows, cols, layout),
+            Backend::Cusparse(b) => b.zeros(rows, cols, layout),
         }
     }
 
@@ -136,6 +150,7 @@ impl Executor for Backend {
         match self {
             Backend::Cpu(b) => b.synchronize(),
             Backend::Cuda(b) => b.synchronize(),
+            Backend::Cusparse(b) => b.synchronize(),
         }
     }
 }
@@ -161,6 +176,19 @@ mod tests {
                 );
                 assert_eq!(Backend::from_name("auto").unwrap().kind(), BackendKind::Cpu);
             }
+        }
+        match Backend::from_name("cusparse") {
+            Ok(b) => assert_eq!(b.kind(), BackendKind::Cusparse),
+            Err(err) => assert!(
+                matches!(
+                    err,
+                    Error::DeviceUnavailable {
+                        backend: BackendKind::Cusparse,
+                        ..
+                    }
+                ),
+                "{err}"
+            ),
         }
         assert!(Backend::from_name("tpu").is_err());
     }

@@ -70,7 +70,10 @@ impl<'a, T: Scalar, I: SpIndex> CpuPlan<'a, T, I> {
         let algorithm = match (op, algorithm) {
             (_, Algorithm::Reference) => Algorithm::Reference,
             (OpKind::Spmv, Algorithm::Auto | Algorithm::NnzSplit) => Algorithm::NnzSplit,
-            (_, Algorithm::Auto | Algorithm::RowSplit) => Algorithm::RowSplit,
+            (
+                OpKind::Spmm | OpKind::Sddmm | OpKind::Attention,
+                Algorithm::Auto | Algorithm::RowSplit,
+            ) => Algorithm::RowSplit,
             (_, other) => {
                 return Err(Error::invalid(format!(
                     "the cpu backend has no {other} algorithm for {op}"

@@ -59,5 +59,56 @@ __device__ __forceinline__ A subwarp_sum(A v) {
     return v;
 }
 
+// Sub-warp helpers and vector loads shared by the SpMM and SDDMM kernels.
+
+// The lanes of this thread's sub-warp of W lanes, for shuffles inside loops whose trip counts
+// differ between the sub-warps of a warp.
+template <int W>
+__device__ __forceinline__ unsigned subwarp_mask() {
+    return W == 32 ? 0xffffffffu : ((1u << W) - 1) << (threadIdx.x % 32 / W * W);
+}
+
+// Sum over the W lanes of a sub-warp, left in every lane (a butterfly, so any lane can store it).
+template <int W, typename A>
+__device__ __forceinline__ A subwarp_allsum(unsigned mask, A v) {
+#pragma unroll
+    for (int offset = W / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(mask, v, offset, W);
+    return v;
+}
+
+// The widest load type for V consecutive elements of T, up to 16 bytes.
+template <typename T, int V> struct vec;
+template <> struct vec<float, 1> { typedef float type; };
+template <> struct vec<float, 2> { typedef float2 type; };
+template <> struct vec<float, 4> { typedef float4 type; };
+template <> struct vec<double, 1> { typedef double type; };
+template <> struct vec<double, 2> { typedef double2 type; };
+template <> struct vec<double, 4> { typedef double2 type; };
+template <> struct vec<half_t, 1> { typedef unsigned short type; };
+template <> struct vec<half_t, 2> { typedef unsigned int type; };
+template <> struct vec<half_t, 4> { typedef uint2 type; };
+
+// V elements of T as the vector loads that carry them.
+template <typename T, int V> union span {
+    typedef typename vec<T, V>::type raw_t;
+    static const int PARTS = V * sizeof(T) / sizeof(raw_t);
+    raw_t raw[PARTS];
+    T v[V];
+};
+
+// V consecutive elements at p as accumulation values, or zeros when !in_range. V > 1 is one
+// vector access: the host picks V > 1 only for contiguous rows when V divides both the leading
+// dimension and the row length, so a span is aligned and entirely inside or outside the row.
+template <typename T, int V>
+__device__ __forceinline__ void load_span(const T* p, bool in_range, typename acc_of<T>::type (&out)[V]) {
+    typedef typename span<T, V>::raw_t raw_t;
+    span<T, V> s;
+#pragma unroll
+    for (int i = 0; i < span<T, V>::PARTS; ++i)
+        s.raw[i] = in_range ? __ldg(reinterpret_cast<const raw_t*>(p) + i) : raw_t();
+#pragma unroll
+    for (int t = 0; t < V; ++t) out[t] = to_acc(s.v[t]);
+}
+
 // Instantiates a kernel template for every storage type: NAME_f32, NAME_f64, NAME_f16.
 #define FOR_EACH_FLOAT(M) M(f32, float) M(f64, double) M(f16, half_t)

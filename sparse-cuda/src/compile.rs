@@ -32,7 +32,22 @@ pub mod sources {
         code: include_str!("../kernels/spmv.cu"),
     };
 
-    pub const ALL: &[KernelSource] = &[SPMV];
+    pub const SPMM: KernelSource = KernelSource {
+        name: "spmm",
+        code: include_str!("../kernels/spmm.cu"),
+    };
+
+    pub const SDDMM: KernelSource = KernelSource {
+        name: "sddmm",
+        code: include_str!("../kernels/sddmm.cu"),
+    };
+
+    pub const BLAS1: KernelSource = KernelSource {
+        name: "blas1",
+        code: include_str!("../kernels/blas1.cu"),
+    };
+
+    pub const ALL: &[KernelSource] = &[SPMV, SPMM, SDDMM, BLAS1];
 }
 
 /// The environment variable that moves the on-disk kernel cache.

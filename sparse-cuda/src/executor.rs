@@ -8,7 +8,10 @@ use sparse_core::{
     SpmmDesc, SpmmPlan, SpmvDesc, SpmvPlan, Support,
 };
 
+use crate::blas1::Blas1Workspace;
 use crate::device::{CudaBuffer, Device};
+use crate::sddmm::CudaSddmmPlan;
+use crate::spmm::CudaSpmmPlan;
 use crate::spmv::CudaSpmvPlan;
 
 /// sparse-blas's CUDA kernels on one device. Plans hold the matrix on the device; operands
@@ -16,6 +19,8 @@ use crate::spmv::CudaSpmvPlan;
 #[derive(Clone)]
 pub struct CudaBackend {
     device: Arc<Device>,
+    /// The reduction workspace of the BLAS-1 methods (`blas1.rs`), shared by clones.
+    pub(crate) blas1: Arc<Blas1Workspace>,
 }
 
 impl std::fmt::Debug for CudaBackend {
@@ -36,13 +41,20 @@ fn native_float(precision: Precision) -> bool {
 impl CudaBackend {
     /// The backend on device `ordinal`; [`Error::DeviceUnavailable`] says why when it cannot be used.
     pub fn new(ordinal: usize) -> Result<Self> {
+        let device = Device::new(ordinal)?;
         Ok(CudaBackend {
-            device: Device::new(ordinal)?,
+            blas1: Arc::new(Blas1Workspace::new(&device)?),
+            device,
         })
     }
 
     pub fn device_info(&self) -> &crate::DeviceInfo {
         &self.device.info
+    }
+
+    /// The device and stream, for backends that run beside this one on the same buffers.
+    pub(crate) fn device(&self) -> &Arc<Device> {
+        &self.device
     }
 
     fn check<T: Scalar>(&self, op: OpKind, format: Format, precision: Precision) -> Result<()> {
@@ -58,7 +70,8 @@ impl CudaBackend {
                 format,
                 precision,
                 backend: BackendKind::Cuda,
-                supported: "spmv on csr in f64 f32 f16, on coo in f64 f32".to_string(),
+                supported: "spmv, spmm and sddmm on csr in f64 f32 f16; spmv on coo in f64 f32"
+                    .to_string(),
             });
         }
         Ok(())
@@ -87,7 +100,7 @@ impl Executor for CudaBackend {
 
     fn capability(&self, op: OpKind, format: Format, precision: Precision) -> Support {
         let supported = match (op, format) {
-            (OpKind::Spmv, Format::Csr) => native_float(precision),
+            (OpKind::Spmv | OpKind::Spmm | OpKind::Sddmm, Format::Csr) => native_float(precision),
             (OpKind::Spmv, Format::Coo) => {
                 native_float(precision) && precision.storage != DType::F16
             }
@@ -117,20 +130,31 @@ impl Executor for CudaBackend {
 
     fn plan_spmm<'a, T: Scalar, I: SpIndex>(
         &self,
-        _a: CsrRef<'a, T, I>,
+        a: CsrRef<'a, T, I>,
         desc: &SpmmDesc,
     ) -> Result<Box<dyn SpmmPlan<T> + 'a>> {
         self.check::<T>(OpKind::Spmm, desc.format, desc.precision)?;
-        Err(Error::invalid("unreachable: capability refuses spmm"))
+        Ok(Box::new(CudaSpmmPlan::new(
+            &self.device,
+            a,
+            desc.precision,
+            desc.algorithm,
+        )?))
     }
 
     fn plan_sddmm<'a, T: Scalar, I: SpIndex>(
         &self,
-        _s: CsrRef<'a, T, I>,
+        s: CsrRef<'a, T, I>,
         desc: &SddmmDesc,
     ) -> Result<Box<dyn SddmmPlan<T> + 'a>> {
         self.check::<T>(OpKind::Sddmm, desc.format, desc.precision)?;
-        Err(Error::invalid("unreachable: capability refuses sddmm"))
+        Ok(Box::new(CudaSddmmPlan::new(
+            &self.device,
+            s,
+            desc.precision,
+            desc.algorithm,
+            desc.scale_by_values,
+        )?))
     }
 
     fn plan_attention<'a, T: Scalar, I: SpIndex>(

@@ -4,14 +4,19 @@
 //! device's architecture ([`compile`]); the CUDA libraries are found and loaded at run time
 //! ([`probe`]), so this crate builds and its tests run on machines with no GPU and no toolkit.
 
+mod blas1;
 pub mod compile;
+mod cusparse;
 mod device;
 mod executor;
 mod libraries;
 mod matrix;
 mod operand;
 pub mod probe;
+mod sddmm;
+mod spmm;
 mod spmv;
 
+pub use cusparse::CusparseBackend;
 pub use executor::CudaBackend;
 pub use probe::{probe, DeviceInfo};

@@ -15,7 +15,7 @@ pub fn install_roots() -> &'static [PathBuf] {
     ROOTS.get_or_init(|| {
         let mut roots: Vec<PathBuf> = ["CUDA_HOME", "CUDA_PATH"]
             .iter()
-            .filter_map(|v| std::env::var_os(v))
+            .filter_map(std::env::var_os)
             .map(PathBuf::from)
             .collect();
         roots.push(PathBuf::from("/usr/local/cuda"));

@@ -5,26 +5,81 @@
 use sparse_cuda::compile::{compile, sources};
 
 /// (kernel file, entry points and instructions its PTX must contain)
-const EXPECTED: &[(&str, &[&str])] = &[(
-    "spmv",
-    &[
-        ".entry spmv_csr_scalar_f32",
-        ".entry spmv_csr_vector_f64_w32",
-        ".entry spmv_csr_vector_f16_w2",
-        ".entry spmv_csr_merge_f16",
-        ".entry spmv_merge_fixup_f64",
-        ".entry spmv_merge_partition",
-        ".entry spmv_coo_f64",
-        "shfl.sync.down",
-        "cvt.f32.f16",
-        "cvt.rn.f16.f32",
-        "ld.global.nc",
-        "atom.global.add.f64",
-    ],
-)];
+const EXPECTED: &[(&str, &[&str])] = &[
+    (
+        "spmv",
+        &[
+            ".entry spmv_csr_scalar_f32",
+            ".entry spmv_csr_vector_f64_w32",
+            ".entry spmv_csr_vector_f16_w2",
+            ".entry spmv_csr_merge_f16",
+            ".entry spmv_merge_fixup_f64",
+            ".entry spmv_merge_partition",
+            ".entry spmv_coo_f64",
+            "shfl.sync.down",
+            "cvt.f32.f16",
+            "cvt.rn.f16.f32",
+            "ld.global.nc",
+            "atom.global.add.f64",
+        ],
+    ),
+    (
+        "spmm",
+        &[
+            ".entry spmm_csr_rowmajor_f32_w32_v4",
+            ".entry spmm_csr_rowmajor_f64_w8_v2",
+            ".entry spmm_csr_rowmajor_f16_w4_v1",
+            ".entry spmm_csr_colmajor_f32_w16",
+            ".entry spmm_csr_colmajor_f16_w4",
+            ".entry scale_matrix_f64",
+            // (column, value) pairs broadcast from the lane that loaded them
+            "shfl.sync.idx",
+            // column-major partial sums reduced by a butterfly
+            "shfl.sync.bfly",
+            // vector loads of B rows and vector updates of C rows
+            "ld.global.nc.v4.f32",
+            "ld.global.nc.v2.f64",
+            "ld.global.nc.v2.u32",
+            "st.global.v4.f32",
+            "cvt.f32.f16",
+            "cvt.rn.f16.f32",
+        ],
+    ),
+    (
+        "sddmm",
+        &[
+            ".entry sddmm_csr_f32_w8_v4",
+            ".entry sddmm_csr_f64_w32_v2",
+            ".entry sddmm_csr_f16_w16_v1",
+            "shfl.sync.idx",
+            "shfl.sync.bfly",
+            "ld.global.nc.v4.f32",
+            "ld.global.nc.v2.f64",
+            "cvt.f32.f16",
+            "cvt.rn.f16.f32",
+        ],
+    ),
+    (
+        "blas1",
+        &[
+            ".entry dot_partial_f16",
+            ".entry nrm2_partial_f64",
+            ".entry sum_partials_f32",
+            ".entry axpy_f64",
+            ".entry scal_f16",
+            // block reduction: warp shuffles, then one warp over the per-warp sums
+            "shfl.sync.down",
+            "bar.sync",
+            "cvt.f32.f16",
+        ],
+    ),
+];
 
 #[test]
 fn every_kernel_compiles_for_ampere_and_hopper() {
+    // A fresh cache directory, so NVRTC really compiles every file.
+    let cache = std::env::temp_dir().join(format!("sparse-nvrtc-check-{}", std::process::id()));
+    std::env::set_var(sparse_cuda::compile::CACHE_DIR_ENV, &cache);
     if let Err(e) = sparse_cuda::probe::load_nvrtc() {
         assert!(
             std::env::var("SPARSE_REQUIRE_NVRTC").as_deref() != Ok("1"),

@@ -1,0 +1,183 @@
+//! What the suite runs: one operation on one matrix with one set of dense operands.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use sparse_blas::{Algorithm, Csr, Layout, OpKind, Precision};
+
+use crate::generators::Rng;
+
+/// How many cases the generators and the corpus make.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Profile {
+    /// Every variant once, with the dense widths and layouts spread over the matrices.
+    Quick,
+    /// Every variant in every dense width, each in two layout and padding combinations.
+    Full,
+}
+
+/// Where a case's sparse matrix comes from.
+#[derive(Clone, Debug)]
+pub enum MatrixSource {
+    /// Built in memory, by a generator or a proptest strategy.
+    Generated { name: String, matrix: Arc<Csr<f64>> },
+    /// A Matrix Market file (`.mtx` or `.mtx.gz`), loaded when its cases run (see
+    /// [`crate::corpus::load`]).
+    File(PathBuf),
+}
+
+impl MatrixSource {
+    pub fn generated(name: impl Into<String>, matrix: Csr<f64>) -> Self {
+        MatrixSource::Generated {
+            name: name.into(),
+            matrix: Arc::new(matrix),
+        }
+    }
+
+    pub fn name(&self) -> String {
+        match self {
+            MatrixSource::Generated { name, .. } => name.clone(),
+            MatrixSource::File(path) => path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| path.display().to_string()),
+        }
+    }
+}
+
+/// How the entries of dense operands are chosen, in f64 before they are rounded to the tested
+/// type.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Fill {
+    /// Integers in [-4, 4]: exact in every type, and so are the f64 results.
+    Ints,
+    /// Reals uniform in [-1, 1].
+    Uniform,
+    /// Magnitudes in [50000, 65000] with random signs: near the f16 maximum, so a kernel that
+    /// accumulates in f16 overflows, and saturating to the i8 limits (127 and -128).
+    Extreme,
+    /// NaN everywhere (0 in the integer types, which hold no NaN nor infinity).
+    Nan,
+    /// Like `Uniform`, but every third entry is NaN.
+    SomeNan,
+    /// The given values in turn (proptest chooses and shrinks them); 0 when empty.
+    Cycle(Arc<[f64]>),
+}
+
+impl Fill {
+    /// Entry number `index` (row-major) of an operand, drawing from `rng` where random.
+    pub fn sample(&self, rng: &mut Rng, index: usize) -> f64 {
+        match self {
+            Fill::Ints => rng.below(9) as f64 - 4.0,
+            Fill::Uniform => rng.range(-1.0, 1.0),
+            Fill::Extreme => rng.sign() * rng.range(50_000.0, 65_000.0),
+            Fill::Nan => f64::NAN,
+            Fill::SomeNan if index % 3 == 0 => f64::NAN,
+            Fill::SomeNan => rng.range(-1.0, 1.0),
+            Fill::Cycle(values) if values.is_empty() => 0.0,
+            Fill::Cycle(values) => values[index % values.len()],
+        }
+    }
+}
+
+impl fmt::Display for Fill {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Fill::Ints => f.write_str("ints"),
+            Fill::Uniform => f.write_str("uniform"),
+            Fill::Extreme => f.write_str("extreme"),
+            Fill::Nan => f.write_str("NaN"),
+            Fill::SomeNan => f.write_str("some NaN"),
+            Fill::Cycle(values) => write!(f, "{values:?}"),
+        }
+    }
+}
+
+/// One operation on one matrix.
+///
+/// Dense operands: SpMV reads x (cols x 1) and updates y (rows x 1); SpMM reads B (cols x width)
+/// and updates C (rows x width); SDDMM reads X (rows x width) and Y (cols x width) and updates
+/// C (nnz x 1); attention reads Q, K (width wide) and V (width wide) and writes O.
+#[derive(Clone, Debug)]
+pub struct Case {
+    /// What is special about the case, e.g. `beta=0 with NaN in y`.
+    pub label: String,
+    pub op: OpKind,
+    pub matrix: MatrixSource,
+    /// Only this precision; `None` runs every precision the backend supports.
+    pub precision: Option<Precision>,
+    /// Only this algorithm; `None` runs `Auto` and every algorithm the backend has.
+    pub algorithm: Option<Algorithm>,
+    pub input_layout: Layout,
+    pub output_layout: Layout,
+    /// Leading dimensions larger than needed, the gaps filled with NaN.
+    pub padded: bool,
+    /// N of SpMM, K of SDDMM, d (= dv) of attention; SpMV ignores it.
+    pub width: usize,
+    /// The suite may scale alpha by a power of two so that the result fits the output type
+    /// (see `suite`); attention has no alpha or beta.
+    pub alpha: f64,
+    pub beta: f64,
+    /// The dense inputs.
+    pub inputs: Fill,
+    /// The output's contents before the run (read only when beta != 0).
+    pub prior: Fill,
+    /// SDDMM multiplies each dot product by S's value.
+    pub scale_by_values: bool,
+    pub seed: u64,
+}
+
+impl Case {
+    /// A case with defaults: uniform inputs, row-major and unpadded, width 1, alpha 1, beta 0,
+    /// a NaN prior output (so beta = 0 is always tested for leaks), every precision and
+    /// algorithm.
+    pub fn new(op: OpKind, matrix: MatrixSource) -> Self {
+        Case {
+            label: String::new(),
+            op,
+            matrix,
+            precision: None,
+            algorithm: None,
+            input_layout: Layout::RowMajor,
+            output_layout: Layout::RowMajor,
+            padded: false,
+            width: 1,
+            alpha: 1.0,
+            beta: 0.0,
+            inputs: Fill::Uniform,
+            prior: Fill::Nan,
+            scale_by_values: false,
+            seed: 0,
+        }
+    }
+
+    /// The case's parameters in one line (the matrix is named apart).
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if !self.label.is_empty() {
+            parts.push(self.label.clone());
+        }
+        let layout = |l: Layout| match l {
+            Layout::RowMajor => "R",
+            Layout::ColMajor => "C",
+        };
+        parts.push(format!(
+            "in {} out {}{}",
+            layout(self.input_layout),
+            layout(self.output_layout),
+            if self.padded { " padded" } else { "" }
+        ));
+        if self.op != OpKind::Attention {
+            parts.push(format!("alpha={} beta={}", self.alpha, self.beta));
+        }
+        parts.push(format!("values {}", self.inputs));
+        if self.op != OpKind::Attention && self.beta != 0.0 {
+            parts.push(format!("prior {}", self.prior));
+        }
+        if self.op == OpKind::Sddmm && self.scale_by_values {
+            parts.push("scaled by S".to_string());
+        }
+        parts.join(", ")
+    }
+}

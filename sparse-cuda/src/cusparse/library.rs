@@ -1,0 +1,478 @@
+//! cuSPARSE through cudarc's raw bindings: loading, the handle, status codes and descriptors.
+//!
+//! cudarc resolves each entry point on first call and panics when the library or the symbol is
+//! missing, so [`load`] checks both up front: a machine without cuSPARSE, or with one too old
+//! for an entry point used here, gets [`Error::DeviceUnavailable`] before any call is made.
+
+use std::ffi::c_void;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+use cudarc::cusparse::sys;
+use cudarc::driver::DriverError;
+use sparse_core::{BackendKind, DType, DenseRef, Error, Layout, Result};
+
+use crate::device::{driver_error, Device};
+use crate::libraries::ensure_loaded;
+
+/// Every cuSPARSE entry point this backend calls.
+const SYMBOLS: &[&str] = &[
+    "cusparseCreate",
+    "cusparseDestroy",
+    "cusparseSetStream",
+    "cusparseGetVersion",
+    "cusparseCreateCsr",
+    "cusparseCreateCoo",
+    "cusparseSpMatSetValues",
+    "cusparseDestroySpMat",
+    "cusparseCreateDnVec",
+    "cusparseDnVecSetValues",
+    "cusparseDestroyDnVec",
+    "cusparseCreateDnMat",
+    "cusparseDnMatSetValues",
+    "cusparseDestroyDnMat",
+    "cusparseSpMV_bufferSize",
+    "cusparseSpMV_preprocess",
+    "cusparseSpMV",
+    "cusparseSpMM_bufferSize",
+    "cusparseSpMM_preprocess",
+    "cusparseSpMM",
+    "cusparseSDDMM_bufferSize",
+    "cusparseSDDMM_preprocess",
+    "cusparseSDDMM",
+];
+
+pub(super) fn unavailable(reason: impl Into<String>) -> Error {
+    Error::DeviceUnavailable {
+        backend: BackendKind::Cusparse,
+        reason: reason.into(),
+    }
+}
+
+/// Loads cuSPARSE (once per process) and checks that it has every entry point used here.
+pub(super) fn load() -> Result<()> {
+    static LOADED: OnceLock<std::result::Result<(), String>> = OnceLock::new();
+    LOADED
+        .get_or_init(|| {
+            // libcusparse (CUDA 12+) links libnvJitLink, which the loader finds only on its path.
+            ensure_loaded("nvJitLink");
+            ensure_loaded("cusparse");
+            // SAFETY: probing opens the library, whose initialisers have no preconditions.
+            if !unsafe { sys::is_culib_present() } {
+                return Err(
+                    "cuSPARSE (libcusparse.so) was not found on the loader path or under \
+                            CUDA_HOME, CUDA_PATH, /usr/local/cuda* or pip's nvidia/cu13"
+                        .to_string(),
+                );
+            }
+            // SAFETY: is_culib_present() opened a candidate, so culib() opens it too (no panic).
+            let lib = unsafe { sys::culib() };
+            for name in SYMBOLS {
+                // SAFETY: the symbol is only looked up, never called through this type.
+                if unsafe { lib.get::<unsafe extern "C" fn()>(name.as_bytes()) }.is_err() {
+                    return Err(format!(
+                        "the cuSPARSE library found has no {name} (CUDA 12.4 or newer is needed)"
+                    ));
+                }
+            }
+            Ok(())
+        })
+        .clone()
+        .map_err(unavailable)
+}
+
+/// A failed library call as the typed error: allocation failures are [`Error::OutOfMemory`],
+/// every other failure [`Error::Device`] naming the function and the status.
+pub(super) fn status_error(
+    function: &str,
+    status: impl std::fmt::Debug,
+    alloc_failed: bool,
+    device: &Device,
+) -> Error {
+    if alloc_failed {
+        return Error::OutOfMemory {
+            device: format!("{} (inside {function})", device.location()),
+            bytes: 0,
+        };
+    }
+    Error::Device {
+        backend: BackendKind::Cusparse,
+        message: format!("{function}: {status:?}"),
+    }
+}
+
+/// A cuSPARSE status as the typed error ([`status_error`]).
+pub(super) fn check(function: &str, status: sys::cusparseStatus_t, device: &Device) -> Result<()> {
+    use sys::cusparseStatus_t::*;
+    match status {
+        CUSPARSE_STATUS_SUCCESS => Ok(()),
+        other => Err(status_error(
+            function,
+            other,
+            other == CUSPARSE_STATUS_ALLOC_FAILED,
+            device,
+        )),
+    }
+}
+
+/// Calls a cuSPARSE function and checks its status, naming the function in the error.
+macro_rules! call {
+    ($device:expr, $function:ident($($arg:expr),* $(,)?)) => {
+        $crate::cusparse::library::check(
+            stringify!($function),
+            cudarc::cusparse::sys::$function($($arg),*),
+            $device,
+        )
+    };
+}
+pub(super) use call;
+
+/// A driver error of this backend (the `cuda` backend's mapping, naming `cusparse`).
+pub(super) fn driver(context: &str, e: DriverError) -> Error {
+    match driver_error(context, e) {
+        Error::Device { message, .. } => Error::Device {
+            backend: BackendKind::Cusparse,
+            message,
+        },
+        other => other,
+    }
+}
+
+/// The cuSPARSE type of stored values.
+pub(super) fn value_type(dtype: DType) -> Option<sys::cudaDataType> {
+    match dtype {
+        DType::F64 => Some(sys::cudaDataType::CUDA_R_64F),
+        DType::F32 => Some(sys::cudaDataType::CUDA_R_32F),
+        DType::F16 => Some(sys::cudaDataType::CUDA_R_16F),
+        _ => None,
+    }
+}
+
+/// The cuSPARSE compute type for stored values: f16 is always computed in f32.
+pub(super) fn compute_type(dtype: DType) -> sys::cudaDataType {
+    match dtype {
+        DType::F64 => sys::cudaDataType::CUDA_R_64F,
+        _ => sys::cudaDataType::CUDA_R_32F,
+    }
+}
+
+/// A dimension as cuSPARSE's 32-bit signed index type admits it.
+pub(super) fn index(what: &str, v: usize) -> Result<i64> {
+    i32::try_from(v)
+        .map(i64::from)
+        .map_err(|_| Error::overflow::<i32>(what, v))
+}
+
+struct RawHandle(sys::cusparseHandle_t);
+
+// SAFETY: a cuSPARSE handle may be used from any thread as long as calls do not overlap, which
+// the Mutex around it guarantees.
+unsafe impl Send for RawHandle {}
+
+/// The cuSPARSE handle of one device, bound to its stream; calls through it are serialised.
+pub(super) struct Handle {
+    raw: Mutex<RawHandle>,
+    device: Arc<Device>,
+    /// `major*1000 + minor*100 + patch` of the library in use.
+    pub version: i32,
+}
+
+impl Handle {
+    pub fn new(device: &Arc<Device>) -> Result<Self> {
+        load()?;
+        device
+            .ctx
+            .bind_to_thread()
+            .map_err(|e| driver("making the context current", e))?;
+        let raw = cudarc::cusparse::result::create()
+            .map_err(|e| unavailable(format!("cusparseCreate: {:?}", e.0)))?;
+        // From here on Drop destroys the handle, also when the next calls fail.
+        let mut handle = Handle {
+            raw: Mutex::new(RawHandle(raw)),
+            device: device.clone(),
+            version: 0,
+        };
+        // SAFETY: the handle is live; the stream belongs to the device whose context is current
+        // and outlives the handle (both are owned by `device`, which the handle keeps).
+        unsafe {
+            call!(
+                device,
+                cusparseSetStream(raw, device.stream.cu_stream() as sys::cudaStream_t)
+            )?;
+            call!(device, cusparseGetVersion(raw, &mut handle.version))?;
+        }
+        Ok(handle)
+    }
+
+    /// e.g. `12.6.3`.
+    pub fn version_name(&self) -> String {
+        let v = self.version;
+        format!("{}.{}.{}", v / 1000, v % 1000 / 100, v % 100)
+    }
+
+    /// Runs `f` on the handle, locked, with the device's context current on this thread
+    /// (cuSPARSE launches through the runtime API, which uses the thread's current context).
+    pub fn with<R>(&self, f: impl FnOnce(sys::cusparseHandle_t) -> Result<R>) -> Result<R> {
+        let guard = self.raw.lock().unwrap_or_else(PoisonError::into_inner);
+        self.device
+            .ctx
+            .bind_to_thread()
+            .map_err(|e| driver("making the context current", e))?;
+        f(guard.0)
+    }
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        let raw = self.raw.get_mut().unwrap_or_else(PoisonError::into_inner).0;
+        // Destroying synchronises with the handle's work in its context; if the context cannot
+        // be made current or the destruction fails there is nothing left to do at drop.
+        let _ = self.device.ctx.bind_to_thread();
+        // SAFETY: the handle was made by cusparseCreate and this is its only destruction.
+        let _ = unsafe { cudarc::cusparse::result::destroy(raw) };
+    }
+}
+
+/// A sparse-matrix descriptor (host memory describing device arrays it does not own).
+pub(super) struct SpMat(sys::cusparseSpMatDescr_t);
+
+// SAFETY: the descriptor is host memory owned by this value alone; cuSPARSE ties it to no thread.
+unsafe impl Send for SpMat {}
+
+impl SpMat {
+    /// A zero-based CSR descriptor with 32-bit indices.
+    ///
+    /// # Safety
+    /// `row_ptr`, `col_idx` and `values` address `shape.0 + 1`, `nnz` and `nnz` elements on the
+    /// device that outlive every use of the descriptor.
+    pub unsafe fn csr(
+        device: &Device,
+        (rows, cols, nnz): (i64, i64, i64),
+        row_ptr: u64,
+        col_idx: u64,
+        values: u64,
+        dtype: sys::cudaDataType,
+    ) -> Result<Self> {
+        let mut raw = std::ptr::null_mut();
+        call!(
+            device,
+            cusparseCreateCsr(
+                &mut raw,
+                rows,
+                cols,
+                nnz,
+                row_ptr as *mut c_void,
+                col_idx as *mut c_void,
+                values as *mut c_void,
+                sys::cusparseIndexType_t::CUSPARSE_INDEX_32I,
+                sys::cusparseIndexType_t::CUSPARSE_INDEX_32I,
+                sys::cusparseIndexBase_t::CUSPARSE_INDEX_BASE_ZERO,
+                dtype,
+            )
+        )?;
+        Ok(SpMat(raw))
+    }
+
+    /// A zero-based COO descriptor with 32-bit indices (entries sorted by row).
+    ///
+    /// # Safety
+    /// The three arrays address `nnz` elements each on the device and outlive every use.
+    pub unsafe fn coo(
+        device: &Device,
+        (rows, cols, nnz): (i64, i64, i64),
+        row_idx: u64,
+        col_idx: u64,
+        values: u64,
+        dtype: sys::cudaDataType,
+    ) -> Result<Self> {
+        let mut raw = std::ptr::null_mut();
+        call!(
+            device,
+            cusparseCreateCoo(
+                &mut raw,
+                rows,
+                cols,
+                nnz,
+                row_idx as *mut c_void,
+                col_idx as *mut c_void,
+                values as *mut c_void,
+                sys::cusparseIndexType_t::CUSPARSE_INDEX_32I,
+                sys::cusparseIndexBase_t::CUSPARSE_INDEX_BASE_ZERO,
+                dtype,
+            )
+        )?;
+        Ok(SpMat(raw))
+    }
+
+    /// Points the values at `values`.
+    ///
+    /// # Safety
+    /// `values` addresses nnz elements that outlive every use of the descriptor.
+    pub unsafe fn set_values(&mut self, device: &Device, values: u64) -> Result<()> {
+        call!(
+            device,
+            cusparseSpMatSetValues(self.0, values as *mut c_void)
+        )
+    }
+
+    pub fn raw(&self) -> sys::cusparseSpMatDescr_t {
+        self.0
+    }
+}
+
+impl Drop for SpMat {
+    fn drop(&mut self) {
+        // SAFETY: made by cusparseCreate{Csr,Coo}; this is its only destruction. A failure to
+        // free host memory leaves nothing to do.
+        let _ = unsafe { sys::cusparseDestroySpMat(self.0) };
+    }
+}
+
+/// A dense-vector descriptor of fixed length, re-pointed at each run's operand.
+pub(super) struct DnVec(sys::cusparseDnVecDescr_t);
+
+// SAFETY: as for SpMat.
+unsafe impl Send for DnVec {}
+
+impl DnVec {
+    /// # Safety
+    /// `values` addresses `len` contiguous elements on the device; cuSPARSE reads or writes them
+    /// only in calls made while that holds.
+    pub unsafe fn new(
+        device: &Device,
+        len: i64,
+        values: u64,
+        dtype: sys::cudaDataType,
+    ) -> Result<Self> {
+        let mut raw = std::ptr::null_mut();
+        call!(
+            device,
+            cusparseCreateDnVec(&mut raw, len, values as *mut c_void, dtype)
+        )?;
+        Ok(DnVec(raw))
+    }
+
+    /// # Safety
+    /// As for [`DnVec::new`].
+    pub unsafe fn point(&mut self, device: &Device, values: u64) -> Result<()> {
+        call!(
+            device,
+            cusparseDnVecSetValues(self.0, values as *mut c_void)
+        )
+    }
+
+    pub fn raw(&self) -> sys::cusparseDnVecDescr_t {
+        self.0
+    }
+}
+
+impl Drop for DnVec {
+    fn drop(&mut self) {
+        // SAFETY: made by cusparseCreateDnVec; this is its only destruction.
+        let _ = unsafe { sys::cusparseDestroyDnVec(self.0) };
+    }
+}
+
+/// Shape, leading dimension and order of a dense-matrix descriptor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct DnShape {
+    rows: i64,
+    cols: i64,
+    ld: i64,
+    pub layout: Layout,
+}
+
+impl DnShape {
+    pub fn of<T>(d: &DenseRef<'_, T>, what: &str) -> Result<Self> {
+        Ok(DnShape {
+            rows: index(&format!("rows of {what}"), d.rows())?,
+            cols: index(&format!("columns of {what}"), d.cols())?,
+            ld: index(&format!("leading dimension of {what}"), d.ld())?,
+            layout: d.layout(),
+        })
+    }
+
+    /// The transpose over the same memory: a row-major matrix read column-major.
+    pub fn transposed(self) -> Self {
+        DnShape {
+            rows: self.cols,
+            cols: self.rows,
+            ld: self.ld,
+            layout: match self.layout {
+                Layout::RowMajor => Layout::ColMajor,
+                Layout::ColMajor => Layout::RowMajor,
+            },
+        }
+    }
+
+    fn order(self) -> sys::cusparseOrder_t {
+        match self.layout {
+            Layout::RowMajor => sys::cusparseOrder_t::CUSPARSE_ORDER_ROW,
+            Layout::ColMajor => sys::cusparseOrder_t::CUSPARSE_ORDER_COL,
+        }
+    }
+}
+
+struct DnMat {
+    raw: sys::cusparseDnMatDescr_t,
+    shape: DnShape,
+}
+
+/// A dense-matrix descriptor kept across runs: re-pointed while the shape stays, remade when it
+/// changes (descriptors are cheap; the workspace, sized per shape, is what plans keep apart).
+#[derive(Default)]
+pub(super) struct DnSlot(Option<DnMat>);
+
+// SAFETY: as for SpMat.
+unsafe impl Send for DnSlot {}
+
+impl DnSlot {
+    /// The descriptor of `shape` over `values`.
+    ///
+    /// # Safety
+    /// `values` addresses a matrix of `shape` on the device; cuSPARSE reads or writes it only in
+    /// calls made while that holds.
+    pub unsafe fn point(
+        &mut self,
+        device: &Device,
+        shape: DnShape,
+        values: u64,
+        dtype: sys::cudaDataType,
+    ) -> Result<sys::cusparseDnMatDescr_t> {
+        match &self.0 {
+            Some(m) if m.shape == shape => {
+                call!(device, cusparseDnMatSetValues(m.raw, values as *mut c_void))?;
+            }
+            _ => {
+                self.release();
+                let mut raw = std::ptr::null_mut();
+                call!(
+                    device,
+                    cusparseCreateDnMat(
+                        &mut raw,
+                        shape.rows,
+                        shape.cols,
+                        shape.ld,
+                        values as *mut c_void,
+                        dtype,
+                        shape.order(),
+                    )
+                )?;
+                self.0 = Some(DnMat { raw, shape });
+            }
+        }
+        Ok(self.0.as_ref().map_or(std::ptr::null_mut(), |m| m.raw))
+    }
+
+    fn release(&mut self) {
+        if let Some(m) = self.0.take() {
+            // SAFETY: made by cusparseCreateDnMat; taken out of the slot, so destroyed once.
+            let _ = unsafe { sys::cusparseDestroyDnMat(m.raw) };
+        }
+    }
+}
+
+impl Drop for DnSlot {
+    fn drop(&mut self) {
+        self.release();
+    }
+}

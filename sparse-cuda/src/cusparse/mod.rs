@@ -1,0 +1,253 @@
+//! The `cusparse` backend: NVIDIA's cuSPARSE (and cuBLAS GEMM) behind sparse-blas's interface,
+//! the vendor baseline every kernel of the `cuda` backend is measured against.
+//!
+//! It shares the `cuda` backend's device type, buffers and transfers: operands come from
+//! [`Executor::upload`] / [`Executor::zeros`] of either backend when both run on one device
+//! ([`CusparseBackend::sharing`]). One cuSPARSE handle per backend, bound to the device's
+//! stream, made once and destroyed with the last plan. Plans hold the matrix, its descriptor
+//! and the cuSPARSE workspace; what runs is fixed by one table (`table.rs`): SpMV on CSR and
+//! COO, SpMM and SDDMM on CSR, in f64, f32 and f16 (f32 compute).
+//!
+//! Semantics are sparse-blas's, not cuSPARSE's where they differ (see `plan.rs`): `alpha == 0`
+//! never calls cuSPARSE, `beta == 0` zeroes the output before cuSPARSE runs, strided vectors go
+//! through staging. `scale_by_values` SDDMM is refused: cuSPARSE's SDDMM multiplies by the
+//! pattern of S, not by its values.
+
+mod blas;
+mod library;
+mod ops;
+mod plan;
+mod table;
+
+use std::sync::Arc;
+
+use sparse_core::{
+    AttentionDesc, AttentionPlan, BackendKind, CsrRef, Dense, DenseMut, DenseRef, Error, Executor,
+    Format, Layout, OpKind, Precision, Result, Scalar, SddmmDesc, SddmmPlan, SpIndex, SpmmDesc,
+    SpmmPlan, SpmvDesc, SpmvPlan, Support,
+};
+
+use crate::device::Device;
+use crate::executor::CudaBackend;
+use blas::Blas;
+use library::Handle;
+use ops::{CusparseSddmmPlan, CusparseSpmmPlan, CusparseSpmvPlan};
+use table::Entry;
+
+/// cuSPARSE and cuBLAS on one device. Operands must be device memory of this backend (or of
+/// the [`CudaBackend`] it shares a device with).
+///
+/// - Algorithms: `vendor-default`, `vendor-alg1..3` name cuSPARSE's (SpMV CSR: DEFAULT,
+///   CSR_ALG1, CSR_ALG2; SpMV COO: DEFAULT, COO_ALG1, COO_ALG2; SpMM CSR: DEFAULT, CSR_ALG1..3;
+///   SDDMM CSR: DEFAULT); `auto` is `vendor-default` except for f16 SpMM, where it is CSR_ALG3
+///   (the others round partial sums to f16). Errors name what runs instead.
+/// - Workspace: SpMV sizes it at plan time. SpMM and SDDMM learn N (K) and the layouts only at
+///   run time: the first run with a new dense shape queries cuSPARSE for that shape, grows the
+///   workspace only when more is needed, and runs `_preprocess` again; later runs with that
+///   shape allocate nothing. [`sparse_core::PlanInfo::bytes`] follows the growth.
+/// - Semantics are sparse-blas's: `alpha == 0` does not call cuSPARSE; `beta == 0` zeroes the
+///   output first (cuSPARSE does not document that it ignores the output then), which adds one
+///   write of the output to a timed run; strided vectors are staged through contiguous copies.
+#[derive(Clone)]
+pub struct CusparseBackend {
+    /// The device, and the uploads, downloads and allocations, exactly as the `cuda` backend.
+    cuda: CudaBackend,
+    handle: Arc<Handle>,
+    blas: Arc<Blas>,
+}
+
+impl std::fmt::Debug for CusparseBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CusparseBackend({})", self.description())
+    }
+}
+
+/// The `cuda` backend's errors about the device, as this backend's.
+fn as_cusparse(e: Error) -> Error {
+    match e {
+        Error::DeviceUnavailable { reason, .. } => library::unavailable(reason),
+        other => other,
+    }
+}
+
+impl CusparseBackend {
+    /// The backend on device `ordinal`; [`Error::DeviceUnavailable`] says why when the device or
+    /// cuSPARSE cannot be used.
+    pub fn new(ordinal: usize) -> Result<Self> {
+        Self::sharing(&CudaBackend::new(ordinal).map_err(as_cusparse)?)
+    }
+
+    /// The backend on `cuda`'s device and stream: buffers of either backend serve both, and
+    /// their work runs in one order.
+    pub fn sharing(cuda: &CudaBackend) -> Result<Self> {
+        let device = cuda.device();
+        Ok(CusparseBackend {
+            cuda: cuda.clone(),
+            handle: Arc::new(Handle::new(device).map_err(as_cusparse)?),
+            blas: Arc::new(Blas::new(device)),
+        })
+    }
+
+    pub fn device_info(&self) -> &crate::DeviceInfo {
+        self.cuda.device_info()
+    }
+
+    /// The cuSPARSE version in use, e.g. `12.6.3`.
+    pub fn version(&self) -> String {
+        self.handle.version_name()
+    }
+
+    fn device(&self) -> &Arc<Device> {
+        self.cuda.device()
+    }
+
+    /// Dense `C = alpha*A*B + beta*C` through cuBLAS (`cublasGemmEx`), for device matrices of
+    /// this backend in either layout: f64, f32, and f16 with f32 compute. `alpha == 0` reads
+    /// neither A nor B; `beta == 0` does not read C (as cuBLAS documents).
+    pub fn gemm<T: Scalar>(
+        &self,
+        alpha: T::Acc,
+        a: DenseRef<'_, T>,
+        b: DenseRef<'_, T>,
+        beta: T::Acc,
+        c: DenseMut<'_, T>,
+    ) -> Result<()> {
+        self.blas.gemm(alpha, a, b, beta, c)
+    }
+
+    /// The table row that runs `algorithm`, or the typed error saying what runs instead.
+    fn select<T: Scalar>(
+        &self,
+        op: OpKind,
+        format: Format,
+        precision: Precision,
+        algorithm: sparse_core::Algorithm,
+    ) -> Result<&'static Entry> {
+        if precision.storage != T::DTYPE {
+            return Err(Error::invalid(format!(
+                "{op}: the descriptor asks for {precision} but the matrix holds {}",
+                T::DTYPE
+            )));
+        }
+        let unsupported = |supported: String| Error::Unsupported {
+            op,
+            format,
+            precision,
+            backend: BackendKind::Cusparse,
+            supported,
+        };
+        if self.capability(op, format, precision) == Support::Unsupported {
+            return Err(unsupported(table::supported()));
+        }
+        let entry = table::find(op, format, algorithm, T::DTYPE)
+            .ok_or_else(|| unsupported(format!("auto or one of: {}", table::supported())))?;
+        if !entry.dtypes.contains(&T::DTYPE) {
+            return Err(unsupported(table::describe(entry)));
+        }
+        Ok(entry)
+    }
+}
+
+impl Executor for CusparseBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Cusparse
+    }
+
+    fn description(&self) -> String {
+        format!(
+            "cusparse (cuSPARSE {}, {})",
+            self.version(),
+            self.device_info().summary()
+        )
+    }
+
+    fn capability(&self, op: OpKind, format: Format, precision: Precision) -> Support {
+        table::capability(op, format, precision)
+    }
+
+    fn plan_spmv<'a, T: Scalar, I: SpIndex>(
+        &self,
+        a: CsrRef<'a, T, I>,
+        desc: &SpmvDesc,
+    ) -> Result<Box<dyn SpmvPlan<T> + 'a>> {
+        let entry = self.select::<T>(OpKind::Spmv, desc.format, desc.precision, desc.algorithm)?;
+        Ok(Box::new(CusparseSpmvPlan::new(
+            self.device(),
+            &self.handle,
+            a,
+            entry,
+            desc.precision,
+        )?))
+    }
+
+    fn plan_spmm<'a, T: Scalar, I: SpIndex>(
+        &self,
+        a: CsrRef<'a, T, I>,
+        desc: &SpmmDesc,
+    ) -> Result<Box<dyn SpmmPlan<T> + 'a>> {
+        let entry = self.select::<T>(OpKind::Spmm, desc.format, desc.precision, desc.algorithm)?;
+        Ok(Box::new(CusparseSpmmPlan::new(
+            self.device(),
+            &self.handle,
+            a,
+            entry,
+            desc.precision,
+        )?))
+    }
+
+    fn plan_sddmm<'a, T: Scalar, I: SpIndex>(
+        &self,
+        s: CsrRef<'a, T, I>,
+        desc: &SddmmDesc,
+    ) -> Result<Box<dyn SddmmPlan<T> + 'a>> {
+        let entry = self.select::<T>(OpKind::Sddmm, desc.format, desc.precision, desc.algorithm)?;
+        if desc.scale_by_values {
+            return Err(Error::Unsupported {
+                op: OpKind::Sddmm,
+                format: desc.format,
+                precision: desc.precision,
+                backend: BackendKind::Cusparse,
+                supported: "sddmm without scale_by_values (cuSPARSE's SDDMM multiplies X*Y^T by \
+                            the pattern of S, never by its values)"
+                    .to_string(),
+            });
+        }
+        Ok(Box::new(CusparseSddmmPlan::new(
+            self.device(),
+            &self.handle,
+            s,
+            entry,
+            desc.precision,
+        )?))
+    }
+
+    fn plan_attention<'a, T: Scalar, I: SpIndex>(
+        &self,
+        _a: CsrRef<'a, T, I>,
+        desc: &AttentionDesc,
+    ) -> Result<Box<dyn AttentionPlan<T> + 'a>> {
+        Err(Error::Unsupported {
+            op: OpKind::Attention,
+            format: desc.format,
+            precision: desc.precision,
+            backend: BackendKind::Cusparse,
+            supported: table::supported(),
+        })
+    }
+
+    fn upload<T: Scalar>(&self, host: DenseRef<'_, T>) -> Result<Dense<T>> {
+        self.cuda.upload(host)
+    }
+
+    fn download<T: Scalar>(&self, dense: &Dense<T>) -> Result<Dense<T>> {
+        self.cuda.download(dense)
+    }
+
+    fn zeros<T: Scalar>(&self, rows: usize, cols: usize, layout: Layout) -> Result<Dense<T>> {
+        self.cuda.zeros(rows, cols, layout)
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        self.cuda.synchronize()
+    }
+}
