@@ -2,7 +2,7 @@
 # Runs the CPU benches (SpMV, then SpMM) and prints their tables and where the raw results are.
 # Run it on a quiet machine: the kernels are memory-bound, so anything else running skews them.
 # Extra arguments go to criterion, e.g. a filter: run-cpu-benches.sh spmv_f64
-# The corpus is read from ../shared/matrices unless SPARSE_MATRIX_DIR names another directory.
+# The corpus is read from ../shared/matrices unless SPARSE_CORPUS names another directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

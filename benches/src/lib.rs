@@ -13,9 +13,10 @@ use sparse_blas::cost::SparseShape;
 use sparse_blas::{Csr, Precision, Scalar, SpIndex};
 use sprs::CsMatViewI;
 
-/// The environment variable that names the directory of the `*.mtx.gz` corpus; unset, the
-/// corpus is looked for in `../shared/matrices` next to the workspace.
-pub const MATRIX_DIR_ENV: &str = "SPARSE_MATRIX_DIR";
+/// The environment variable that names the directory of the `*.mtx.gz` corpus (the same one the
+/// conformance binary reads); unset, the corpus is looked for in `../shared/matrices` next to the
+/// workspace.
+pub const MATRIX_DIR_ENV: &str = "SPARSE_CORPUS";
 
 pub fn matrix_dir() -> PathBuf {
     std::env::var_os(MATRIX_DIR_ENV)
