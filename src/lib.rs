@@ -24,7 +24,12 @@ mod backend;
 pub use backend::Backend;
 pub use sparse_core::*;
 pub use sparse_cpu::{bound, reference, CpuBackend};
-pub use sparse_formats::{csr_from_dense, dense_from_csr, generate, Coo, Csr, Rejected, RowStats};
+pub use sparse_cuda::{CudaBackend, CusparseBackend, DeviceTimer};
+pub use sparse_formats::{
+    csr_from_dense, dense_from_csr, generate, Bsr, Converted, Coo, Csr, Ell, FillLimit, Hyb,
+    HybWidth, MeBcrs, MeBcrsShape, Rejected, RowStats, SparseFormat, SrBcrs, SrBcrsShape,
+    TileFormat, TileSelection, Tiled16,
+};
 
 /// Matrix Market reading and writing.
 pub mod io {

@@ -1,5 +1,6 @@
-//! Shared pieces of the CPU benchmarks (`benches/cpu_spmv.rs`, `benches/cpu_spmm.rs`): corpus
-//! loading, the minimal-bytes floor, the bandwidth references and the sprs baseline's view.
+//! Shared pieces of the CPU benchmarks (`benches/cpu_spmv.rs`, `benches/cpu_spmm.rs`) and the
+//! `spbench` binary: corpus loading, the minimal-bytes floor, the bandwidth references and the
+//! sprs baseline's view.
 //!
 //! Results are filed by criterion under `target/criterion/<group>/<function>/<matrix>`;
 //! `run-cpu-benches.sh` runs both benches and `cpu_bench_table.py` turns them into tables.
@@ -148,12 +149,7 @@ pub fn bench_bandwidth(c: &mut Criterion) {
         b.iter(|| black_box(&mut dst).copy_from_slice(&src))
     });
     group.bench_function("copy-rayon", |b| {
-        b.iter(|| {
-            black_box(&mut dst)
-                .par_chunks_mut(chunk)
-                .zip(src.par_chunks(chunk))
-                .for_each(|(d, s)| d.copy_from_slice(s))
-        })
+        b.iter(|| parallel_copy(black_box(&mut dst), &src))
     });
     group.throughput(Throughput::Bytes(BANDWIDTH_BYTES as u64));
     group.bench_function("read-serial", |b| b.iter(|| read_all(black_box(&src))));
@@ -166,4 +162,32 @@ pub fn bench_bandwidth(c: &mut Criterion) {
         })
     });
     group.finish();
+}
+
+/// `dst.copy_from_slice(src)` split into one chunk per rayon thread.
+fn parallel_copy(dst: &mut [u64], src: &[u64]) {
+    let chunk = src.len().div_ceil(rayon::current_num_threads()).max(1);
+    dst.par_chunks_mut(chunk)
+        .zip(src.par_chunks(chunk))
+        .for_each(|(d, s)| d.copy_from_slice(s));
+}
+
+/// Host copy bandwidth in bytes per second, counting bytes read plus bytes written: the median
+/// of `copies` copies of a `bytes` buffer split over the rayon pool (after one untimed copy).
+/// The same measurement as `copy-rayon` of [`bench_bandwidth`], for callers outside criterion.
+pub fn host_copy_bandwidth(bytes: usize, copies: usize) -> f64 {
+    let len = (bytes / std::mem::size_of::<u64>()).max(1);
+    // Written, not zero-allocated, for the reason given in `bench_bandwidth`.
+    let src: Vec<u64> = (0..len as u64).collect();
+    let mut dst = src.clone();
+    parallel_copy(&mut dst, &src);
+    let mut times: Vec<f64> = (0..copies.max(1))
+        .map(|_| {
+            let start = std::time::Instant::now();
+            parallel_copy(black_box(&mut dst), &src);
+            start.elapsed().as_secs_f64()
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    2.0 * (len * std::mem::size_of::<u64>()) as f64 / times[times.len() / 2].max(1e-9)
 }

@@ -36,6 +36,7 @@
 //! exactly. An infinite result for a finite reference passes only where the output type
 //! overflows: when a value within the bound of the reference rounds to that infinity.
 
+use sparse_blas::bound::smallest_subnormal;
 use sparse_blas::{bf16, f16, Compute, DType, Precision};
 
 /// Unit roundoff of f64, the arithmetic of the oracle.
@@ -66,18 +67,6 @@ pub fn storage_roundoff(dtype: DType) -> f64 {
         DType::F32 => f64::from(f32::EPSILON) / 2.0,
         DType::F16 => 2f64.powi(-11),
         DType::BF16 => 2f64.powi(-8),
-        _ => 0.0,
-    }
-}
-
-/// The smallest positive subnormal of `dtype`: the spacing of values below its normal range;
-/// 0 for the integer types.
-pub fn smallest_subnormal(dtype: DType) -> f64 {
-    match dtype {
-        DType::F64 => f64::from_bits(1),
-        DType::F32 => f64::from(f32::from_bits(1)),
-        DType::F16 => 2f64.powi(-24),
-        DType::BF16 => 2f64.powi(-133),
         _ => 0.0,
     }
 }

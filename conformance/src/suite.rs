@@ -14,9 +14,9 @@ use std::sync::Arc;
 
 use sparse_blas::{
     bf16, f16, reference, Accumulator, Algorithm, AttentionDesc, AttentionPlan, Backend,
-    BackendKind, Csr, CsrRef, DType, Dense, DenseMut, DenseRef, Error, Executor, Format, OpKind,
-    PlanInfo, Precision, Result, Scalar, SddmmDesc, SddmmPlan, SpmmDesc, SpmmPlan, SpmvDesc,
-    SpmvPlan, Support,
+    BackendKind, Csr, CsrRef, DType, Dense, DenseMut, DenseRef, Error, Executor, Format, Layout,
+    OpKind, PlanInfo, Precision, Result, Scalar, SddmmDesc, SddmmPlan, SpmmDesc, SpmmPlan,
+    SpmvDesc, SpmvPlan, Support, ValueOrder,
 };
 
 use crate::bound::{overflow_threshold, AttentionTerms, Comparison, ErrorModel};
@@ -80,8 +80,11 @@ impl Filter {
 /// every algorithm the backend offers for them. A new backend or kernel adds its entry here.
 pub fn algorithms(kind: BackendKind, op: OpKind, format: Format) -> Vec<Algorithm> {
     let offered: &[Algorithm] = match (kind, op, format) {
-        (BackendKind::Cpu, OpKind::Spmv, _) => &[Algorithm::NnzSplit, Algorithm::Reference],
-        (BackendKind::Cpu, _, _) => &[Algorithm::RowSplit, Algorithm::Reference],
+        (BackendKind::Cpu, OpKind::Spmv, Format::Csr) => {
+            &[Algorithm::NnzSplit, Algorithm::Reference]
+        }
+        (BackendKind::Cpu, _, Format::Csr) => &[Algorithm::RowSplit, Algorithm::Reference],
+        (BackendKind::Cpu, _, _) => &[Algorithm::RowSplit],
         (BackendKind::Cuda, OpKind::Spmv, Format::Csr) => &[
             Algorithm::Scalar,
             Algorithm::Vector,
@@ -89,7 +92,11 @@ pub fn algorithms(kind: BackendKind, op: OpKind, format: Format) -> Vec<Algorith
             Algorithm::MergePath,
         ],
         (BackendKind::Cuda, OpKind::Spmv, Format::Coo) => &[Algorithm::Atomic],
-        (BackendKind::Cuda, OpKind::Spmm | OpKind::Sddmm, Format::Csr) => &[Algorithm::Vector],
+        (BackendKind::Cuda, OpKind::Spmm | OpKind::Sddmm, Format::Csr) => &[
+            Algorithm::Vector,
+            Algorithm::Rode,
+            Algorithm::RodeDeterministic,
+        ],
         (BackendKind::Cusparse, OpKind::Spmv, Format::Csr | Format::Coo) => &[
             Algorithm::VendorDefault,
             Algorithm::VendorAlg1,
@@ -334,6 +341,14 @@ impl<'a, T: Scalar> Plan<'a, T> {
         })
     }
 
+    /// The order an SDDMM plan writes its values in, when not S's CSR order.
+    fn value_order(&self) -> Option<ValueOrder> {
+        match self {
+            Plan::Sddmm(p) => p.value_order().cloned(),
+            _ => None,
+        }
+    }
+
     fn info(&self) -> &PlanInfo {
         match self {
             Plan::Spmv(p) => p.info(),
@@ -389,6 +404,8 @@ struct Execution {
     values: Vec<f64>,
     /// Whether the output's padding is as before the run, as far as the result shows it.
     padding_intact: bool,
+    /// A padding slot of a blocked format's value order the run left nonzero.
+    unzeroed_slot: Option<usize>,
 }
 
 /// The result of one check, before it becomes a row.
@@ -674,6 +691,8 @@ impl CaseRun<'_> {
             {
                 return Outcome::refused()
             }
+            // A padded format may refuse a matrix it would store with too much padding.
+            Err(Error::FillLimit { .. }) => return Outcome::refused(),
             Err(e) => return failed(None, format!("planning failed: {e}")),
         };
         let info = plan.info().clone();
@@ -681,9 +700,10 @@ impl CaseRun<'_> {
         if let Some(problem) = info_problem(&info, self.backend.kind(), request) {
             return failed(chosen, problem);
         }
+        let order = plan.value_order();
         let runs = self
-            .execute(&mut plan, p)
-            .and_then(|first| Ok((first, self.execute(&mut plan, p)?)));
+            .execute(&mut plan, p, order.as_ref())
+            .and_then(|first| Ok((first, self.execute(&mut plan, p, order.as_ref())?)));
         let (first, second) = match runs {
             Ok(runs) => runs,
             // A plan may refuse operand shapes its library cannot take (see the cusparse table).
@@ -695,6 +715,10 @@ impl CaseRun<'_> {
             Some(describe_mismatch(&comparison, p.operands.prior.shape().1))
         } else if !first.padding_intact {
             Some("wrote into the padding of its output".to_string())
+        } else if let Some(slot) = first.unzeroed_slot {
+            Some(format!(
+                "left padding slot {slot} of its value order nonzero (must be written 0)"
+            ))
         } else if info.deterministic {
             first_difference(&first.values, &second.values)
                 .map(|e| format!("claims to be deterministic, but two runs differ at entry {e}"))
@@ -709,8 +733,40 @@ impl CaseRun<'_> {
         }
     }
 
-    /// One run on freshly staged operands (see [`reads_host_memory`]).
-    fn execute<T: Scalar>(&self, plan: &mut Plan<'_, T>, p: &Prepared<T>) -> Result<Execution> {
+    /// One run on freshly staged operands (see [`reads_host_memory`]); an output in a blocked
+    /// format's value `order` is staged in that order and read back in CSR order.
+    fn execute<T: Scalar>(
+        &self,
+        plan: &mut Plan<'_, T>,
+        p: &Prepared<T>,
+        order: Option<&ValueOrder>,
+    ) -> Result<Execution> {
+        let Some(order) = order else {
+            return self.execute_staged(plan, p, &p.operands.prior);
+        };
+        let prior = &p.operands.prior;
+        // Padding slots start nonzero so that a kernel that leaves them alone is caught.
+        let staged = HostDense::new((order.len(), 1), Layout::ColMajor, false, |s| {
+            order
+                .entry(s)
+                .map_or(<T::Out as Scalar>::from_f64(1.0), |e| prior.get(e, 0))
+        });
+        let run = self.execute_staged(plan, p, &staged)?;
+        let unzeroed_slot =
+            (0..order.len()).find(|&s| order.entry(s).is_none() && run.values[s] != 0.0);
+        Ok(Execution {
+            values: order.to_csr_order(&run.values)?,
+            padding_intact: run.padding_intact,
+            unzeroed_slot,
+        })
+    }
+
+    fn execute_staged<T: Scalar>(
+        &self,
+        plan: &mut Plan<'_, T>,
+        p: &Prepared<T>,
+        prior: &HostDense<T::Out>,
+    ) -> Result<Execution> {
         if reads_host_memory(self.backend.kind()) {
             let inputs = p
                 .operands
@@ -718,11 +774,12 @@ impl CaseRun<'_> {
                 .iter()
                 .map(HostDense::view)
                 .collect::<Result<Vec<_>>>()?;
-            let mut out = p.operands.prior.clone();
+            let mut out = prior.clone();
             plan.run(p.alpha, p.beta, &inputs, out.view_mut()?)?;
             Ok(Execution {
                 values: out.values(),
-                padding_intact: out.padding_unchanged(&p.operands.prior),
+                padding_intact: out.padding_unchanged(prior),
+                unzeroed_slot: None,
             })
         } else {
             let uploaded = p
@@ -732,13 +789,14 @@ impl CaseRun<'_> {
                 .map(|d| self.backend.upload(d.view()?))
                 .collect::<Result<Vec<_>>>()?;
             let inputs: Vec<DenseRef<'_, T>> = uploaded.iter().map(Dense::as_ref).collect();
-            let mut out = self.backend.upload(p.operands.prior.view()?)?;
+            let mut out = self.backend.upload(prior.view()?)?;
             plan.run(p.alpha, p.beta, &inputs, out.as_mut())?;
             self.backend.synchronize()?;
             let result = HostDense::from_dense(self.backend.download(&out)?)?;
             Ok(Execution {
                 values: result.values(),
-                padding_intact: result.padding_unchanged(&p.operands.prior),
+                padding_intact: result.padding_unchanged(prior),
+                unzeroed_slot: None,
             })
         }
     }

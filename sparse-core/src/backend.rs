@@ -11,6 +11,7 @@ use crate::op::{
 };
 use crate::precision::Precision;
 use crate::scalar::{Scalar, SpIndex};
+use crate::value_order::ValueOrder;
 
 /// Environment variable naming the backend [`BackendRequest::from_env_or`] picks.
 pub const BACKEND_ENV: &str = "SPARSE_BACKEND";
@@ -119,7 +120,12 @@ pub trait SpmmPlan<T: Scalar>: Send {
 /// A planned `C = alpha*(X*Y^T) ∘ spy(S) + beta*C`.
 pub trait SddmmPlan<T: Scalar>: Send {
     fn info(&self) -> &PlanInfo;
-    /// `x` is rows x k, `y` cols x k; `c` is nnz x 1, the values of C in S's entry order.
+    /// The order `c` holds C's values in: `None` for S's CSR entry order (`c` is nnz x 1);
+    /// for a blocked format, its stored order (`c` is `order.len()` x 1, padding included).
+    fn value_order(&self) -> Option<&ValueOrder> {
+        None
+    }
+    /// `x` is rows x k, `y` cols x k; `c` holds the values of C in [`SddmmPlan::value_order`].
     fn run(
         &mut self,
         alpha: T::Acc,

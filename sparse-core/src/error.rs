@@ -88,6 +88,15 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// A conversion would store too many padded slots for the entries it holds.
+    #[error("{format} would store {slots} slots for {nnz} entries, past the fill limit of {limit} slots")]
+    FillLimit {
+        format: Format,
+        slots: usize,
+        nnz: usize,
+        limit: usize,
+    },
+
     /// An argument is outside its domain (an unknown name, a non-finite scale, ...).
     #[error("{message}")]
     InvalidArgument { message: String },

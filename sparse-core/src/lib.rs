@@ -27,6 +27,7 @@ mod error;
 mod op;
 mod precision;
 mod scalar;
+mod value_order;
 
 pub use backend::{
     AttentionPlan, BackendKind, BackendRequest, Executor, PlanInfo, SddmmPlan, SpmmPlan, SpmvPlan,
@@ -35,8 +36,11 @@ pub use backend::{
 pub use csr_ref::{check_dimensions, validate_csr, CsrRef, RowStats};
 pub use dense::{Dense, DenseMut, DenseRef, DeviceMemory, Layout, Memory, MemoryMut};
 pub use error::{Error, Result, StructureError};
-pub use op::{Algorithm, AttentionDesc, Format, OpKind, SddmmDesc, SpmmDesc, SpmvDesc, Support};
+pub use op::{
+    Algorithm, AttentionDesc, BlockShape, Format, OpKind, SddmmDesc, SpmmDesc, SpmvDesc, Support,
+};
 pub use precision::{Compute, DType, Precision};
 pub use scalar::{Accumulator, Scalar, SpIndex};
+pub use value_order::ValueOrder;
 
 pub use half::{bf16, f16};

@@ -114,6 +114,11 @@ pub enum Algorithm {
     VectorSplit,
     /// GPU: one thread per entry, accumulating with atomics (not bit-reproducible).
     Atomic,
+    /// GPU (RoDe): rows cut into whole segments of a fixed length plus a residual part, the two
+    /// run by separate kernels; segments of one row combined with atomics (not bit-reproducible).
+    Rode,
+    /// `Rode` with the segments of a long row combined in a second pass, in a fixed order.
+    RodeDeterministic,
     /// The vendor library's default algorithm.
     VendorDefault,
     /// The vendor library's numbered algorithms (`CUSPARSE_SPMV_CSR_ALG1`, ...).
@@ -134,6 +139,8 @@ named_enum!(
         (MergePath, "merge-path"),
         (VectorSplit, "vector-split"),
         (Atomic, "atomic"),
+        (Rode, "rode"),
+        (RodeDeterministic, "rode-deterministic"),
         (VendorDefault, "vendor-default"),
         (VendorAlg1, "vendor-alg1"),
         (VendorAlg2, "vendor-alg2"),
@@ -160,12 +167,46 @@ named_enum!(
     ]
 );
 
+/// The block shape of a blocked format, `rows x cols`: for BSR the dense block; for ME-BCRS the
+/// window height x the vectors per tensor-core block; for SR-BCRS the vector length x the
+/// stride. `None` in a descriptor lets the executor choose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BlockShape {
+    pub rows: usize,
+    pub cols: usize,
+}
+
+impl BlockShape {
+    pub const fn new(rows: usize, cols: usize) -> Self {
+        BlockShape { rows, cols }
+    }
+}
+
+impl fmt::Display for BlockShape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}x{}", self.rows, self.cols)
+    }
+}
+
+impl FromStr for BlockShape {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        let bad = || Error::invalid(format!("block shape '{s}' is not ROWSxCOLS (e.g. 4x4)"));
+        let (r, c) = s.split_once('x').ok_or_else(bad)?;
+        let r: usize = r.trim().parse().map_err(|_| bad())?;
+        let c: usize = c.trim().parse().map_err(|_| bad())?;
+        Ok(BlockShape::new(r, c))
+    }
+}
+
 /// Describes an SpMV `y = alpha*A*x + beta*y`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SpmvDesc {
     pub precision: Precision,
     pub format: Format,
     pub algorithm: Algorithm,
+    /// The block shape of a blocked format (see [`BlockShape`]).
+    pub block: Option<BlockShape>,
 }
 
 impl SpmvDesc {
@@ -174,6 +215,7 @@ impl SpmvDesc {
             precision,
             format: Format::Csr,
             algorithm: Algorithm::Auto,
+            block: None,
         }
     }
     pub fn format(self, format: Format) -> Self {
@@ -181,6 +223,12 @@ impl SpmvDesc {
     }
     pub fn algorithm(self, algorithm: Algorithm) -> Self {
         SpmvDesc { algorithm, ..self }
+    }
+    pub fn block(self, block: BlockShape) -> Self {
+        SpmvDesc {
+            block: Some(block),
+            ..self
+        }
     }
 }
 
@@ -190,6 +238,8 @@ pub struct SpmmDesc {
     pub precision: Precision,
     pub format: Format,
     pub algorithm: Algorithm,
+    /// The block shape of a blocked format (see [`BlockShape`]).
+    pub block: Option<BlockShape>,
 }
 
 impl SpmmDesc {
@@ -198,6 +248,7 @@ impl SpmmDesc {
             precision,
             format: Format::Csr,
             algorithm: Algorithm::Auto,
+            block: None,
         }
     }
     pub fn format(self, format: Format) -> Self {
@@ -205,6 +256,12 @@ impl SpmmDesc {
     }
     pub fn algorithm(self, algorithm: Algorithm) -> Self {
         SpmmDesc { algorithm, ..self }
+    }
+    pub fn block(self, block: BlockShape) -> Self {
+        SpmmDesc {
+            block: Some(block),
+            ..self
+        }
     }
 }
 
@@ -214,6 +271,8 @@ pub struct SddmmDesc {
     pub precision: Precision,
     pub format: Format,
     pub algorithm: Algorithm,
+    /// The block shape of a blocked format (see [`BlockShape`]).
+    pub block: Option<BlockShape>,
     /// Multiply each dot product by the value S holds at that position.
     pub scale_by_values: bool,
 }
@@ -224,6 +283,7 @@ impl SddmmDesc {
             precision,
             format: Format::Csr,
             algorithm: Algorithm::Auto,
+            block: None,
             scale_by_values: false,
         }
     }
@@ -232,6 +292,12 @@ impl SddmmDesc {
     }
     pub fn algorithm(self, algorithm: Algorithm) -> Self {
         SddmmDesc { algorithm, ..self }
+    }
+    pub fn block(self, block: BlockShape) -> Self {
+        SddmmDesc {
+            block: Some(block),
+            ..self
+        }
     }
     pub fn scale_by_values(self, scale_by_values: bool) -> Self {
         SddmmDesc {

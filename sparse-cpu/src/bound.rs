@@ -9,7 +9,9 @@
 //! the output type adds `u_out * |result|`. Inputs need no term of their own: the oracle reads
 //! the same rounded values the kernel reads. Integer arithmetic (u = 0) must be exact.
 
-use sparse_core::{CsrRef, Dense, DenseRef, Error, Layout, Precision, Result, Scalar, SpIndex};
+use sparse_core::{
+    CsrRef, DType, Dense, DenseRef, Error, Layout, Precision, Result, Scalar, SpIndex,
+};
 
 use crate::reference;
 
@@ -21,6 +23,9 @@ pub struct Expectation {
     pub tolerance: Vec<f64>,
     /// Unit roundoff of the output type.
     pub output_roundoff: f64,
+    /// Half the smallest subnormal of the output type: below its normal range a store errs by
+    /// up to half that spacing, whatever the relative roundoff says.
+    pub output_underflow: f64,
 }
 
 /// How a result compared with an [`Expectation`].
@@ -47,6 +52,18 @@ pub fn gamma(k: usize, u: f64) -> f64 {
         f64::INFINITY
     } else {
         ku / (1.0 - ku)
+    }
+}
+
+/// The smallest positive subnormal of `dtype`: the spacing of values below its normal range;
+/// 0 for the integer types.
+pub fn smallest_subnormal(dtype: DType) -> f64 {
+    match dtype {
+        DType::F64 => f64::from_bits(1),
+        DType::F32 => f64::from(f32::from_bits(1)),
+        DType::F16 => 2f64.powi(-24),
+        DType::BF16 => 2f64.powi(-133),
+        _ => 0.0,
     }
 }
 
@@ -89,7 +106,9 @@ impl Expectation {
             let ratio = deviation_ratio(
                 g,
                 x,
-                tol * (1.0 + self.output_roundoff) + self.output_roundoff * x.abs(),
+                tol * (1.0 + self.output_roundoff)
+                    + self.output_roundoff * x.abs()
+                    + self.output_underflow,
             );
             verdict.max_ratio = verdict.max_ratio.max(ratio);
             if ratio > 1.0 {
@@ -181,6 +200,7 @@ pub fn spmv<T: Scalar, I: SpIndex>(
         values,
         tolerance: tolerance_from(terms.zip(magnitude), precision.compute.unit_roundoff()),
         output_roundoff: output_roundoff::<T::Out>(),
+        output_underflow: smallest_subnormal(<T::Out as Scalar>::DTYPE) / 2.0,
     })
 }
 
@@ -212,6 +232,7 @@ pub fn spmm<T: Scalar, I: SpIndex>(
         values,
         tolerance: tolerance_from(terms.zip(magnitude), precision.compute.unit_roundoff()),
         output_roundoff: output_roundoff::<T::Out>(),
+        output_underflow: smallest_subnormal(<T::Out as Scalar>::DTYPE) / 2.0,
     })
 }
 
@@ -249,6 +270,7 @@ pub fn sddmm<T: Scalar, I: SpIndex>(
             precision.compute.unit_roundoff(),
         ),
         output_roundoff: output_roundoff::<T::Out>(),
+        output_underflow: smallest_subnormal(<T::Out as Scalar>::DTYPE) / 2.0,
     })
 }
 
@@ -296,6 +318,7 @@ pub fn attention<T: Scalar, I: SpIndex>(
         values,
         tolerance,
         output_roundoff: output_roundoff::<T::Out>(),
+        output_underflow: smallest_subnormal(<T::Out as Scalar>::DTYPE) / 2.0,
     })
 }
 
@@ -339,6 +362,7 @@ mod tests {
             values: vec![f64::NAN, 1.0],
             tolerance: vec![0.0, 0.0],
             output_roundoff: 0.0,
+            output_underflow: 0.0,
         };
         assert!(e.check(&[f64::NAN, 1.0]).unwrap().passed());
         assert!(!e.check(&[0.0, 1.0]).unwrap().passed());

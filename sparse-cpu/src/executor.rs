@@ -4,10 +4,12 @@ use sparse_core::{
     Accumulator, Algorithm, AttentionDesc, AttentionPlan, BackendKind, Compute, CsrRef, Dense,
     DenseMut, DenseRef, Error, Executor, Format, Layout, OpKind, PlanInfo, Precision, Result,
     Scalar, SddmmDesc, SddmmPlan, SpIndex, SpmmDesc, SpmmPlan, SpmvDesc, SpmvPlan, Support,
+    ValueOrder,
 };
 
 use crate::partition::{balanced_rows, merge_path, part_count, PathPoint};
 use crate::shared_out::SharedOut;
+use crate::stored::{formats_for, Stored};
 use crate::{kernels, reference};
 
 /// The CPU backend: rayon kernels on the global rayon pool (set its size with
@@ -46,15 +48,19 @@ fn supported_list(op: OpKind) -> String {
     } else {
         "f64 f32 f16 bf16 i8"
     };
-    format!("{op} on csr in {precisions}")
+    let formats: Vec<&str> = formats_for(op).iter().map(|f| f.name()).collect();
+    format!("{op} on {} in {precisions}", formats.join(" "))
 }
 
-/// What a plan holds beyond the matrix: the partition its runs reuse.
+/// What a plan holds: the caller's CSR (the reference and the CSR kernels read it), its
+/// conversion to the plan's format, and the partition its runs reuse.
 struct CpuPlan<'a, T, I> {
     a: CsrRef<'a, T, I>,
+    stored: Stored<'a, T, I>,
     info: PlanInfo,
     path: Vec<PathPoint>,
     row_bounds: Vec<usize>,
+    value_order: Option<ValueOrder>,
     scale_by_values: bool,
     attention_scale: Option<f64>,
 }
@@ -65,52 +71,72 @@ impl<'a, T: Scalar, I: SpIndex> CpuPlan<'a, T, I> {
         op: OpKind,
         precision: Precision,
         algorithm: Algorithm,
-        work_per_entry: usize,
+        stored: Stored<'a, T, I>,
     ) -> Result<Self> {
-        let algorithm = match (op, algorithm) {
-            (_, Algorithm::Reference) => Algorithm::Reference,
-            (OpKind::Spmv, Algorithm::Auto | Algorithm::NnzSplit) => Algorithm::NnzSplit,
-            (
-                OpKind::Spmm | OpKind::Sddmm | OpKind::Attention,
-                Algorithm::Auto | Algorithm::RowSplit,
-            ) => Algorithm::RowSplit,
-            (_, other) => {
+        let format = stored.format();
+        let algorithm = match (op, format, algorithm) {
+            (_, Format::Csr, Algorithm::Reference) => Algorithm::Reference,
+            // Every other format runs its one kernel, parallel over rows or blocks of rows.
+            (_, Format::Csr, _) => csr_algorithm(op, algorithm)?,
+            (_, _, Algorithm::Auto | Algorithm::RowSplit) => Algorithm::RowSplit,
+            (_, _, other) => {
                 return Err(Error::invalid(format!(
-                    "the cpu backend has no {other} algorithm for {op}"
+                    "the cpu backend has no {other} algorithm for {op} on {format}"
                 )));
             }
         };
-        let parts = part_count(a.nnz().saturating_mul(work_per_entry.max(1)) + a.rows());
-        let path = if algorithm == Algorithm::NnzSplit {
+        let csr_partition = format == Format::Csr;
+        let parts = part_count(a.nnz() + a.rows());
+        let path = if csr_partition && algorithm == Algorithm::NnzSplit {
             merge_path(a, parts)
         } else {
             Vec::new()
         };
-        let row_bounds = if algorithm == Algorithm::RowSplit {
+        let row_bounds = if csr_partition && algorithm == Algorithm::RowSplit {
             balanced_rows(a, parts)
         } else {
             Vec::new()
         };
-        let bytes = path.len() * std::mem::size_of::<PathPoint>()
+        let bytes = stored.bytes()
+            + path.len() * std::mem::size_of::<PathPoint>()
             + row_bounds.len() * std::mem::size_of::<usize>();
         let info = PlanInfo {
             backend: BackendKind::Cpu,
             op,
-            format: Format::Csr,
+            format,
             precision,
             algorithm,
             bytes,
             deterministic: true,
         };
+        let value_order = stored.value_order();
         Ok(CpuPlan {
             a,
+            stored,
             info,
             path,
             row_bounds,
+            value_order,
             scale_by_values: false,
             attention_scale: None,
         })
     }
+}
+
+/// The CSR kernel an algorithm request names.
+fn csr_algorithm(op: OpKind, algorithm: Algorithm) -> Result<Algorithm> {
+    Ok(match (op, algorithm) {
+        (OpKind::Spmv, Algorithm::Auto | Algorithm::NnzSplit) => Algorithm::NnzSplit,
+        (
+            OpKind::Spmm | OpKind::Sddmm | OpKind::Attention,
+            Algorithm::Auto | Algorithm::RowSplit,
+        ) => Algorithm::RowSplit,
+        (_, other) => {
+            return Err(Error::invalid(format!(
+                "the cpu backend has no {other} algorithm for {op} on csr"
+            )));
+        }
+    })
 }
 
 /// `out = beta*out` (zeros when `beta == 0`, never reading `out`): the result of `alpha == 0`.
@@ -128,6 +154,29 @@ fn scale_output<O: Scalar>(beta: O::Acc, mut out: DenseMut<'_, O>, context: &str
                 };
                 shared.write(i, j, O::from_acc(v));
             }
+        }
+    }
+    Ok(())
+}
+
+/// `c = beta*c` for SDDMM output in `order` (CSR order when `None`); padding slots become 0.
+fn scale_values<O: Scalar>(
+    beta: O::Acc,
+    mut c: DenseMut<'_, O>,
+    order: Option<&ValueOrder>,
+) -> Result<()> {
+    let Some(order) = order else {
+        return scale_output(beta, c, "sddmm C");
+    };
+    let shared = SharedOut::new(&mut c, "sddmm C")?;
+    for s in 0..order.len() {
+        // SAFETY: c has one entry per slot (checked by the caller); this loop is the only accessor.
+        unsafe {
+            let v = match order.entry(s) {
+                Some(_) if beta != O::Acc::ZERO => beta * shared.read(s, 0).to_acc(),
+                _ => O::Acc::ZERO,
+            };
+            shared.write(s, 0, O::from_acc(v));
         }
     }
     Ok(())
@@ -176,7 +225,10 @@ impl<T: Scalar, I: SpIndex> SpmvPlan<T> for CpuPlan<'_, T, I> {
             let r = reference::spmv(self.a, alpha.to_f64(), x, beta.to_f64(), prior)?;
             return store_reference(&column(r)?, y, "spmv y");
         }
-        kernels::spmv(self.a, &self.path, alpha, x, beta, y)
+        match self.stored {
+            Stored::Csr(a) => kernels::spmv(a, &self.path, alpha, x, beta, y),
+            _ => self.stored.spmv(alpha, x, beta, y),
+        }
     }
 }
 
@@ -202,13 +254,20 @@ impl<T: Scalar, I: SpIndex> SpmmPlan<T> for CpuPlan<'_, T, I> {
             let r = reference::spmm(self.a, alpha.to_f64(), b, beta.to_f64(), prior)?;
             return store_reference(&r, c, "spmm C");
         }
-        kernels::spmm(self.a, &self.row_bounds, alpha, b, beta, c)
+        match self.stored {
+            Stored::Csr(a) => kernels::spmm(a, &self.row_bounds, alpha, b, beta, c),
+            _ => self.stored.spmm(alpha, b, beta, c),
+        }
     }
 }
 
 impl<T: Scalar, I: SpIndex> SddmmPlan<T> for CpuPlan<'_, T, I> {
     fn info(&self) -> &PlanInfo {
         &self.info
+    }
+
+    fn value_order(&self) -> Option<&ValueOrder> {
+        self.value_order.as_ref()
     }
 
     fn run(
@@ -221,9 +280,13 @@ impl<T: Scalar, I: SpIndex> SddmmPlan<T> for CpuPlan<'_, T, I> {
     ) -> Result<()> {
         x.expect_shape("sddmm X", (self.a.rows(), x.cols()))?;
         y.expect_shape("sddmm Y", (self.a.cols(), x.cols()))?;
-        c.expect_shape("sddmm C", (self.a.nnz(), 1))?;
+        let slots = self
+            .value_order
+            .as_ref()
+            .map_or(self.a.nnz(), ValueOrder::len);
+        c.expect_shape("sddmm C", (slots, 1))?;
         if alpha == T::Acc::ZERO {
-            return scale_output(beta, c, "sddmm C");
+            return scale_values(beta, c, self.value_order.as_ref());
         }
         if self.info.algorithm == Algorithm::Reference {
             let prior = (beta != T::Acc::ZERO).then(|| c.as_ref());
@@ -238,16 +301,21 @@ impl<T: Scalar, I: SpIndex> SddmmPlan<T> for CpuPlan<'_, T, I> {
             )?;
             return store_reference(&column(r)?, c, "sddmm C");
         }
-        kernels::sddmm(
-            self.a,
-            &self.row_bounds,
-            alpha,
-            x,
-            y,
-            beta,
-            c,
-            self.scale_by_values,
-        )
+        match self.stored {
+            Stored::Csr(a) => kernels::sddmm(
+                a,
+                &self.row_bounds,
+                alpha,
+                x,
+                y,
+                beta,
+                c,
+                self.scale_by_values,
+            ),
+            _ => self
+                .stored
+                .sddmm(alpha, x, y, beta, c, self.scale_by_values),
+        }
     }
 }
 
@@ -301,7 +369,7 @@ impl Executor for CpuBackend {
                 | (sparse_core::DType::I8, Compute::I32)
         );
         let float = precision.compute != Compute::I32;
-        if format == Format::Csr && natural && (float || op != OpKind::Attention) {
+        if formats_for(op).contains(&format) && natural && (float || op != OpKind::Attention) {
             Support::Native
         } else {
             Support::Unsupported
@@ -314,12 +382,13 @@ impl Executor for CpuBackend {
         desc: &SpmvDesc,
     ) -> Result<Box<dyn SpmvPlan<T> + 'a>> {
         self.check::<T>(OpKind::Spmv, desc.format, desc.precision)?;
+        let stored = Stored::convert(a, desc.format, desc.block)?;
         Ok(Box::new(CpuPlan::new(
             a,
             OpKind::Spmv,
             desc.precision,
             desc.algorithm,
-            1,
+            stored,
         )?))
     }
 
@@ -329,12 +398,13 @@ impl Executor for CpuBackend {
         desc: &SpmmDesc,
     ) -> Result<Box<dyn SpmmPlan<T> + 'a>> {
         self.check::<T>(OpKind::Spmm, desc.format, desc.precision)?;
+        let stored = Stored::convert(a, desc.format, desc.block)?;
         Ok(Box::new(CpuPlan::new(
             a,
             OpKind::Spmm,
             desc.precision,
             desc.algorithm,
-            1,
+            stored,
         )?))
     }
 
@@ -344,7 +414,8 @@ impl Executor for CpuBackend {
         desc: &SddmmDesc,
     ) -> Result<Box<dyn SddmmPlan<T> + 'a>> {
         self.check::<T>(OpKind::Sddmm, desc.format, desc.precision)?;
-        let mut plan = CpuPlan::new(s, OpKind::Sddmm, desc.precision, desc.algorithm, 1)?;
+        let stored = Stored::convert(s, desc.format, desc.block)?;
+        let mut plan = CpuPlan::new(s, OpKind::Sddmm, desc.precision, desc.algorithm, stored)?;
         plan.scale_by_values = desc.scale_by_values;
         Ok(Box::new(plan))
     }
@@ -359,7 +430,8 @@ impl Executor for CpuBackend {
             desc.resolved_scale(0)
                 .map_err(|_| Error::invalid(format!("attention scale must be finite, got {s}")))?;
         }
-        let mut plan = CpuPlan::new(a, OpKind::Attention, desc.precision, desc.algorithm, 1)?;
+        let stored = Stored::convert(a, desc.format, None)?;
+        let mut plan = CpuPlan::new(a, OpKind::Attention, desc.precision, desc.algorithm, stored)?;
         plan.attention_scale = desc.scale;
         Ok(Box::new(plan))
     }

@@ -8,7 +8,7 @@ use crate::partition::PathPoint;
 use crate::shared_out::SharedOut;
 
 /// Row and column strides of a host operand.
-fn strides<T>(d: &DenseRef<'_, T>) -> (usize, usize) {
+pub(crate) fn strides<T>(d: &DenseRef<'_, T>) -> (usize, usize) {
     match d.layout() {
         Layout::RowMajor => (d.ld(), 1),
         Layout::ColMajor => (1, d.ld()),
@@ -17,7 +17,12 @@ fn strides<T>(d: &DenseRef<'_, T>) -> (usize, usize) {
 
 /// `alpha*sum + beta*prior`, where `prior` is only read when `beta != 0`.
 #[inline(always)]
-fn update<O: Scalar>(alpha: O::Acc, sum: O::Acc, beta: O::Acc, prior: impl FnOnce() -> O) -> O {
+pub(crate) fn update<O: Scalar>(
+    alpha: O::Acc,
+    sum: O::Acc,
+    beta: O::Acc,
+    prior: impl FnOnce() -> O,
+) -> O {
     let scaled = alpha * sum;
     if beta == O::Acc::ZERO {
         O::from_acc(scaled)
@@ -116,7 +121,7 @@ const SPMM_COLUMN_BLOCK: usize = 32;
 /// # Safety
 /// `b` holds at least `(acc.len() - 1) * stride + 1` elements.
 #[inline(always)]
-unsafe fn axpy_block<T: Scalar>(acc: &mut [T::Acc], v: T::Acc, b: &[T], stride: usize) {
+pub(crate) unsafe fn axpy_block<T: Scalar>(acc: &mut [T::Acc], v: T::Acc, b: &[T], stride: usize) {
     for (t, a) in acc.iter_mut().enumerate() {
         *a = a.madd(v, b.get_unchecked(t * stride).to_acc());
     }

@@ -8,9 +8,11 @@
 
 pub mod bound;
 mod executor;
+mod formats;
 mod kernels;
 mod partition;
 pub mod reference;
 mod shared_out;
+mod stored;
 
 pub use executor::CpuBackend;

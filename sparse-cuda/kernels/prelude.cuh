@@ -96,18 +96,58 @@ template <typename T, int V> union span {
     T v[V];
 };
 
-// V consecutive elements at p as accumulation values, or zeros when !in_range. V > 1 is one
-// vector access: the host picks V > 1 only for contiguous rows when V divides both the leading
-// dimension and the row length, so a span is aligned and entirely inside or outside the row.
+// V consecutive elements at p as accumulation values, the first `count` of them read and the
+// rest zero. A full span is one vector access: the host picks V > 1 only for contiguous rows
+// whose leading dimension V divides, so full spans are aligned. A partial span, the end of a row
+// whose length V does not divide, is read element by element.
+template <typename T, int V>
+__device__ __forceinline__ void load_first(const T* p, u32 count, typename acc_of<T>::type (&out)[V]) {
+    typedef typename span<T, V>::raw_t raw_t;
+    if (count >= V) {
+        span<T, V> s;
+#pragma unroll
+        for (int i = 0; i < span<T, V>::PARTS; ++i) s.raw[i] = __ldg(reinterpret_cast<const raw_t*>(p) + i);
+#pragma unroll
+        for (int t = 0; t < V; ++t) out[t] = to_acc(s.v[t]);
+    } else {
+#pragma unroll
+        for (int t = 0; t < V; ++t) out[t] = t < (int)count ? to_acc(load(p + t)) : typename acc_of<T>::type(0);
+    }
+}
+
+// V consecutive elements at p, or zeros when !in_range, for rows whose length V divides (so a
+// span is entirely inside or outside the row).
 template <typename T, int V>
 __device__ __forceinline__ void load_span(const T* p, bool in_range, typename acc_of<T>::type (&out)[V]) {
-    typedef typename span<T, V>::raw_t raw_t;
-    span<T, V> s;
+    load_first<T, V>(p, in_range ? V : 0, out);
+}
+
+// p[t*stride] = alpha*sum[t] + beta*p[t*stride] for t < count <= V, p not read when beta == 0.
+// One vector access each way when `vector` (contiguous and V-aligned) and the span is full.
+template <typename T, int V>
+__device__ __forceinline__ void update_span(T* p, u32 stride, bool vector, u32 count, typename acc_of<T>::type alpha,
+                                            const typename acc_of<T>::type (&sum)[V], typename acc_of<T>::type beta) {
+    if (V > 1 && vector && count >= V) {
+        typedef typename span<T, V>::raw_t raw_t;
+        raw_t* dst = reinterpret_cast<raw_t*>(p);
+        span<T, V> s;
+        if (beta != 0) {
 #pragma unroll
-    for (int i = 0; i < span<T, V>::PARTS; ++i)
-        s.raw[i] = in_range ? __ldg(reinterpret_cast<const raw_t*>(p) + i) : raw_t();
+            for (int i = 0; i < span<T, V>::PARTS; ++i) s.raw[i] = dst[i];
+        }
 #pragma unroll
-    for (int t = 0; t < V; ++t) out[t] = to_acc(s.v[t]);
+        for (int t = 0; t < V; ++t) {
+            typename acc_of<T>::type r = alpha * sum[t];
+            if (beta != 0) r += beta * to_acc(s.v[t]);
+            s.v[t] = from_acc<T>(r);
+        }
+#pragma unroll
+        for (int i = 0; i < span<T, V>::PARTS; ++i) dst[i] = s.raw[i];
+    } else {
+#pragma unroll
+        for (int t = 0; t < V; ++t)
+            if (t < (int)count) update(p + (u64)t * stride, alpha, sum[t], beta);
+    }
 }
 
 // Instantiates a kernel template for every storage type: NAME_f32, NAME_f64, NAME_f16.

@@ -16,33 +16,6 @@
 // Rows are never split: one long row holds its sub-warp. Every C element is written once, in a
 // fixed order, so results are deterministic.
 
-// p[t*stride] = alpha*sum[t] + beta*p[t*stride] for t < V, p not read when beta == 0. One vector
-// access each way when `vector` (contiguous and V-aligned).
-template <typename T, int V>
-__device__ __forceinline__ void update_span(T* p, u32 stride, bool vector, typename acc_of<T>::type alpha,
-                                            const typename acc_of<T>::type (&sum)[V], typename acc_of<T>::type beta) {
-    if (V > 1 && vector) {
-        typedef typename span<T, V>::raw_t raw_t;
-        raw_t* dst = reinterpret_cast<raw_t*>(p);
-        span<T, V> s;
-        if (beta != 0) {
-#pragma unroll
-            for (int i = 0; i < span<T, V>::PARTS; ++i) s.raw[i] = dst[i];
-        }
-#pragma unroll
-        for (int t = 0; t < V; ++t) {
-            typename acc_of<T>::type r = alpha * sum[t];
-            if (beta != 0) r += beta * to_acc(s.v[t]);
-            s.v[t] = from_acc<T>(r);
-        }
-#pragma unroll
-        for (int i = 0; i < span<T, V>::PARTS; ++i) dst[i] = s.raw[i];
-    } else {
-#pragma unroll
-        for (int t = 0; t < V; ++t) update(p + (u64)t * stride, alpha, sum[t], beta);
-    }
-}
-
 #define SPMM_PARAMS(T)                                                                                                  \
     u32 rows, u32 n, const u32 *row_ptr, const u32 *col_idx, const T *values, const T *b, u32 b_rs, u32 b_cs, T *c,     \
         u32 c_rs, u32 c_cs, typename acc_of<T>::type alpha, typename acc_of<T>::type beta
@@ -86,7 +59,7 @@ __device__ void spmm_csr_rowmajor(SPMM_PARAMS(T)) {
             }
             base += chunk;
         }
-        if (in_range) update_span<T, V>(c + row * c_rs + first * c_cs, c_cs, c_vector, alpha, sum, beta);
+        if (in_range) update_span<T, V>(c + row * c_rs + first * c_cs, c_cs, c_vector, V, alpha, sum, beta);
     }
 }
 

@@ -47,7 +47,12 @@ pub mod sources {
         code: include_str!("../kernels/blas1.cu"),
     };
 
-    pub const ALL: &[KernelSource] = &[SPMV, SPMM, SDDMM, BLAS1];
+    pub const RODE: KernelSource = KernelSource {
+        name: "rode",
+        code: include_str!("../kernels/rode.cu"),
+    };
+
+    pub const ALL: &[KernelSource] = &[SPMV, SPMM, SDDMM, BLAS1, RODE];
 }
 
 /// The environment variable that moves the on-disk kernel cache.

@@ -3,13 +3,14 @@
 use std::sync::Arc;
 
 use sparse_core::{
-    AttentionDesc, AttentionPlan, BackendKind, Compute, CsrRef, DType, Dense, DenseRef, Error,
-    Executor, Format, Layout, OpKind, Precision, Result, Scalar, SddmmDesc, SddmmPlan, SpIndex,
-    SpmmDesc, SpmmPlan, SpmvDesc, SpmvPlan, Support,
+    Algorithm, AttentionDesc, AttentionPlan, BackendKind, Compute, CsrRef, DType, Dense, DenseRef,
+    Error, Executor, Format, Layout, OpKind, Precision, Result, Scalar, SddmmDesc, SddmmPlan,
+    SpIndex, SpmmDesc, SpmmPlan, SpmvDesc, SpmvPlan, Support,
 };
 
 use crate::blas1::Blas1Workspace;
 use crate::device::{CudaBuffer, Device};
+use crate::rode::{auto_algorithm, RodeSddmmPlan, RodeSpmmPlan};
 use crate::sddmm::CudaSddmmPlan;
 use crate::spmm::CudaSpmmPlan;
 use crate::spmv::CudaSpmvPlan;
@@ -77,6 +78,29 @@ impl CudaBackend {
         Ok(())
     }
 
+    /// The algorithm a CSR SpMM or SDDMM plan runs: `auto` resolved by the matrix statistics
+    /// ([`auto_algorithm`]); one the backend lacks is refused.
+    fn csr_algorithm<T, I: SpIndex>(
+        op: OpKind,
+        a: CsrRef<'_, T, I>,
+        precision: Precision,
+        algorithm: Algorithm,
+    ) -> Result<Algorithm> {
+        match algorithm {
+            Algorithm::Auto => Ok(auto_algorithm(a)),
+            Algorithm::Vector | Algorithm::Rode | Algorithm::RodeDeterministic => Ok(algorithm),
+            _ => Err(Error::Unsupported {
+                op,
+                format: Format::Csr,
+                precision,
+                backend: BackendKind::Cuda,
+                supported: format!(
+                    "{op} on csr with the algorithms auto, vector, rode and rode-deterministic"
+                ),
+            }),
+        }
+    }
+
     fn buffer<'a, T: Scalar>(&self, dense: &'a Dense<T>) -> Result<&'a CudaBuffer<T>> {
         dense
             .device_memory()
@@ -134,11 +158,20 @@ impl Executor for CudaBackend {
         desc: &SpmmDesc,
     ) -> Result<Box<dyn SpmmPlan<T> + 'a>> {
         self.check::<T>(OpKind::Spmm, desc.format, desc.precision)?;
+        let algorithm = Self::csr_algorithm(OpKind::Spmm, a, desc.precision, desc.algorithm)?;
+        if matches!(algorithm, Algorithm::Rode | Algorithm::RodeDeterministic) {
+            return Ok(Box::new(RodeSpmmPlan::new(
+                &self.device,
+                a,
+                desc.precision,
+                algorithm,
+            )?));
+        }
         Ok(Box::new(CudaSpmmPlan::new(
             &self.device,
             a,
             desc.precision,
-            desc.algorithm,
+            algorithm,
         )?))
     }
 
@@ -148,11 +181,21 @@ impl Executor for CudaBackend {
         desc: &SddmmDesc,
     ) -> Result<Box<dyn SddmmPlan<T> + 'a>> {
         self.check::<T>(OpKind::Sddmm, desc.format, desc.precision)?;
+        let algorithm = Self::csr_algorithm(OpKind::Sddmm, s, desc.precision, desc.algorithm)?;
+        if matches!(algorithm, Algorithm::Rode | Algorithm::RodeDeterministic) {
+            return Ok(Box::new(RodeSddmmPlan::new(
+                &self.device,
+                s,
+                desc.precision,
+                algorithm,
+                desc.scale_by_values,
+            )?));
+        }
         Ok(Box::new(CudaSddmmPlan::new(
             &self.device,
             s,
             desc.precision,
-            desc.algorithm,
+            algorithm,
             desc.scale_by_values,
         )?))
     }

@@ -1,11 +1,12 @@
 //! CSR SDDMM plans on CUDA cores, `C = alpha*(X*Y^T) ∘ spy(S) + beta*C`.
 //!
-//! One algorithm, `vector` (what `auto` picks): a sub-warp per row segment of at most
-//! [`SEGMENT`] entries, listed at plan time, so long rows are spread over many sub-warps while
-//! every output is still written once (no atomics: deterministic). Lanes run across K with
-//! V = 4, 2 or 1 values each, the widest V dividing K and the leading dimensions of X and Y when
-//! both are row-major (V = 1 otherwise); W lanes, K / V rounded up to a power of two in 4..=32
-//! (8 lanes for K = 32, 32 for K >= 128 with V = 4). The variant is picked at every run.
+//! The `vector` algorithm (`auto` picks it or RoDe, see `rode.rs`): a sub-warp per row segment
+//! of at most [`SEGMENT`] entries, listed at plan time, so long rows are spread over many
+//! sub-warps while every output is still written once (no atomics: deterministic). Lanes run
+//! across K with V = 4, 2 or 1 values each, the widest V dividing K and the leading dimensions
+//! of X and Y when both are row-major (V = 1 otherwise); W lanes, K / V rounded up to a power of
+//! two in 4..=32 (8 lanes for K = 32, 32 for K >= 128 with V = 4). The variant is picked at
+//! every run.
 
 use std::sync::Arc;
 

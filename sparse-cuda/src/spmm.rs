@@ -1,7 +1,8 @@
 //! CSR SpMM plans on CUDA cores, `C = alpha*A*B + beta*C`.
 //!
-//! One algorithm, `vector` (what `auto` picks): a sub-warp per row of A. The kernel variant is
-//! picked at every run from B's layout, leading dimension and width N (see `spmm.cu`):
+//! The `vector` algorithm (`auto` picks it or RoDe, see `rode.rs`): a sub-warp per row of A.
+//! The kernel variant is picked at every run from B's layout, leading dimension and width N
+//! (see `spmm.cu`):
 //! - row-major B: lanes across N with V = 4, 2 or 1 values each, the widest V dividing both
 //!   B's leading dimension and N (so each lane reads its B values with one vector load); W lanes
 //!   per row, N / V rounded up to a power of two in 4..=32, so a tile of W*V columns spans N

@@ -73,6 +73,38 @@ const EXPECTED: &[(&str, &[&str])] = &[
             "cvt.f32.f16",
         ],
     ),
+    (
+        "rode",
+        &[
+            ".entry rode_preprocess_count",
+            ".entry rode_preprocess_scan",
+            ".entry rode_preprocess_fill",
+            ".entry rode_spmm_block_f32_v4",
+            ".entry rode_spmm_residual_f64_v2",
+            ".entry rode_spmm_block_f16_v1",
+            ".entry rode_spmm_residual_f16_v4",
+            ".entry rode_scale_rows_f64",
+            ".entry rode_combine_f16",
+            ".entry rode_sddmm_block_f32_v4",
+            ".entry rode_sddmm_residual_f16_v2",
+            // sparse tiles staged in shared memory by asynchronous copies, one tile ahead
+            "cp.async.ca.shared.global",
+            "cp.async.commit_group",
+            "cp.async.wait_group 1",
+            "cp.async.wait_group 0",
+            // segments of one row combined by atomics (`rode`)
+            "atom.global.add.f32",
+            "atom.global.add.f64",
+            // SDDMM's scatter reduction, and the preprocessing scans
+            "shfl.sync.bfly",
+            "shfl.sync.up",
+            "bar.sync",
+            "ld.global.nc.v4.f32",
+            "ld.global.nc.v2.f64",
+            "cvt.f32.f16",
+            "cvt.rn.f16.f32",
+        ],
+    ),
 ];
 
 #[test]

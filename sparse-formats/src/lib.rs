@@ -2,18 +2,34 @@
 //!
 //! Every format is built with a checked `try_new` that hands the inputs back with the error, an
 //! `unsafe new_unchecked` for trusted callers, and conversions from and to CSR, the interchange
-//! format executors plan from.
+//! format executors plan from. [`SparseFormat`] is what they all offer.
 
+mod bsr;
+mod converted;
 mod coo;
 mod csr;
 mod dense;
+mod ell;
+mod format;
 pub mod generate;
+mod hyb;
+mod me_bcrs;
 pub mod mtx;
 mod rejected;
 mod sprs_interop;
+mod sr_bcrs;
+mod tiled16;
 
+pub use bsr::*;
+pub use converted::Converted;
 pub use coo::Coo;
 pub use csr::Csr;
 pub use dense::{csr_from_dense, dense_from_csr};
+pub use ell::*;
+pub use format::{FillLimit, SparseFormat, ValueOrder};
+pub use hyb::*;
+pub use me_bcrs::*;
 pub use rejected::Rejected;
 pub use sparse_core::RowStats;
+pub use sr_bcrs::*;
+pub use tiled16::*;

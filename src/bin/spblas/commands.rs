@@ -51,9 +51,10 @@ fn run_typed<T: Scalar>(backend: &Backend, command: &OpCommand) -> Result<Row> {
         OpCommand::Spmv { a, x, common } => {
             let (a, x) = (matrix::<T>(a)?, dense::<T>(x)?);
             let prior = prior::<T::Out>(common)?;
-            let desc = SpmvDesc::new(common.precision)
+            let mut desc = SpmvDesc::new(common.precision)
                 .format(common.format)
                 .algorithm(common.algorithm);
+            desc.block = common.block;
             let (y, row) = measure::spmv(
                 backend,
                 &a,
@@ -69,9 +70,10 @@ fn run_typed<T: Scalar>(backend: &Backend, command: &OpCommand) -> Result<Row> {
         OpCommand::Spmm { a, b, common } => {
             let (a, b) = (matrix::<T>(a)?, dense::<T>(b)?);
             let prior = prior::<T::Out>(common)?;
-            let desc = SpmmDesc::new(common.precision)
+            let mut desc = SpmmDesc::new(common.precision)
                 .format(common.format)
                 .algorithm(common.algorithm);
+            desc.block = common.block;
             let (c, row) = measure::spmm(
                 backend,
                 &a,
@@ -94,10 +96,11 @@ fn run_typed<T: Scalar>(backend: &Backend, command: &OpCommand) -> Result<Row> {
         } => {
             let (s, x, y) = (matrix::<T>(s)?, dense::<T>(x)?, dense::<T>(y)?);
             let prior = prior::<T::Out>(common)?;
-            let desc = SddmmDesc::new(common.precision)
+            let mut desc = SddmmDesc::new(common.precision)
                 .format(common.format)
                 .algorithm(common.algorithm)
                 .scale_by_values(*scale_by_values);
+            desc.block = common.block;
             let (c, row) = measure::sddmm(
                 backend,
                 &s,

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use sparse_blas::{Algorithm, Backend, BackendRequest, Format, Precision};
+use sparse_blas::{Algorithm, Backend, BackendRequest, BlockShape, Format, Precision};
 
 #[derive(Parser)]
 #[command(
@@ -94,6 +94,10 @@ struct Common {
     output: PathBuf,
     #[arg(long, default_value = "csr")]
     format: Format,
+    /// Block shape ROWSxCOLS of a blocked format (bsr: the block; me-bcrs: window x vectors per
+    /// block; sr-bcrs: vector length x stride); the backend chooses when absent.
+    #[arg(long)]
+    block: Option<BlockShape>,
     /// cpu, cuda, cusparse or auto (default: $SPARSE_BACKEND, else auto).
     #[arg(long)]
     backend: Option<BackendRequest>,

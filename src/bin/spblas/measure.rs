@@ -7,7 +7,7 @@ use sparse_blas::bound::{Expectation, Verdict};
 use sparse_blas::cost::{self, Cost, SparseShape};
 use sparse_blas::{
     AttentionDesc, Backend, Csr, Dense, DenseRef, Executor, Layout, OpKind, PlanInfo, Result,
-    Scalar, SddmmDesc, SpmmDesc, SpmvDesc,
+    Scalar, SddmmDesc, SpmmDesc, SpmvDesc, ValueOrder,
 };
 
 /// How often to run an operation: `runs` timed runs, or until `budget` has passed (at least one).
@@ -259,23 +259,26 @@ pub fn sddmm<T: Scalar>(
     check: bool,
 ) -> Result<(Dense<T::Out>, Row)> {
     let mut plan = backend.plan_sddmm(s.as_ref(), desc)?;
+    let order = plan.value_order().cloned();
     let (xd, yd) = (backend.upload(x.as_ref())?, backend.upload(y.as_ref())?);
     let prior = update.prior.filter(|_| update.reads_output());
-    let mut c = initial_output(backend, prior, s.nnz(), 1, Layout::ColMajor)?;
+    let staged = prior.map(|p| in_value_order(p, order.as_ref()));
+    let slots = order.as_ref().map_or(s.nnz(), ValueOrder::len);
+    let mut c = initial_output(backend, staged.as_ref(), slots, 1, Layout::ColMajor)?;
     let (alpha, beta) = (
         <T::Acc as sparse_blas::Accumulator>::from_f64(update.alpha),
         <T::Acc as sparse_blas::Accumulator>::from_f64(update.beta),
     );
     let median = median_time(repeat, || {
         // The output is also an input when beta reads it: restore it, outside the timing.
-        if let Some(p) = prior {
+        if let Some(p) = &staged {
             c = backend.upload(p.as_ref())?;
         }
         timed(backend, || {
             plan.run(alpha, xd.as_ref(), yd.as_ref(), beta, c.as_mut())
         })
     })?;
-    let c = backend.download(&c)?;
+    let c = from_value_order(backend.download(&c)?, order.as_ref())?;
     let got = to_f64(&c);
     let verdict = verdict(
         check,
@@ -359,6 +362,29 @@ pub fn attention<T: Scalar>(
         verdict,
     };
     Ok((o, row))
+}
+
+/// SDDMM values in CSR entry order rearranged into a plan's value order (padding slots 0).
+fn in_value_order<O: Scalar>(csr_order: &Dense<O>, order: Option<&ValueOrder>) -> Dense<O> {
+    let (slots, at): (usize, Box<dyn Fn(usize) -> Option<usize>>) = match order {
+        None => (csr_order.rows(), Box::new(Some)),
+        Some(order) => (order.len(), Box::new(|s| order.entry(s))),
+    };
+    Dense::from_fn(slots, 1, Layout::ColMajor, |s, _| {
+        at(s).map_or(O::from_f64(0.0), |e| csr_order.at(e, 0))
+    })
+}
+
+/// SDDMM values in a plan's value order back in CSR entry order.
+fn from_value_order<O: Scalar>(c: Dense<O>, order: Option<&ValueOrder>) -> Result<Dense<O>> {
+    match order {
+        None => Ok(c),
+        Some(order) => {
+            let values = order.to_csr_order(&c.into_host_vec()?)?;
+            let n = values.len();
+            Dense::from_vec(values, n, 1, n.max(1), Layout::ColMajor)
+        }
+    }
 }
 
 /// A dense operand converted from f64 (rounding to T).

@@ -1,0 +1,785 @@
+// RoDe (row decomposition, Pang et al., PPoPP'24): CSR SpMM C = alpha*A*B + beta*C and SDDMM
+// C = alpha*(X*Y^T) ∘ spy(S) + beta*C on CUDA cores.
+//
+// Decomposition, built on the device from row_ptr by the rode_preprocess_* kernels (the host twin
+// in rode/decomposition.rs must agree with row_parts below). A row's entries begin..end are
+// widened to start at `aligned`, begin rounded down to RODE_ALIGN entries, so that every sparse
+// tile starts on a 16-byte boundary and can be copied with cp.async. Then:
+// - a row of at least RODE_TILE entries from `aligned` is a block row, cut into segments of
+//   seg_len entries (a multiple of RODE_TILE, chosen by the host) from `aligned`; the last
+//   segment takes the rest, from RODE_TILE to seg_len + RODE_TILE - 1 entries, so only rows of
+//   seg_len + RODE_TILE entries or more are split. The up to RODE_ALIGN - 1 entries before
+//   `begin` in the first tile belong to the previous row and those after `end` in the last tile
+//   to the next: they are masked, never read from B nor multiplied.
+// - a shorter row is a residual: its entries begin..end, fewer than RODE_TILE, read as they are.
+// Every segment is listed (row, start) and every residual (row). For SpMM, each row with other
+// than one part (empty rows, and split rows) is listed too, with the first of its segments'
+// workspace slots.
+//
+// SpMM, block kernel: a sub-warp of W lanes per segment (W, a power of two from 4 to 32, is a
+// run-time argument, so one kernel serves every width); lane l owns V columns of a tile of W*V
+// columns of C, grid.y striding over the column tiles. The segment's tiles (column indices and
+// values) go through two shared-memory buffers per sub-warp, filled by cp.async one tile ahead, so
+// the copy of tile t+1 overlaps the work on tile t. Inside a tile, B rows are loaded
+// rode_sub<T>::N entries (a sub-block) at a time into a 2-deep register buffer: the loads of
+// sub-block s+1 are issued before the FMAs of sub-block s. Only the lanes of one sub-warp
+// cooperate, so they synchronise with __syncwarp on their mask, never __syncthreads.
+// SpMM, residual kernel: the same per-tile work over one tile read with plain loads (a residual is
+// short and unaligned); it runs on a second stream, concurrently with the block kernel.
+// Shared memory is dynamic, sized by the host for RODE_BLOCK / W sub-warps (rode.rs).
+//
+// A part that is its row's only part writes its sums directly (alpha*sum + beta*C). The segments
+// of a split row are combined in one of two ways, chosen by the host:
+// - atomics (`rode`, f32 and f64; `partials` is null): rode_scale_rows first sets C = beta*C on
+//   the listed rows, then every segment atomically adds alpha*sum. The order of the additions
+//   varies between runs.
+// - partials (`rode-deterministic`, and f16, which has no atomic add of f32 sums into f16
+//   storage): every segment stores its sums in its own workspace slot; rode_combine adds a row's
+//   slots in order and writes alpha*total + beta*C once.
+// Empty rows are listed rows with no slot: those kernels also give them beta*C (zero when
+// beta == 0, C not read).
+//
+// SDDMM: the same decomposition, a sub-warp of W >= rode_sub<T>::N lanes per segment or residual
+// and lanes across K (V elements each); the X row's first W*V elements stay in registers. Entries
+// are taken a sub-block of S = rode_sub<T>::N at a time, pipelined as in SpMM; each lane's partial
+// dot products of the sub-block are summed over the sub-warp by a halving exchange that leaves
+// entry i's total in lane i (S - 1 + log2(W/S) shuffles for S entries instead of S*log2(W)), so S
+// lanes write S consecutive outputs. Every output belongs to exactly one part: no atomics and no
+// combining.
+
+#define RODE_TILE 32
+#define RODE_ALIGN 4
+#define RODE_BLOCK 128
+#define RODE_NONE 0xffffffffu
+
+// Entries per sub-block of the register pipeline: 8 B rows, 4 for f64 (whose spans take twice
+// the registers), so the 2-deep buffer holds 64 registers of B per lane at V = 4.
+template <typename T> struct rode_sub { static const int N = 8; };
+template <> struct rode_sub<double> { static const int N = 4; };
+
+// ---------------------------------------------------------------------------------------------
+// Asynchronous copies to shared memory (sm_80+).
+
+// Copies the first `bytes` (<= BYTES) of the BYTES at global_src to shared_dst and zero-fills the
+// rest; nothing is read past them.
+template <int BYTES>
+__device__ __forceinline__ void cp_async(void* shared_dst, const void* global_src, u32 bytes) {
+    const u32 dst = (u32)__cvta_generic_to_shared(shared_dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(global_src), "n"(BYTES), "r"(bytes)
+                 : "memory");
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+
+// Waits until at most N of this thread's committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// The W lanes of a sub-warp: which sub-warp of the block, which lane, and the mask of its lanes
+// for __syncwarp and shuffles (sub-warps of one warp may run different trip counts).
+struct Subwarp {
+    u32 width, index, lane;
+    unsigned mask;
+};
+
+__device__ __forceinline__ Subwarp subwarp_of(u32 width) {
+    Subwarp w;
+    w.width = width;
+    w.index = threadIdx.x / width;
+    w.lane = threadIdx.x & (width - 1);
+    w.mask = width == 32 ? 0xffffffffu : ((1u << width) - 1) << (threadIdx.x % 32 / width * width);
+    return w;
+}
+
+// Copies the first `count` (<= RODE_TILE) of the RODE_TILE elements at src (RODE_ALIGN-aligned)
+// to dst, spread over the sub-warp's lanes, in chunks of 16 bytes or RODE_ALIGN elements,
+// whichever is smaller (so a chunk is always aligned: 8 bytes for f16). Nothing past them is read,
+// so a tile may end at the end of the arrays. The caller commits the group.
+template <typename E>
+__device__ __forceinline__ void stage_tile(E* dst, const E* src, u32 count, const Subwarp& w) {
+    const int BYTES = sizeof(E) * RODE_ALIGN < 16 ? sizeof(E) * RODE_ALIGN : 16;
+    const u32 PER_CHUNK = BYTES / sizeof(E);
+    for (u32 first = w.lane * PER_CHUNK; first < count; first += w.width * PER_CHUNK) {
+        const u32 n = count - first < PER_CHUNK ? count - first : PER_CHUNK;
+        cp_async<BYTES>(dst + first, src + first, n * (u32)sizeof(E));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decomposition of one row.
+
+struct RowParts {
+    u32 aligned;   // begin rounded down to RODE_ALIGN: where the row's first tile starts
+    u32 segments;  // block segments (0 for a residual or an empty row)
+    u32 residual;  // 1 for a residual row
+};
+
+__device__ __forceinline__ RowParts row_parts(u32 begin, u32 end, u32 seg_len) {
+    RowParts p;
+    p.aligned = begin & ~(u32)(RODE_ALIGN - 1);
+    const u32 padded = end - p.aligned;
+    p.segments = padded >= RODE_TILE ? (padded - RODE_TILE) / seg_len + 1 : 0;
+    p.residual = padded < RODE_TILE && end > begin;
+    return p;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Preprocessing: per-row counts, reduced per block (count), scanned over blocks (scan), then
+// recomputed, scanned within the block and written out (fill). Block totals, not per-row counts,
+// are all that is stored between the passes.
+
+#define RODE_PRE_THREADS 256
+#define RODE_PRE_ROWS 4  // consecutive rows per thread
+#define RODE_SCAN_THREADS 1024
+
+// What a row adds to each list. `listed`: rows with other than one part; `slots`: the workspace
+// slots of split rows (one per segment).
+struct RodeCounts {
+    u32 segments, residuals, listed, slots;
+};
+
+__device__ __forceinline__ RodeCounts operator+(RodeCounts a, RodeCounts b) {
+    RodeCounts r = {a.segments + b.segments, a.residuals + b.residuals, a.listed + b.listed, a.slots + b.slots};
+    return r;
+}
+
+__device__ __forceinline__ RodeCounts operator-(RodeCounts a, RodeCounts b) {
+    RodeCounts r = {a.segments - b.segments, a.residuals - b.residuals, a.listed - b.listed, a.slots - b.slots};
+    return r;
+}
+
+__device__ __forceinline__ RodeCounts row_counts(const RowParts& p) {
+    RodeCounts c = {p.segments, p.residual, (u32)(p.segments + p.residual != 1), p.segments > 1 ? p.segments : 0};
+    return c;
+}
+
+__device__ __forceinline__ RodeCounts shfl_up(RodeCounts v, int delta) {
+    RodeCounts r = {__shfl_up_sync(0xffffffffu, v.segments, delta), __shfl_up_sync(0xffffffffu, v.residuals, delta),
+                    __shfl_up_sync(0xffffffffu, v.listed, delta), __shfl_up_sync(0xffffffffu, v.slots, delta)};
+    return r;
+}
+
+// Exclusive prefix sum of v over the block's THREADS threads, and the block's total. Every thread
+// of the block must call it (it synchronises the block).
+template <int THREADS>
+__device__ RodeCounts block_exclusive_scan(RodeCounts v, RodeCounts* total) {
+    __shared__ RodeCounts warp_totals[THREADS / 32];
+    const RodeCounts zero = {0, 0, 0, 0};
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    RodeCounts inclusive = v;
+#pragma unroll
+    for (int d = 1; d < 32; d *= 2) {
+        const RodeCounts up = shfl_up(inclusive, d);
+        if (lane >= d) inclusive = inclusive + up;
+    }
+    if (lane == 31) warp_totals[warp] = inclusive;
+    __syncthreads();
+    if (warp == 0) {
+        RodeCounts w = lane < THREADS / 32 ? warp_totals[lane] : zero;
+#pragma unroll
+        for (int d = 1; d < 32; d *= 2) {
+            const RodeCounts up = shfl_up(w, d);
+            if (lane >= d) w = w + up;
+        }
+        if (lane < THREADS / 32) warp_totals[lane] = w;
+    }
+    __syncthreads();
+    const RodeCounts before = warp == 0 ? zero : warp_totals[warp - 1];
+    *total = warp_totals[THREADS / 32 - 1];
+    // The next call may overwrite warp_totals.
+    __syncthreads();
+    return before + inclusive - v;
+}
+
+// The counts of this thread's RODE_PRE_ROWS rows.
+__device__ __forceinline__ RodeCounts thread_counts(u64 first, u32 rows, const u32* row_ptr, u32 seg_len) {
+    RodeCounts sum = {0, 0, 0, 0};
+    for (u64 r = first; r < rows && r < first + RODE_PRE_ROWS; ++r)
+        sum = sum + row_counts(row_parts(load(row_ptr + r), load(row_ptr + r + 1), seg_len));
+    return sum;
+}
+
+__device__ __forceinline__ u64 first_row_of_thread() {
+    return ((u64)blockIdx.x * RODE_PRE_THREADS + threadIdx.x) * RODE_PRE_ROWS;
+}
+
+// block_totals[b] = the counts of the rows of block b. Grid: one block per
+// RODE_PRE_THREADS * RODE_PRE_ROWS rows.
+extern "C" __global__ void __launch_bounds__(RODE_PRE_THREADS)
+    rode_preprocess_count(u32 rows, const u32* row_ptr, u32 seg_len, RodeCounts* block_totals) {
+    RodeCounts total;
+    block_exclusive_scan<RODE_PRE_THREADS>(thread_counts(first_row_of_thread(), rows, row_ptr, seg_len), &total);
+    if (threadIdx.x == 0) block_totals[blockIdx.x] = total;
+}
+
+// In place: block_totals[b] becomes the counts of all rows before block b, and
+// block_totals[blocks] the counts of the whole matrix. Grid: one block of RODE_SCAN_THREADS.
+extern "C" __global__ void __launch_bounds__(RODE_SCAN_THREADS)
+    rode_preprocess_scan(u32 blocks, RodeCounts* block_totals) {
+    const RodeCounts zero = {0, 0, 0, 0};
+    RodeCounts carry = zero;
+    // Every thread runs every iteration: the scan synchronises the block.
+    for (u32 base = 0; base < blocks; base += RODE_SCAN_THREADS) {
+        const u32 i = base + threadIdx.x;
+        const RodeCounts v = i < blocks ? block_totals[i] : zero;
+        RodeCounts total;
+        const RodeCounts before = block_exclusive_scan<RODE_SCAN_THREADS>(v, &total);
+        if (i < blocks) block_totals[i] = carry + before;
+        carry = carry + total;
+    }
+    if (threadIdx.x == 0) block_totals[blocks] = carry;
+}
+
+// Writes the lists (the grid of rode_preprocess_count; `offsets` as rode_preprocess_scan left
+// them). Without `with_combine` (SDDMM) only the segment and residual lists are written and the
+// slot and listed-row pointers are not touched.
+extern "C" __global__ void __launch_bounds__(RODE_PRE_THREADS)
+    rode_preprocess_fill(u32 rows, const u32* row_ptr, u32 seg_len, const RodeCounts* offsets, u32 with_combine,
+                         u32* seg_row, u32* seg_start, u32* seg_slot, u32* res_row, u32* listed_row,
+                         u32* listed_slot) {
+    const u64 first = first_row_of_thread();
+    RodeCounts total;
+    const RodeCounts mine = thread_counts(first, rows, row_ptr, seg_len);
+    RodeCounts at = offsets[blockIdx.x] + block_exclusive_scan<RODE_PRE_THREADS>(mine, &total);
+    for (u64 r = first; r < rows && r < first + RODE_PRE_ROWS; ++r) {
+        const RowParts p = row_parts(load(row_ptr + r), load(row_ptr + r + 1), seg_len);
+        const RodeCounts c = row_counts(p);
+        // A row with many segments is one thread's serial loop: its SpMM costs far more.
+        for (u32 j = 0; j < p.segments; ++j) {
+            seg_row[at.segments + j] = (u32)r;
+            seg_start[at.segments + j] = p.aligned + j * seg_len;
+            if (with_combine) seg_slot[at.segments + j] = c.slots ? at.slots + j : RODE_NONE;
+        }
+        if (p.residual) res_row[at.residuals] = (u32)r;
+        if (with_combine && c.listed) {
+            listed_row[at.listed] = (u32)r;
+            listed_slot[at.listed] = at.slots;
+        }
+        at = at + c;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tiles in dynamic shared memory, RODE_BLOCK / W sub-warps each owning `buffers` tiles: first
+// all the column-index tiles, then (SpMM) all the value tiles. rode.rs sizes it the same way.
+
+extern __shared__ __align__(16) unsigned char rode_shared[];
+
+__device__ __forceinline__ u32* tile_cols(const Subwarp& w, u32 buffers, u32 buffer) {
+    return reinterpret_cast<u32*>(rode_shared) + (w.index * buffers + buffer) * RODE_TILE;
+}
+
+template <typename T>
+__device__ __forceinline__ T* tile_vals(const Subwarp& w, u32 buffers, u32 buffer) {
+    const u32 cols_bytes = RODE_BLOCK / w.width * buffers * RODE_TILE * sizeof(u32);
+    return reinterpret_cast<T*>(rode_shared + cols_bytes) + (w.index * buffers + buffer) * RODE_TILE;
+}
+
+// The block segment a sub-warp works on: its row, first entry and length (whole tiles but for the
+// last tile of a row's last segment), and the row's first entry (entries of the first tile before
+// it are masked).
+struct Segment {
+    u32 row, start, length, begin;
+};
+
+__device__ __forceinline__ Segment segment_at(u64 s, const u32* seg_row, const u32* seg_start, const u32* row_ptr,
+                                              u32 seg_len) {
+    Segment g;
+    g.row = load(seg_row + s);
+    g.start = load(seg_start + s);
+    g.begin = load(row_ptr + g.row);
+    // Up to the row's end for its last segment, which is shorter than seg_len + RODE_TILE.
+    const u32 left = load(row_ptr + g.row + 1) - g.start;
+    g.length = left < seg_len + RODE_TILE ? left : seg_len;
+    return g;
+}
+
+__device__ __forceinline__ u32 tile_count(const Segment& g) { return (g.length + RODE_TILE - 1) / RODE_TILE; }
+
+// Entries of tile t of a segment: lo..hi of its RODE_TILE slots belong to the row.
+__device__ __forceinline__ u32 tile_lo(const Segment& g, u32 t) {
+    const u32 tile_begin = g.start + t * RODE_TILE;
+    return g.begin > tile_begin ? g.begin - tile_begin : 0;
+}
+
+__device__ __forceinline__ u32 tile_hi(const Segment& g, u32 t) {
+    const u32 left = g.length - t * RODE_TILE;
+    return left < RODE_TILE ? left : RODE_TILE;
+}
+
+// The residual a sub-warp works on: its row, and its entries begin..begin+length (fewer than
+// RODE_TILE).
+struct Residual {
+    u32 row, begin, length;
+};
+
+__device__ __forceinline__ Residual residual_at(u64 r, const u32* res_row, const u32* row_ptr) {
+    Residual g;
+    g.row = load(res_row + r);
+    g.begin = load(row_ptr + g.row);
+    g.length = load(row_ptr + g.row + 1) - g.begin;
+    return g;
+}
+
+// Waits for tile t of a double-buffered segment, having started the copy of tile t+1
+// (`stage(t+1)`) into the other buffer first, so that copy overlaps the work on tile t. Ends with
+// the sub-warp synchronised: every lane's copies of tile t are visible to all.
+template <typename Stage>
+__device__ __forceinline__ void next_tile(u32 t, u32 tiles, const Subwarp& w, Stage stage) {
+    if (t + 1 < tiles) {
+        stage(t + 1);
+        cp_async_commit();
+        cp_async_wait<1>();
+    } else {
+        cp_async_wait<0>();
+    }
+    __syncwarp(w.mask);
+}
+
+// ---------------------------------------------------------------------------------------------
+// SpMM.
+
+// Whether split rows of T may be combined with atomic adds into C.
+template <typename T> struct atomic_combine { static const bool value = true; };
+template <> struct atomic_combine<half_t> { static const bool value = false; };
+
+// The dense operands of an SpMM run.
+template <typename T>
+struct SpmmOut {
+    typedef typename acc_of<T>::type A;
+    u32 n;
+    const T* b;
+    u32 b_rs, b_cs;
+    T* c;
+    u32 c_rs, c_cs;
+    A alpha, beta;
+};
+
+// The V columns of C (and of B) this lane owns in column tile `tile`: the first one, and how many
+// of them are inside C (0 for lanes past N, fewer than V at the end of a row that V does not
+// divide).
+template <int V>
+__device__ __forceinline__ u32 lane_columns(u32 tile, const Subwarp& w, u32 n, u64* first) {
+    *first = ((u64)tile * w.width + w.lane) * V;
+    return *first >= n ? 0 : (n - *first < V ? (u32)(n - *first) : V);
+}
+
+template <typename T, int V>
+__device__ __forceinline__ u32 column_tiles(const SpmmOut<T>& o, const Subwarp& w) {
+    return (u32)(((u64)o.n + w.width * V - 1) / (w.width * V));
+}
+
+// B rows of the entries e0 .. e0 + SUB - 1 of a tile, this lane's columns; entries outside
+// lo..hi are not read (zeros).
+template <typename T, int V, int SUB>
+__device__ __forceinline__ void load_b_rows(const u32* cols, u32 e0, u32 lo, u32 hi, const T* b_lane, u32 b_rs,
+                                            u32 count, typename acc_of<T>::type (&dst)[SUB][V]) {
+#pragma unroll
+    for (int i = 0; i < SUB; ++i) {
+        const u32 e = e0 + i;
+        const bool live = e >= lo && e < hi;
+        load_first<T, V>(b_lane + (u64)(live ? cols[e] : 0) * b_rs, live ? count : 0, dst[i]);
+    }
+}
+
+// sum[t] += value(e) * B row of e, over the entries e0 .. e0 + SUB - 1 inside lo..hi. Masked
+// entries contribute 0*0: their B values were never read and their values (another row's, or
+// never copied) are not used, so neither can carry an Inf or NaN in.
+template <typename T, int V, int SUB>
+__device__ __forceinline__ void fma_b_rows(const T* vals, u32 e0, u32 lo, u32 hi,
+                                           const typename acc_of<T>::type (&rows)[SUB][V],
+                                           typename acc_of<T>::type (&sum)[V]) {
+    typedef typename acc_of<T>::type A;
+#pragma unroll
+    for (int i = 0; i < SUB; ++i) {
+        const u32 e = e0 + i;
+        const A a = e >= lo && e < hi ? to_acc(vals[e]) : A(0);
+#pragma unroll
+        for (int t = 0; t < V; ++t) sum[t] += a * rows[i][t];
+    }
+}
+
+// sum[t] += value(e) * B[col(e), first + t] over the entries lo <= e < hi of a tile in shared
+// memory, with the sub-block register pipeline (two buffers, used in turn, so each step's buffer
+// is known at compile time). `b_lane` points at B[0, first].
+template <typename T, int V>
+__device__ __forceinline__ void spmm_tile(const u32* cols, const T* vals, u32 lo, u32 hi, const T* b_lane, u32 b_rs,
+                                          u32 count, typename acc_of<T>::type (&sum)[V]) {
+    typedef typename acc_of<T>::type A;
+    const int SUB = rode_sub<T>::N;
+    const u32 STEPS = RODE_TILE / SUB;  // even
+    A even[SUB][V], odd[SUB][V];
+    load_b_rows<T, V, SUB>(cols, 0, lo, hi, b_lane, b_rs, count, even);
+#pragma unroll 1
+    for (u32 s = 0; s < STEPS && s * SUB < hi; s += 2) {
+        load_b_rows<T, V, SUB>(cols, (s + 1) * SUB, lo, hi, b_lane, b_rs, count, odd);
+        fma_b_rows<T, V, SUB>(vals, s * SUB, lo, hi, even, sum);
+        if ((s + 1) * SUB >= hi) break;
+        if (s + 2 < STEPS) load_b_rows<T, V, SUB>(cols, (s + 2) * SUB, lo, hi, b_lane, b_rs, count, even);
+        fma_b_rows<T, V, SUB>(vals, (s + 1) * SUB, lo, hi, odd, sum);
+    }
+}
+
+// C = alpha*sum + beta*C on this lane's columns of row `row`: what the only part of a row writes.
+template <typename T, int V>
+__device__ __forceinline__ void write_row(const SpmmOut<T>& o, u64 row, u64 first, u32 count,
+                                          const typename acc_of<T>::type (&sum)[V]) {
+    if (count == 0) return;
+    update_span<T, V>(o.c + row * o.c_rs + first * o.c_cs, o.c_cs, o.c_cs == 1 && o.c_rs % V == 0, count, o.alpha,
+                      sum, o.beta);
+}
+
+// One segment's sums of this lane's columns: written as the row's when it is the only segment
+// (slot == RODE_NONE), else added into C atomically (null `partials`) or stored in its slot.
+template <typename T, int V>
+__device__ __forceinline__ void write_segment(const SpmmOut<T>& o, typename acc_of<T>::type* partials, u32 slot,
+                                              u64 row, u64 first, u32 count,
+                                              const typename acc_of<T>::type (&sum)[V]) {
+    if (slot == RODE_NONE) return write_row<T, V>(o, row, first, count, sum);
+    if constexpr (atomic_combine<T>::value) {
+        if (partials == nullptr) {
+            T* out = o.c + row * o.c_rs + first * o.c_cs;
+#pragma unroll
+            for (int t = 0; t < V; ++t)
+                if (t < (int)count) atomicAdd(out + (u64)t * o.c_cs, o.alpha * sum[t]);
+            return;
+        }
+    }
+    typename acc_of<T>::type* p = partials + (u64)slot * o.n + first;
+#pragma unroll
+    for (int t = 0; t < V; ++t)
+        if (t < (int)count) p[t] = sum[t];
+}
+
+// One sub-warp per block segment. Grid: x covers the segments (RODE_BLOCK / W per block), y
+// strides over the column tiles of W*V columns; two tiles of shared memory per sub-warp.
+template <typename T, int V>
+__device__ void rode_spmm_block(u32 lanes, u32 segments, const u32* seg_row, const u32* seg_start, const u32* seg_slot,
+                                u32 seg_len, const u32* row_ptr, const u32* col_idx, const T* values,
+                                typename acc_of<T>::type* partials, const SpmmOut<T>& o) {
+    typedef typename acc_of<T>::type A;
+    const Subwarp w = subwarp_of(lanes);
+    const u64 s = (u64)blockIdx.x * (RODE_BLOCK / lanes) + w.index;
+    // The whole sub-warp leaves together; no other sub-warp waits for it.
+    if (s >= segments) return;
+    const Segment g = segment_at(s, seg_row, seg_start, row_ptr, seg_len);
+    const u32 tiles = tile_count(g), slot = load(seg_slot + s);
+    auto stage = [&](u32 t) {
+        const u32 at = g.start + t * RODE_TILE, count = tile_hi(g, t);
+        stage_tile<u32>(tile_cols(w, 2, t & 1), col_idx + at, count, w);
+        stage_tile<T>(tile_vals<T>(w, 2, t & 1), values + at, count, w);
+    };
+    for (u32 col_tile = blockIdx.y; col_tile < column_tiles<T, V>(o, w); col_tile += gridDim.y) {
+        u64 first;
+        const u32 count = lane_columns<V>(col_tile, w, o.n, &first);
+        A sum[V];
+#pragma unroll
+        for (int t = 0; t < V; ++t) sum[t] = 0;
+        stage(0);
+        cp_async_commit();
+        for (u32 t = 0; t < tiles; ++t) {
+            next_tile(t, tiles, w, stage);
+            spmm_tile<T, V>(tile_cols(w, 2, t & 1), tile_vals<T>(w, 2, t & 1), tile_lo(g, t), tile_hi(g, t),
+                            o.b + first * o.b_cs, o.b_rs, count, sum);
+            // Every lane is done reading this buffer before the next step refills it.
+            __syncwarp(w.mask);
+        }
+        write_segment<T, V>(o, partials, slot, g.row, first, count, sum);
+    }
+}
+
+// One sub-warp per residual, the only part of its row. Grid as rode_spmm_block's, over the
+// residuals; one tile of shared memory per sub-warp.
+template <typename T, int V>
+__device__ void rode_spmm_residual(u32 lanes, u32 residuals, const u32* res_row, const u32* row_ptr,
+                                   const u32* col_idx, const T* values, const SpmmOut<T>& o) {
+    typedef typename acc_of<T>::type A;
+    const Subwarp w = subwarp_of(lanes);
+    const u64 r = (u64)blockIdx.x * (RODE_BLOCK / lanes) + w.index;
+    if (r >= residuals) return;
+    const Residual g = residual_at(r, res_row, row_ptr);
+    u32* cols = tile_cols(w, 1, 0);
+    T* vals = tile_vals<T>(w, 1, 0);
+    for (u32 e = w.lane; e < g.length; e += lanes) {
+        cols[e] = load(col_idx + g.begin + e);
+        vals[e] = load(values + g.begin + e);
+    }
+    __syncwarp(w.mask);
+    for (u32 col_tile = blockIdx.y; col_tile < column_tiles<T, V>(o, w); col_tile += gridDim.y) {
+        u64 first;
+        const u32 count = lane_columns<V>(col_tile, w, o.n, &first);
+        A sum[V];
+#pragma unroll
+        for (int t = 0; t < V; ++t) sum[t] = 0;
+        spmm_tile<T, V>(cols, vals, 0, g.length, o.b + first * o.b_cs, o.b_rs, count, sum);
+        write_row<T, V>(o, g.row, first, count, sum);
+    }
+}
+
+// C = beta*C on the listed rows (zeros when beta == 0, C not read), before atomic segments add
+// into them. Grid: x covers the N columns, y strides over the listed rows.
+template <typename T>
+__device__ void rode_scale_rows(u32 listed, const u32* listed_row, u32 n, T* c, u32 c_rs, u32 c_cs,
+                                typename acc_of<T>::type beta) {
+    typedef typename acc_of<T>::type A;
+    const u64 j = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= n) return;
+    for (u64 i = blockIdx.y; i < listed; i += gridDim.y)
+        update(c + (u64)load(listed_row + i) * c_rs + j * c_cs, A(0), A(0), beta);
+}
+
+// C = alpha*(sum of the row's slots, in order) + beta*C on the listed rows, after the segments
+// stored their sums; an empty row has no slot and gets beta*C. Grid as rode_scale_rows'.
+template <typename T>
+__device__ void rode_combine(u32 listed, const u32* listed_row, const u32* listed_slot, const u32* row_ptr,
+                             u32 seg_len, const typename acc_of<T>::type* partials, u32 n, T* c, u32 c_rs, u32 c_cs,
+                             typename acc_of<T>::type alpha, typename acc_of<T>::type beta) {
+    typedef typename acc_of<T>::type A;
+    const u64 j = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= n) return;
+    for (u64 i = blockIdx.y; i < listed; i += gridDim.y) {
+        const u32 row = load(listed_row + i), slot = load(listed_slot + i);
+        // A listed row is empty (no segment) or split (one slot per segment).
+        const u32 slots = row_parts(load(row_ptr + row), load(row_ptr + row + 1), seg_len).segments;
+        A sum = 0;
+        for (u32 q = 0; q < slots; ++q) sum += load(partials + ((u64)slot + q) * n + j);
+        update(c + (u64)row * c_rs + j * c_cs, alpha, sum, beta);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// SDDMM.
+
+template <typename T>
+struct SddmmArgs {
+    typedef typename acc_of<T>::type A;
+    const u32* col_idx;
+    const T* s_values;
+    u32 scale_by_values, k;
+    const T* x;
+    u32 x_rs, x_cs;
+    const T* y;
+    u32 y_rs, y_cs;
+    T* c;
+    u32 c_inc;
+    A alpha, beta;
+};
+
+// Sums v[i] over the sub-warp's lanes for each i < S (S <= W), leaving entry (lane % S)'s total
+// in the lane. At offset o (S/2 .. 1) a lane keeps the half of its values whose index has bit o
+// equal to its lane's bit o, adding the partner's copy of that half; after log2(S) steps each
+// group of S lanes has summed each entry once, and a butterfly over the offsets S .. W/2 adds the
+// groups.
+template <int S, typename A>
+__device__ __forceinline__ A scatter_sum(const Subwarp& w, A (&v)[S]) {
+#pragma unroll
+    for (int o = S / 2; o > 0; o /= 2) {
+        const bool upper = w.lane & o;
+#pragma unroll
+        for (int i = 0; i < o; ++i) {
+            const A give = upper ? v[i] : v[i + o];
+            const A keep = upper ? v[i + o] : v[i];
+            v[i] = keep + __shfl_xor_sync(w.mask, give, o, w.width);
+        }
+    }
+    A total = v[0];
+    for (u32 o = S; o < w.width; o *= 2) total += __shfl_xor_sync(w.mask, total, o, w.width);
+    return total;
+}
+
+// How many of this lane's V elements at offset kk of K exist: V, fewer at the end of K.
+template <int V>
+__device__ __forceinline__ u32 k_count(u64 kk, u32 k) {
+    return kk >= k ? 0 : (k - kk < V ? (u32)(k - kk) : V);
+}
+
+// Y rows (this lane's V elements of their first W*V) of the entries e0 .. e0 + S - 1 of a tile.
+template <typename T, int V, int S>
+__device__ __forceinline__ void load_y_rows(const u32* cols, u32 e0, u32 lo, u32 hi, const T* y_lane, u32 y_rs,
+                                            u32 count, typename acc_of<T>::type (&dst)[S][V]) {
+#pragma unroll
+    for (int i = 0; i < S; ++i) {
+        const u32 e = e0 + i;
+        const bool live = e >= lo && e < hi;
+        load_first<T, V>(y_lane + (u64)(live ? cols[e] : 0) * y_rs, live ? count : 0, dst[i]);
+    }
+}
+
+// Finishes the S entries from e0 of a tile: this lane's partial dot products (the first W*V
+// elements from registers, the rest of K read here, X from L1), summed over the sub-warp, and
+// C = alpha*dot [* S value] + beta*C written by lanes 0 .. S-1 for the entries inside lo..hi.
+template <typename T, int V, int S>
+__device__ __forceinline__ void finish_entries(const SddmmArgs<T>& g, const Subwarp& w, const u32* cols, u32 e0, u32 lo,
+                                               u32 hi, u64 tile_begin, const T* x_row,
+                                               const typename acc_of<T>::type (&x_first)[V],
+                                               const typename acc_of<T>::type (&y_first)[S][V]) {
+    typedef typename acc_of<T>::type A;
+    A dot[S];
+#pragma unroll
+    for (int i = 0; i < S; ++i) {
+        dot[i] = 0;
+#pragma unroll
+        for (int t = 0; t < V; ++t) dot[i] += x_first[t] * y_first[i][t];
+    }
+    // Lanes may run different trip counts here: there are no shuffles inside.
+    for (u64 kk = ((u64)w.width + w.lane) * V; kk < g.k; kk += (u64)w.width * V) {
+        const u32 kc = k_count<V>(kk, g.k);
+        A xv[V];
+        load_first<T, V>(x_row + kk * g.x_cs, kc, xv);
+#pragma unroll
+        for (int i = 0; i < S; ++i) {
+            const u32 e = e0 + i;
+            if (e < lo || e >= hi) continue;
+            A yv[V];
+            load_first<T, V>(g.y + (u64)cols[e] * g.y_rs + kk * g.y_cs, kc, yv);
+#pragma unroll
+            for (int t = 0; t < V; ++t) dot[i] += xv[t] * yv[t];
+        }
+    }
+    const A total = scatter_sum<S>(w, dot);
+    const u32 e = e0 + w.lane;
+    if (w.lane < S && e >= lo && e < hi) {
+        const u64 entry = tile_begin + e;
+        const A scaled = g.scale_by_values ? total * to_acc(load(g.s_values + entry)) : total;
+        update(g.c + entry * g.c_inc, g.alpha, scaled, g.beta);
+    }
+}
+
+// C for the entries lo <= e < hi of a tile of column indices in shared memory (entry e is entry
+// tile_begin + e of S), with the sub-block register pipeline of spmm_tile over Y rows.
+template <typename T, int V>
+__device__ __forceinline__ void sddmm_tile(const SddmmArgs<T>& g, const Subwarp& w, const u32* cols, u32 lo, u32 hi,
+                                           u64 tile_begin, const T* x_row,
+                                           const typename acc_of<T>::type (&x_first)[V]) {
+    typedef typename acc_of<T>::type A;
+    const int S = rode_sub<T>::N;
+    const u32 STEPS = RODE_TILE / S;  // even
+    const u64 first = (u64)w.lane * V;
+    const u32 count = k_count<V>(first, g.k);
+    const T* y_lane = g.y + first * g.y_cs;
+    A even[S][V], odd[S][V];
+    load_y_rows<T, V, S>(cols, 0, lo, hi, y_lane, g.y_rs, count, even);
+#pragma unroll 1
+    for (u32 s = 0; s < STEPS && s * S < hi; s += 2) {
+        load_y_rows<T, V, S>(cols, (s + 1) * S, lo, hi, y_lane, g.y_rs, count, odd);
+        finish_entries<T, V, S>(g, w, cols, s * S, lo, hi, tile_begin, x_row, x_first, even);
+        if ((s + 1) * S >= hi) break;
+        if (s + 2 < STEPS) load_y_rows<T, V, S>(cols, (s + 2) * S, lo, hi, y_lane, g.y_rs, count, even);
+        finish_entries<T, V, S>(g, w, cols, (s + 1) * S, lo, hi, tile_begin, x_row, x_first, odd);
+    }
+}
+
+// This lane's V elements of the first W*V of X row `row`; returns the row.
+template <typename T, int V>
+__device__ __forceinline__ const T* load_x_row(const SddmmArgs<T>& g, const Subwarp& w, u32 row,
+                                               typename acc_of<T>::type (&x_first)[V]) {
+    const T* x_row = g.x + (u64)row * g.x_rs;
+    const u64 first = (u64)w.lane * V;
+    load_first<T, V>(x_row + first * g.x_cs, k_count<V>(first, g.k), x_first);
+    return x_row;
+}
+
+// One sub-warp per block segment, its column-index tiles double-buffered as in rode_spmm_block.
+// Grid: x covers the segments (RODE_BLOCK / W per block).
+template <typename T, int V>
+__device__ void rode_sddmm_block(u32 lanes, u32 segments, const u32* seg_row, const u32* seg_start, u32 seg_len,
+                                 const u32* row_ptr, const SddmmArgs<T>& g) {
+    typedef typename acc_of<T>::type A;
+    const Subwarp w = subwarp_of(lanes);
+    const u64 s = (u64)blockIdx.x * (RODE_BLOCK / lanes) + w.index;
+    if (s >= segments) return;
+    const Segment seg = segment_at(s, seg_row, seg_start, row_ptr, seg_len);
+    const u32 tiles = tile_count(seg);
+    A x_first[V];
+    const T* x_row = load_x_row<T, V>(g, w, seg.row, x_first);
+    auto stage = [&](u32 t) {
+        stage_tile<u32>(tile_cols(w, 2, t & 1), g.col_idx + seg.start + t * RODE_TILE, tile_hi(seg, t), w);
+    };
+    stage(0);
+    cp_async_commit();
+    for (u32 t = 0; t < tiles; ++t) {
+        next_tile(t, tiles, w, stage);
+        sddmm_tile<T, V>(g, w, tile_cols(w, 2, t & 1), tile_lo(seg, t), tile_hi(seg, t), seg.start + t * RODE_TILE,
+                         x_row, x_first);
+        __syncwarp(w.mask);
+    }
+}
+
+// One sub-warp per residual. Grid: x covers the residuals (RODE_BLOCK / W per block).
+template <typename T, int V>
+__device__ void rode_sddmm_residual(u32 lanes, u32 residuals, const u32* res_row, const u32* row_ptr,
+                                    const SddmmArgs<T>& g) {
+    typedef typename acc_of<T>::type A;
+    const Subwarp w = subwarp_of(lanes);
+    const u64 r = (u64)blockIdx.x * (RODE_BLOCK / lanes) + w.index;
+    if (r >= residuals) return;
+    const Residual res = residual_at(r, res_row, row_ptr);
+    u32* cols = tile_cols(w, 1, 0);
+    for (u32 e = w.lane; e < res.length; e += lanes) cols[e] = load(g.col_idx + res.begin + e);
+    __syncwarp(w.mask);
+    A x_first[V];
+    const T* x_row = load_x_row<T, V>(g, w, res.row, x_first);
+    sddmm_tile<T, V>(g, w, cols, 0, res.length, res.begin, x_row, x_first);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Entry points: rode_{spmm,sddmm}_{block,residual}_<type>_v<V> (the sub-warp width is their first
+// argument), rode_combine_<type>, and rode_scale_rows_<type> for the types combined by atomics.
+
+#define RODE_SPMM_OPERANDS(T)                                                                                          \
+    u32 n, const T *b, u32 b_rs, u32 b_cs, T *c, u32 c_rs, u32 c_cs, acc_of<T>::type alpha, acc_of<T>::type beta
+#define RODE_SPMM_OUT(T) SpmmOut<T> out = {n, b, b_rs, b_cs, c, c_rs, c_cs, alpha, beta}
+#define RODE_SDDMM_OPERANDS(T)                                                                                         \
+    const u32 *col_idx, const T *s_values, u32 scale_by_values, u32 k, const T *x, u32 x_rs, u32 x_cs, const T *y,     \
+        u32 y_rs, u32 y_cs, T *c, u32 c_inc, acc_of<T>::type alpha, acc_of<T>::type beta
+#define RODE_SDDMM_ARGS(T)                                                                                             \
+    SddmmArgs<T> args = {col_idx, s_values, scale_by_values, k, x, x_rs, x_cs, y, y_rs, y_cs, c, c_inc, alpha, beta}
+
+#define RODE_KERNELS(NAME, T, V)                                                                                       \
+    extern "C" __global__ void __launch_bounds__(RODE_BLOCK) rode_spmm_block_##NAME##_v##V(                            \
+        u32 lanes, u32 segments, const u32 *seg_row, const u32 *seg_start, const u32 *seg_slot, u32 seg_len,           \
+        const u32 *row_ptr, const u32 *col_idx, const T *values, acc_of<T>::type *partials, RODE_SPMM_OPERANDS(T)) {   \
+        RODE_SPMM_OUT(T);                                                                                              \
+        rode_spmm_block<T, V>(lanes, segments, seg_row, seg_start, seg_slot, seg_len, row_ptr, col_idx, values,        \
+                              partials, out);                                                                          \
+    }                                                                                                                  \
+    extern "C" __global__ void __launch_bounds__(RODE_BLOCK)                                                           \
+        rode_spmm_residual_##NAME##_v##V(u32 lanes, u32 residuals, const u32 *res_row, const u32 *row_ptr,             \
+                                         const u32 *col_idx, const T *values, RODE_SPMM_OPERANDS(T)) {                 \
+        RODE_SPMM_OUT(T);                                                                                              \
+        rode_spmm_residual<T, V>(lanes, residuals, res_row, row_ptr, col_idx, values, out);                            \
+    }                                                                                                                  \
+    extern "C" __global__ void __launch_bounds__(RODE_BLOCK) rode_sddmm_block_##NAME##_v##V(                           \
+        u32 lanes, u32 segments, const u32 *seg_row, const u32 *seg_start, u32 seg_len, const u32 *row_ptr,            \
+        RODE_SDDMM_OPERANDS(T)) {                                                                                      \
+        RODE_SDDMM_ARGS(T);                                                                                            \
+        rode_sddmm_block<T, V>(lanes, segments, seg_row, seg_start, seg_len, row_ptr, args);                           \
+    }                                                                                                                  \
+    extern "C" __global__ void __launch_bounds__(RODE_BLOCK) rode_sddmm_residual_##NAME##_v##V(                        \
+        u32 lanes, u32 residuals, const u32 *res_row, const u32 *row_ptr, RODE_SDDMM_OPERANDS(T)) {                    \
+        RODE_SDDMM_ARGS(T);                                                                                            \
+        rode_sddmm_residual<T, V>(lanes, residuals, res_row, row_ptr, args);                                           \
+    }
+
+#define INSTANTIATE(NAME, T)                                                                                           \
+    RODE_KERNELS(NAME, T, 1)                                                                                           \
+    RODE_KERNELS(NAME, T, 2)                                                                                           \
+    RODE_KERNELS(NAME, T, 4)                                                                                           \
+    extern "C" __global__ void rode_combine_##NAME(u32 listed, const u32 *listed_row, const u32 *listed_slot,          \
+                                                   const u32 *row_ptr, u32 seg_len, const acc_of<T>::type *partials,   \
+                                                   u32 n, T *c, u32 c_rs, u32 c_cs, acc_of<T>::type alpha,             \
+                                                   acc_of<T>::type beta) {                                             \
+        rode_combine<T>(listed, listed_row, listed_slot, row_ptr, seg_len, partials, n, c, c_rs, c_cs, alpha, beta);   \
+    }
+#define INSTANTIATE_ATOMIC(NAME, T)                                                                                    \
+    extern "C" __global__ void rode_scale_rows_##NAME(u32 listed, const u32 *listed_row, u32 n, T *c, u32 c_rs,        \
+                                                      u32 c_cs, acc_of<T>::type beta) {                                \
+        rode_scale_rows<T>(listed, listed_row, n, c, c_rs, c_cs, beta);                                                \
+    }
+
+FOR_EACH_FLOAT(INSTANTIATE)
+// f16 has no atomic add of f32 sums into f16 storage: its `rode` plans combine with partials.
+INSTANTIATE_ATOMIC(f32, float)
+INSTANTIATE_ATOMIC(f64, double)

@@ -1,0 +1,732 @@
+//! RoDe plans (row decomposition, Pang et al., PPoPP'24): CSR SpMM and SDDMM over rows cut into
+//! block segments and residuals (`rode.cu` has the kernels and their design), and the rule
+//! `auto` uses to choose them over the `vector` kernels.
+//!
+//! Only rows of at least SEGMENT + 32 entries are split in several segments; the others are
+//! written by their one part. The two algorithms differ in how split rows are combined:
+//! - `rode`: the segments add into C with atomics after C = beta*C on those rows, so results
+//!   may differ in the last bits from run to run (f16 storage excepted: it has no atomic add of
+//!   f32 sums, so its split rows are combined as below).
+//! - `rode-deterministic`: each segment stores its sums in a workspace slot and a last kernel
+//!   adds a row's slots in order.
+//!
+//! The residual kernel runs on a second stream, forked from the device's stream and joined back
+//! with events, so it overlaps the block kernel while a run stays one ordered step of the
+//! device's stream. SDDMM writes every output from exactly one part: both algorithms are the
+//! same deterministic kernels.
+
+mod decomposition;
+
+use std::sync::Arc;
+
+use cudarc::driver::{
+    CudaEvent, CudaFunction, CudaSlice, CudaStream, LaunchArgs, LaunchConfig, PushKernelArg,
+};
+use sparse_core::{
+    Accumulator, Algorithm, BackendKind, CsrRef, DType, DenseMut, DenseRef, Error, Format, Layout,
+    OpKind, PlanInfo, Precision, Result, RowStats, Scalar, SddmmPlan, SpIndex, SpmmPlan,
+};
+
+use crate::compile::sources;
+use crate::device::{driver_error, Device};
+use crate::matrix::DeviceCsr;
+use crate::operand::{input, output, strides, suffix, to_u32, AccArg};
+use crate::spmm::{scale_dense, Variants};
+use decomposition::{Decomposition, TILE};
+
+/// Entries per block segment: the unit of work of one sub-warp in the block kernels, so a row
+/// of L entries is spread over about L / SEGMENT sub-warps. The published code's length; a
+/// multiple of the tile.
+const SEGMENT: u32 = 512;
+/// Threads per block of the SpMM and SDDMM kernels (`RODE_BLOCK` in rode.cu).
+const BLOCK: u32 = 128;
+/// The largest grid.y; the SpMM kernels stride over the column tiles beyond it.
+const MAX_GRID_Y: u32 = 65_535;
+/// Lanes the SDDMM kernels need at least: their reduction leaves one entry of a sub-block of 8
+/// (`rode_sub<T>::N`) in each lane.
+const SDDMM_MIN_LANES: u32 = 8;
+
+/// `auto` picks RoDe for a matrix with a row at least this long (one segment): the `vector`
+/// kernels give a row to one sub-warp, which then works through it alone long after the others
+/// are done, while RoDe spreads it over segments of the whole GPU.
+const AUTO_LONG_ROW: usize = SEGMENT as usize;
+/// ... if that row is also at least this many times the mean row: on rows of even length
+/// `vector` is as balanced as RoDe and does not pay for RoDe's masked tile edges, second launch
+/// and combining of split rows.
+const AUTO_MIN_SKEW: f64 = 8.0;
+/// The RoDe algorithm `auto` picks: the deterministic one, so `auto` stays bit-reproducible as
+/// `vector` is; its workspace traffic costs about what the atomic variant's read-modify-writes
+/// of C do.
+const AUTO_RODE: Algorithm = Algorithm::RodeDeterministic;
+
+/// The algorithm `auto` runs for CSR SpMM and SDDMM on the cuda backend: RoDe when the longest
+/// row is at least [`AUTO_LONG_ROW`] entries and [`AUTO_MIN_SKEW`] times the mean, `vector`
+/// otherwise.
+///
+/// The time of the `vector` kernels grows with the longest row (one sub-warp works through it
+/// serially), RoDe's with the entries alone, plus a fixed cost of a few microseconds (a second
+/// launch and a stream fork and join per run) and, on rows of even length, some overhead from the
+/// masked ends of its tiles. So the rule looks for skew, not size: a small matrix with one long row
+/// still gains, while a large one with rows of even length, long or short, keeps `vector`. First
+/// H100 measurements (f32, N and K of 32 and 128) agree: on power-law and few-long-row matrices
+/// RoDe's SpMM is 6 to 60 times faster and its SDDMM 1.1 to 1.6 times (`vector`'s SDDMM already
+/// cuts long rows); on even rows of 8 to 200 entries `vector` is as fast or up to 30% faster, and
+/// on a matrix of 300 000 entries about 6 microseconds faster. The layout of B is unknown at plan
+/// time and plays no part. The thresholds are to be calibrated by benchmarks.
+pub(crate) fn auto_algorithm<T, I: SpIndex>(a: CsrRef<'_, T, I>) -> Algorithm {
+    if prefers_rode(&a.row_stats()) {
+        AUTO_RODE
+    } else {
+        Algorithm::Vector
+    }
+}
+
+fn prefers_rode(rows: &RowStats) -> bool {
+    rows.max >= AUTO_LONG_ROW && rows.max as f64 >= AUTO_MIN_SKEW * rows.mean
+}
+
+/// One kernel per values-per-lane V (1, 2 and 4, as rode.cu instantiates them); the sub-warp
+/// width is a kernel argument.
+struct PerVector([CudaFunction; 3]);
+
+impl PerVector {
+    fn load(device: &Device, name: impl Fn(u32) -> String) -> Result<Self> {
+        Ok(PerVector([
+            device.function(sources::RODE, &name(1))?,
+            device.function(sources::RODE, &name(2))?,
+            device.function(sources::RODE, &name(4))?,
+        ]))
+    }
+
+    fn get(&self, values: u32) -> &CudaFunction {
+        match values {
+            4 => &self.0[2],
+            2 => &self.0[1],
+            _ => &self.0[0],
+        }
+    }
+}
+
+/// The sub-warp shape of a run: W lanes of V values each.
+#[derive(Clone, Copy)]
+struct Lanes {
+    lanes: u32,
+    values: u32,
+}
+
+impl Lanes {
+    /// V the widest of 4, 2, 1 dividing the leading dimension of every operand whose rows are
+    /// read with vector loads (`None` for a column-major one, which forces 1); unlike `vector`'s,
+    /// the RoDe kernels read the last, partial span of a row element by element, so the row length
+    /// need not be a multiple of V (0 is). W spans `len` where the widths allow, at least `min`.
+    fn new(len: usize, lds: &[Option<usize>], min: u32) -> Self {
+        let values = Variants::values(0, lds);
+        Lanes {
+            lanes: Variants::lanes(len, values).max(min),
+            values,
+        }
+    }
+
+    /// One sub-warp per part over grid.x, `col_tiles` over grid.y; `tiles` tiles of shared
+    /// memory per sub-warp of `bytes_per_entry` (the size rode.cu's `tile_cols`/`tile_vals` carve).
+    fn config(self, parts: u32, col_tiles: u32, tiles: u32, bytes_per_entry: u32) -> LaunchConfig {
+        let subwarps = BLOCK / self.lanes;
+        LaunchConfig {
+            // At most 2^32 parts over at least 4 sub-warps per block: within grid.x's limit.
+            grid_dim: (parts.div_ceil(subwarps), col_tiles.clamp(1, MAX_GRID_Y), 1),
+            block_dim: (BLOCK, 1, 1),
+            // At most 32 sub-warps * 2 tiles * 32 entries * 12 bytes = 24 KiB, under the 48 KiB
+            // a kernel gets without opting in.
+            shared_mem_bytes: subwarps * tiles * TILE * bytes_per_entry,
+        }
+    }
+}
+
+/// A second stream for the residual kernels, forked from the device's stream before they are
+/// launched and joined back after, with events.
+struct Fork {
+    side: Arc<CudaStream>,
+    forked: CudaEvent,
+    joined: CudaEvent,
+}
+
+impl Fork {
+    fn new(device: &Device) -> Result<Self> {
+        let err = |e| driver_error("creating RoDe's second stream", e);
+        Ok(Fork {
+            side: device.ctx.new_stream().map_err(err)?,
+            forked: device.ctx.new_event(None).map_err(err)?,
+            joined: device.ctx.new_event(None).map_err(err)?,
+        })
+    }
+
+    /// Runs `side_work` on the second stream and `main_work` on `main`, concurrently, both
+    /// after everything issued to `main` before and before anything issued to it after. The
+    /// streams are joined even when a launch fails.
+    fn run(
+        &self,
+        main: &Arc<CudaStream>,
+        side_work: impl FnOnce(&Arc<CudaStream>) -> Result<()>,
+        main_work: impl FnOnce(&Arc<CudaStream>) -> Result<()>,
+    ) -> Result<()> {
+        let err = |e| driver_error("forking RoDe's second stream", e);
+        self.forked.record(main).map_err(err)?;
+        self.side.wait(&self.forked).map_err(err)?;
+        let side = side_work(&self.side);
+        let ran = main_work(main);
+        let joined = self
+            .joined
+            .record(&self.side)
+            .and_then(|()| main.wait(&self.joined))
+            .map_err(|e| driver_error("joining RoDe's second stream", e));
+        side.and(ran).and(joined)
+    }
+}
+
+/// How the segments of split rows reach C.
+enum Combining {
+    /// `rode_scale_rows` (C = beta*C on the listed rows), then atomic adds.
+    Atomics { scale_rows: CudaFunction },
+    /// Sums stored in `workspace` (slots x N accumulation values, grown to the widest N run so
+    /// far), then `rode_combine`.
+    Partials {
+        combine: CudaFunction,
+        workspace: Option<CudaSlice<u8>>,
+    },
+}
+
+/// A planned RoDe SpMM.
+pub struct RodeSpmmPlan<T> {
+    device: Arc<Device>,
+    a: DeviceCsr<T>,
+    parts: Decomposition,
+    block: PerVector,
+    residual: PerVector,
+    /// `scale_matrix` of spmm.cu, for alpha == 0.
+    scale: CudaFunction,
+    combining: Combining,
+    fork: Fork,
+    info: PlanInfo,
+}
+
+impl<T: Scalar> RodeSpmmPlan<T> {
+    /// `algorithm` is [`Algorithm::Rode`] or [`Algorithm::RodeDeterministic`].
+    pub fn new<I: SpIndex>(
+        device: &Arc<Device>,
+        a: CsrRef<'_, T, I>,
+        precision: Precision,
+        algorithm: Algorithm,
+    ) -> Result<Self> {
+        let sfx = suffix(T::DTYPE)
+            .ok_or_else(|| Error::invalid(format!("no CUDA SpMM kernel for {}", T::DTYPE)))?;
+        let atomics = match algorithm {
+            Algorithm::Rode => T::DTYPE != DType::F16,
+            Algorithm::RodeDeterministic => false,
+            other => return Err(Error::invalid(format!("{other} is not a RoDe algorithm"))),
+        };
+        let dev = DeviceCsr::upload(device, a)?;
+        let parts = Decomposition::build(device, &dev, SEGMENT, true)?;
+        let combining = if atomics {
+            Combining::Atomics {
+                scale_rows: device.function(sources::RODE, &format!("rode_scale_rows_{sfx}"))?,
+            }
+        } else {
+            Combining::Partials {
+                combine: device.function(sources::RODE, &format!("rode_combine_{sfx}"))?,
+                workspace: None,
+            }
+        };
+        let split_rows = parts.combine.as_ref().is_some_and(|c| c.slots > 0);
+        let info = PlanInfo {
+            backend: BackendKind::Cuda,
+            op: OpKind::Spmm,
+            format: Format::Csr,
+            precision,
+            algorithm,
+            bytes: dev.bytes() + parts.bytes(),
+            // Atomics only ever add into rows split in several parts.
+            deterministic: !(atomics && split_rows),
+        };
+        Ok(RodeSpmmPlan {
+            block: PerVector::load(device, |v| format!("rode_spmm_block_{sfx}_v{v}"))?,
+            residual: PerVector::load(device, |v| format!("rode_spmm_residual_{sfx}_v{v}"))?,
+            scale: device.function(sources::SPMM, &format!("scale_matrix_{sfx}"))?,
+            device: device.clone(),
+            a: dev,
+            parts,
+            combining,
+            fork: Fork::new(device)?,
+            info,
+        })
+    }
+}
+
+/// What both SpMM part kernels take last (`RODE_SPMM_OPERANDS` in rode.cu).
+struct SpmmOperands<'r> {
+    n: u32,
+    b: &'r CudaSlice<u8>,
+    b_strides: (u32, u32),
+    c: &'r CudaSlice<u8>,
+    c_strides: (u32, u32),
+    alpha: AccArg,
+    beta: AccArg,
+}
+
+impl<'r> SpmmOperands<'r> {
+    fn push<'a>(&'a self, args: &mut LaunchArgs<'a>) {
+        args.arg(&self.n)
+            .arg(self.b)
+            .arg(&self.b_strides.0)
+            .arg(&self.b_strides.1)
+            .arg(self.c)
+            .arg(&self.c_strides.0)
+            .arg(&self.c_strides.1);
+        self.alpha.push(args);
+        self.beta.push(args);
+    }
+}
+
+/// The block kernel's `partials` argument for atomics.
+const NULL: u64 = 0;
+
+/// A launch error with the kernel's name.
+fn launched(what: &'static str) -> impl Fn(cudarc::driver::DriverError) -> Error {
+    move |e| driver_error(what, e)
+}
+
+impl<T: Scalar> SpmmPlan<T> for RodeSpmmPlan<T> {
+    fn info(&self) -> &PlanInfo {
+        &self.info
+    }
+
+    fn run(
+        &mut self,
+        alpha: T::Acc,
+        b: DenseRef<'_, T>,
+        beta: T::Acc,
+        mut c: DenseMut<'_, T::Out>,
+    ) -> Result<()> {
+        let a = &self.a;
+        let width = b.cols();
+        b.expect_shape("spmm B", (a.cols as usize, width))?;
+        c.expect_shape("spmm C", (a.rows as usize, width))?;
+        let n = to_u32("spmm width (columns of B)", width)?;
+        to_u32("spmm B leading dimension", b.ld())?;
+        let c_layout = c.layout();
+        let c_ld = to_u32("spmm C leading dimension", c.ld())?;
+        let (b_strides, c_strides) = (strides(b.layout(), b.ld()), strides(c_layout, c.ld()));
+        let b_row_major = (b.layout() == Layout::RowMajor).then(|| b.ld());
+        let bb = input(&b, &self.device, "spmm B")?;
+        let cb = output(&mut c, &self.device, "spmm C")?;
+        if a.rows == 0 || n == 0 {
+            return Ok(());
+        }
+        let (alpha, beta) = (Accumulator::to_f64(alpha), Accumulator::to_f64(beta));
+        let (acc_alpha, acc_beta) = (AccArg::of::<T>(alpha), AccArg::of::<T>(beta));
+        if alpha == 0.0 {
+            return scale_dense(
+                &self.device,
+                &self.scale,
+                (a.rows, n),
+                c_layout,
+                c_ld,
+                &mut cb.bytes,
+                acc_beta,
+            );
+        }
+        let parts = &self.parts;
+        let combine = parts
+            .combine
+            .as_ref()
+            .ok_or_else(|| Error::invalid("unreachable: SpMM decompositions list split rows"))?;
+        let shape = Lanes::new(width, &[b_row_major], 4);
+        let col_tiles = n.div_ceil(shape.lanes * shape.values);
+        let main = &self.device.stream;
+        // Listed rows over grid.y, N columns over grid.x, as rode_scale_rows and rode_combine
+        // take them.
+        let rows_config = LaunchConfig {
+            grid_dim: (n.div_ceil(BLOCK), combine.listed.clamp(1, MAX_GRID_Y), 1),
+            block_dim: (BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        match &mut self.combining {
+            Combining::Atomics { scale_rows } if combine.listed > 0 => {
+                let mut args = main.launch_builder(scale_rows);
+                args.arg(&combine.listed)
+                    .arg(&combine.listed_row)
+                    .arg(&n)
+                    .arg(&cb.bytes)
+                    .arg(&c_strides.0)
+                    .arg(&c_strides.1);
+                acc_beta.push(&mut args);
+                // SAFETY: listed_row holds `listed` rows < rows; C spans rows x n at its strides
+                // (checked by the DenseMut); the grid covers n on x.
+                unsafe { args.launch(rows_config) }.map_err(launched("rode_scale_rows"))?;
+            }
+            Combining::Atomics { .. } => {}
+            Combining::Partials { workspace, .. } => {
+                let acc = if T::DTYPE == DType::F64 { 8 } else { 4 };
+                let bytes = (combine.slots as usize)
+                    .checked_mul(width)
+                    .and_then(|v| v.checked_mul(acc))
+                    .ok_or_else(|| Error::invalid("the RoDe workspace size overflows usize"))?
+                    .max(1);
+                let held = workspace.as_ref().map_or(0, |w| w.len());
+                if held < bytes {
+                    let grown = main
+                        .alloc_zeros::<u8>(bytes)
+                        .map_err(|e| driver_error("allocating the RoDe workspace", e))?;
+                    self.info.bytes = self.info.bytes - held + grown.len();
+                    *workspace = Some(grown);
+                }
+            }
+        }
+        let partials = match &self.combining {
+            Combining::Atomics { .. } => None,
+            Combining::Partials { workspace, .. } => workspace.as_ref(),
+        };
+        let operands = SpmmOperands {
+            n,
+            b: &bb.bytes,
+            b_strides,
+            c: &cb.bytes,
+            c_strides,
+            alpha: acc_alpha,
+            beta: acc_beta,
+        };
+        let value_bytes = size_of::<T>() as u32;
+        let block = |stream: &Arc<CudaStream>| -> Result<()> {
+            if parts.segments == 0 {
+                return Ok(());
+            }
+            let mut args = stream.launch_builder(self.block.get(shape.values));
+            args.arg(&shape.lanes)
+                .arg(&parts.segments)
+                .arg(&parts.seg_row)
+                .arg(&parts.seg_start)
+                .arg(&combine.seg_slot)
+                .arg(&parts.seg_len)
+                .arg(&a.row_ptr)
+                .arg(&a.col_idx)
+                .arg(&a.values.bytes);
+            match partials {
+                Some(workspace) => args.arg(workspace),
+                None => args.arg(&NULL),
+            };
+            operands.push(&mut args);
+            // SAFETY: arguments match rode_spmm_block; the lists come from this matrix's
+            // decomposition, so every segment reads entries from its row's aligned start (at
+            // most 3 before the row) to at most the row's end, and columns < cols; B spans
+            // cols x n and C rows x n at their strides (checked by the Dense views); V > 1 only
+            // when V divides B's leading dimension (allocations are 256-byte aligned), so full
+            // vector spans are aligned; the workspace holds slots x n accumulation values; shared
+            // memory is what the kernel carves for BLOCK / W sub-warps of two tiles.
+            unsafe { args.launch(shape.config(parts.segments, col_tiles, 2, 4 + value_bytes)) }
+                .map_err(launched("rode_spmm_block"))
+                .map(drop)
+        };
+        let residual = |stream: &Arc<CudaStream>| -> Result<()> {
+            if parts.residuals == 0 {
+                return Ok(());
+            }
+            let mut args = stream.launch_builder(self.residual.get(shape.values));
+            args.arg(&shape.lanes)
+                .arg(&parts.residuals)
+                .arg(&parts.res_row)
+                .arg(&a.row_ptr)
+                .arg(&a.col_idx)
+                .arg(&a.values.bytes);
+            operands.push(&mut args);
+            // SAFETY: as for the block kernel; a residual is a whole row of fewer than TILE
+            // entries, read with plain loads, and the kernel's shared memory is one tile per
+            // sub-warp.
+            unsafe { args.launch(shape.config(parts.residuals, col_tiles, 1, 4 + value_bytes)) }
+                .map_err(launched("rode_spmm_residual"))
+                .map(drop)
+        };
+        if parts.segments > 0 && parts.residuals > 0 {
+            self.fork.run(main, residual, block)?;
+        } else {
+            block(main)?;
+            residual(main)?;
+        }
+        if let (Combining::Partials { combine: f, .. }, Some(workspace)) =
+            (&self.combining, partials)
+        {
+            if combine.listed > 0 {
+                let mut args = main.launch_builder(f);
+                args.arg(&combine.listed)
+                    .arg(&combine.listed_row)
+                    .arg(&combine.listed_slot)
+                    .arg(&a.row_ptr)
+                    .arg(&parts.seg_len)
+                    .arg(workspace)
+                    .arg(&n)
+                    .arg(&cb.bytes)
+                    .arg(&c_strides.0)
+                    .arg(&c_strides.1);
+                acc_alpha.push(&mut args);
+                acc_beta.push(&mut args);
+                // SAFETY: the listed rows' slots are below `slots`, the workspace holds
+                // slots x n values written by the block kernel before, on this stream (the
+                // second stream was joined back); C as above.
+                unsafe { args.launch(rows_config) }.map_err(launched("rode_combine"))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A planned RoDe SDDMM.
+pub struct RodeSddmmPlan<T> {
+    device: Arc<Device>,
+    s: DeviceCsr<T>,
+    parts: Decomposition,
+    block: PerVector,
+    residual: PerVector,
+    /// `scale_matrix` of spmm.cu, for alpha == 0 (C is a dense nnz x 1 matrix).
+    scale: CudaFunction,
+    scale_by_values: bool,
+    fork: Fork,
+    info: PlanInfo,
+}
+
+impl<T: Scalar> RodeSddmmPlan<T> {
+    /// `algorithm` is [`Algorithm::Rode`] or [`Algorithm::RodeDeterministic`]: the same kernels,
+    /// since no output is shared between parts.
+    pub fn new<I: SpIndex>(
+        device: &Arc<Device>,
+        s: CsrRef<'_, T, I>,
+        precision: Precision,
+        algorithm: Algorithm,
+        scale_by_values: bool,
+    ) -> Result<Self> {
+        let sfx = suffix(T::DTYPE)
+            .ok_or_else(|| Error::invalid(format!("no CUDA SDDMM kernel for {}", T::DTYPE)))?;
+        if !matches!(algorithm, Algorithm::Rode | Algorithm::RodeDeterministic) {
+            return Err(Error::invalid(format!(
+                "{algorithm} is not a RoDe algorithm"
+            )));
+        }
+        let dev = DeviceCsr::upload(device, s)?;
+        let parts = Decomposition::build(device, &dev, SEGMENT, false)?;
+        let info = PlanInfo {
+            backend: BackendKind::Cuda,
+            op: OpKind::Sddmm,
+            format: Format::Csr,
+            precision,
+            algorithm,
+            bytes: dev.bytes() + parts.bytes(),
+            deterministic: true,
+        };
+        Ok(RodeSddmmPlan {
+            block: PerVector::load(device, |v| format!("rode_sddmm_block_{sfx}_v{v}"))?,
+            residual: PerVector::load(device, |v| format!("rode_sddmm_residual_{sfx}_v{v}"))?,
+            scale: device.function(sources::SPMM, &format!("scale_matrix_{sfx}"))?,
+            device: device.clone(),
+            s: dev,
+            parts,
+            scale_by_values,
+            fork: Fork::new(device)?,
+            info,
+        })
+    }
+}
+
+/// What both SDDMM part kernels take after their part lists (`RODE_SDDMM_OPERANDS` in rode.cu).
+struct SddmmOperands<'r> {
+    col_idx: &'r CudaSlice<u32>,
+    values: &'r CudaSlice<u8>,
+    scale_by_values: u32,
+    k: u32,
+    x: &'r CudaSlice<u8>,
+    x_strides: (u32, u32),
+    y: &'r CudaSlice<u8>,
+    y_strides: (u32, u32),
+    c: &'r CudaSlice<u8>,
+    c_inc: u32,
+    alpha: AccArg,
+    beta: AccArg,
+}
+
+impl<'r> SddmmOperands<'r> {
+    fn push<'a>(&'a self, args: &mut LaunchArgs<'a>) {
+        args.arg(self.col_idx)
+            .arg(self.values)
+            .arg(&self.scale_by_values)
+            .arg(&self.k)
+            .arg(self.x)
+            .arg(&self.x_strides.0)
+            .arg(&self.x_strides.1)
+            .arg(self.y)
+            .arg(&self.y_strides.0)
+            .arg(&self.y_strides.1)
+            .arg(self.c)
+            .arg(&self.c_inc);
+        self.alpha.push(args);
+        self.beta.push(args);
+    }
+}
+
+impl<T: Scalar> SddmmPlan<T> for RodeSddmmPlan<T> {
+    fn info(&self) -> &PlanInfo {
+        &self.info
+    }
+
+    fn run(
+        &mut self,
+        alpha: T::Acc,
+        x: DenseRef<'_, T>,
+        y: DenseRef<'_, T>,
+        beta: T::Acc,
+        mut c: DenseMut<'_, T::Out>,
+    ) -> Result<()> {
+        let s = &self.s;
+        let width = x.cols();
+        x.expect_shape("sddmm X", (s.rows as usize, width))?;
+        y.expect_shape("sddmm Y", (s.cols as usize, width))?;
+        c.expect_shape("sddmm C", (s.nnz as usize, 1))?;
+        let k = to_u32("sddmm inner dimension (columns of X)", width)?;
+        to_u32("sddmm X leading dimension", x.ld())?;
+        to_u32("sddmm Y leading dimension", y.ld())?;
+        let c_layout = c.layout();
+        let c_ld = to_u32("sddmm C leading dimension", c.ld())?;
+        let (c_inc, _) = strides(c_layout, c.ld());
+        let row_major = |d: &DenseRef<'_, T>| (d.layout() == Layout::RowMajor).then(|| d.ld());
+        let shape = Lanes::new(width, &[row_major(&x), row_major(&y)], SDDMM_MIN_LANES);
+        let (x_strides, y_strides) = (strides(x.layout(), x.ld()), strides(y.layout(), y.ld()));
+        let xb = input(&x, &self.device, "sddmm X")?;
+        let yb = input(&y, &self.device, "sddmm Y")?;
+        let cb = output(&mut c, &self.device, "sddmm C")?;
+        if s.nnz == 0 {
+            return Ok(());
+        }
+        let (alpha, beta) = (Accumulator::to_f64(alpha), Accumulator::to_f64(beta));
+        let (acc_alpha, acc_beta) = (AccArg::of::<T>(alpha), AccArg::of::<T>(beta));
+        if alpha == 0.0 {
+            return scale_dense(
+                &self.device,
+                &self.scale,
+                (s.nnz, 1),
+                c_layout,
+                c_ld,
+                &mut cb.bytes,
+                acc_beta,
+            );
+        }
+        let operands = SddmmOperands {
+            col_idx: &s.col_idx,
+            values: &s.values.bytes,
+            scale_by_values: u32::from(self.scale_by_values),
+            k,
+            x: &xb.bytes,
+            x_strides,
+            y: &yb.bytes,
+            y_strides,
+            c: &cb.bytes,
+            c_inc,
+            alpha: acc_alpha,
+            beta: acc_beta,
+        };
+        let parts = &self.parts;
+        let block = |stream: &Arc<CudaStream>| -> Result<()> {
+            if parts.segments == 0 {
+                return Ok(());
+            }
+            let mut args = stream.launch_builder(self.block.get(shape.values));
+            args.arg(&shape.lanes)
+                .arg(&parts.segments)
+                .arg(&parts.seg_row)
+                .arg(&parts.seg_start)
+                .arg(&parts.seg_len)
+                .arg(&s.row_ptr);
+            operands.push(&mut args);
+            // SAFETY: arguments match rode_sddmm_block; the segments read column indices from
+            // their rows' aligned starts to at most their ends and write only their rows' entries;
+            // S is canonical with columns < cols = Y's rows; X spans rows x k, Y cols x k and C
+            // nnz elements at their strides (checked by the Dense views); V > 1 only when V
+            // divides both row-major leading dimensions; W >= 8 lanes as the reduction needs.
+            unsafe { args.launch(shape.config(parts.segments, 1, 2, 4)) }
+                .map_err(launched("rode_sddmm_block"))
+                .map(drop)
+        };
+        let residual = |stream: &Arc<CudaStream>| -> Result<()> {
+            if parts.residuals == 0 {
+                return Ok(());
+            }
+            let mut args = stream.launch_builder(self.residual.get(shape.values));
+            args.arg(&shape.lanes)
+                .arg(&parts.residuals)
+                .arg(&parts.res_row)
+                .arg(&s.row_ptr);
+            operands.push(&mut args);
+            // SAFETY: as for the block kernel, over the residuals (whole rows of fewer than
+            // TILE entries, one tile of shared memory per sub-warp).
+            unsafe { args.launch(shape.config(parts.residuals, 1, 1, 4)) }
+                .map_err(launched("rode_sddmm_residual"))
+                .map(drop)
+        };
+        if parts.segments > 0 && parts.residuals > 0 {
+            self.fork.run(&self.device.stream, residual, block)
+        } else {
+            block(&self.device.stream)?;
+            residual(&self.device.stream)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stats(max: usize, mean: f64) -> RowStats {
+        RowStats {
+            min: 0,
+            max,
+            mean,
+            cv: 0.0,
+            empty_rows: 0,
+        }
+    }
+
+    #[test]
+    fn auto_picks_rode_for_long_rows_that_stand_out() {
+        let long = AUTO_LONG_ROW;
+        assert!(!prefers_rode(&stats(long - 1, 2.0)), "no long row");
+        assert!(prefers_rode(&stats(long, 2.0)), "one long row");
+        assert!(prefers_rode(&stats(100_000, 50.0)), "power law");
+        assert!(
+            !prefers_rode(&stats(1000, 990.0)),
+            "long rows of even length"
+        );
+        assert!(
+            !prefers_rode(&stats(long, long as f64 / AUTO_MIN_SKEW + 1.0)),
+            "mild skew"
+        );
+    }
+
+    #[test]
+    fn lanes_take_vectors_from_the_leading_dimensions_alone() {
+        let shape = |len, lds: &[Option<usize>], min| {
+            let l = Lanes::new(len, lds, min);
+            (l.lanes, l.values)
+        };
+        assert_eq!(shape(128, &[Some(128)], 4), (32, 4));
+        assert_eq!(shape(32, &[Some(32)], 4), (8, 4));
+        // N = 33 over a padded ld of 36: 9 vector spans, the last one partial.
+        assert_eq!(shape(33, &[Some(36)], 4), (16, 4));
+        assert_eq!(shape(33, &[Some(33)], 4), (32, 1));
+        assert_eq!(shape(7, &[None], 4), (8, 1));
+        assert_eq!(shape(1, &[Some(1)], 4), (4, 1));
+        assert_eq!(shape(16, &[Some(16), Some(18)], SDDMM_MIN_LANES), (8, 2));
+    }
+
+    #[test]
+    fn shared_memory_stays_under_the_static_limit() {
+        for lanes in [4, 8, 16, 32] {
+            let l = Lanes { lanes, values: 4 };
+            let bytes = l.config(1, 1, 2, 4 + 8).shared_mem_bytes;
+            assert!(bytes <= 48 * 1024, "{lanes} lanes: {bytes} bytes");
+        }
+    }
+}

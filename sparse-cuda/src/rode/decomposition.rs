@@ -1,0 +1,511 @@
+//! The RoDe row decomposition (`rode.cu` describes it), built on the device from the CSR row
+//! pointers: `rode_preprocess_count` reduces per-row counts to one total per block of rows,
+//! `rode_preprocess_scan` turns the block totals into offsets (one block, looping over them), the
+//! host reads the grand total back to size the lists, and `rode_preprocess_fill` recomputes the
+//! counts, scans them within its block and writes the lists. That is two reads of the row
+//! pointers, a few kernels and one small copy back, whatever the matrix.
+//!
+//! `twin` (tests only) computes the same lists on the host: it is the specification the
+//! device lists are held to.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use sparse_core::{Error, Result, Scalar};
+
+use crate::compile::sources;
+use crate::device::{driver_error, Device};
+use crate::matrix::DeviceCsr;
+
+/// Entries of a sparse tile (`RODE_TILE` in rode.cu); segments are whole tiles.
+pub(crate) const TILE: u32 = 32;
+/// Threads per block and consecutive rows per thread of the count and fill kernels
+/// (`RODE_PRE_THREADS`, `RODE_PRE_ROWS`), and threads of the scan kernel (`RODE_SCAN_THREADS`).
+const PRE_THREADS: u32 = 256;
+const PRE_ROWS: u32 = 4;
+const SCAN_THREADS: u32 = 1024;
+/// The u32 fields of `RodeCounts`: segments, residuals, listed rows, slots.
+const COUNTS: usize = 4;
+
+/// The lists the SpMM combining needs on top of the parts (`rode.cu`: workspace slots of split
+/// rows, and the rows with other than one part).
+pub(crate) struct Combine {
+    /// Rows with other than one part (empty or split).
+    pub listed: u32,
+    /// Workspace slots: one per segment of a split row.
+    pub slots: u32,
+    /// Slot of each segment, `RODE_NONE` for the only part of its row.
+    pub seg_slot: CudaSlice<u32>,
+    pub listed_row: CudaSlice<u32>,
+    /// First slot of each listed row (its segments' slots follow in order).
+    pub listed_slot: CudaSlice<u32>,
+}
+
+/// A matrix's block segments and residuals, on the device.
+pub(crate) struct Decomposition {
+    /// Entries per block segment (a multiple of [`TILE`]).
+    pub seg_len: u32,
+    pub segments: u32,
+    pub residuals: u32,
+    pub seg_row: CudaSlice<u32>,
+    /// First entry of each segment (aligned: it may precede its row's first entry).
+    pub seg_start: CudaSlice<u32>,
+    /// Rows shorter than a tile, each the only part of its row.
+    pub res_row: CudaSlice<u32>,
+    /// Present for SpMM, whose split rows are combined.
+    pub combine: Option<Combine>,
+}
+
+/// `len` zeroed u32 on the device; one when `len` is 0, so the pointer stays valid.
+fn list(device: &Device, len: u32) -> Result<CudaSlice<u32>> {
+    device
+        .stream
+        .alloc_zeros::<u32>((len as usize).max(1))
+        .map_err(|e| driver_error("allocating the RoDe lists", e))
+}
+
+impl Decomposition {
+    /// Decomposes `a` into segments of `seg_len` entries and residuals; with `with_combine`, also
+    /// lists what combining split rows needs.
+    pub fn build<T: Scalar>(
+        device: &Arc<Device>,
+        a: &DeviceCsr<T>,
+        seg_len: u32,
+        with_combine: bool,
+    ) -> Result<Self> {
+        if seg_len == 0 || seg_len % TILE != 0 {
+            return Err(Error::invalid(format!(
+                "RoDe segment length {seg_len} is not a positive multiple of {TILE}"
+            )));
+        }
+        let blocks = a.rows.div_ceil(PRE_THREADS * PRE_ROWS);
+        // One RodeCounts per block, and the grand total after them.
+        let mut counts = list(device, (blocks + 1) * COUNTS as u32)?;
+        let totals = if blocks == 0 {
+            [0; COUNTS]
+        } else {
+            Self::count(device, a, seg_len, blocks, &mut counts)?
+        };
+        let [segments, residuals, listed, slots] = totals;
+        let mut parts = Decomposition {
+            seg_len,
+            segments,
+            residuals,
+            seg_row: list(device, segments)?,
+            seg_start: list(device, segments)?,
+            res_row: list(device, residuals)?,
+            combine: None,
+        };
+        if with_combine {
+            parts.combine = Some(Combine {
+                listed,
+                slots,
+                seg_slot: list(device, segments)?,
+                listed_row: list(device, listed)?,
+                listed_slot: list(device, listed)?,
+            });
+        }
+        if blocks > 0 {
+            parts.fill(device, a, blocks, &counts)?;
+        }
+        Ok(parts)
+    }
+
+    /// Runs the count and scan kernels and returns the matrix's totals.
+    fn count<T: Scalar>(
+        device: &Device,
+        a: &DeviceCsr<T>,
+        seg_len: u32,
+        blocks: u32,
+        counts: &mut CudaSlice<u32>,
+    ) -> Result<[u32; COUNTS]> {
+        let stream = &device.stream;
+        let count = device.function(sources::RODE, "rode_preprocess_count")?;
+        let mut args = stream.launch_builder(&count);
+        args.arg(&a.rows)
+            .arg(&a.row_ptr)
+            .arg(&seg_len)
+            .arg(&mut *counts);
+        // SAFETY: row_ptr holds rows + 1 entries; `counts` holds blocks + 1 RodeCounts and the
+        // grid has one block per PRE_THREADS * PRE_ROWS rows, writing its own total.
+        unsafe {
+            args.launch(LaunchConfig {
+                grid_dim: (blocks, 1, 1),
+                block_dim: (PRE_THREADS, 1, 1),
+                shared_mem_bytes: 0,
+            })
+        }
+        .map_err(|e| driver_error("rode_preprocess_count", e))?;
+        let scan = device.function(sources::RODE, "rode_preprocess_scan")?;
+        let mut args = stream.launch_builder(&scan);
+        args.arg(&blocks).arg(&mut *counts);
+        // SAFETY: `counts` holds blocks + 1 RodeCounts; one block scans the first `blocks` in
+        // place and writes the total after them.
+        unsafe {
+            args.launch(LaunchConfig {
+                grid_dim: (1, 1, 1),
+                block_dim: (SCAN_THREADS, 1, 1),
+                shared_mem_bytes: 0,
+            })
+        }
+        .map_err(|e| driver_error("rode_preprocess_scan", e))?;
+        let mut totals = [0u32; COUNTS];
+        let at = blocks as usize * COUNTS;
+        stream
+            .memcpy_dtoh(&counts.slice(at..at + COUNTS), &mut totals)
+            .map_err(|e| driver_error("copying the RoDe counts from the device", e))?;
+        device.synchronize()?;
+        Ok(totals)
+    }
+
+    /// Runs the fill kernel over the scanned block offsets.
+    fn fill<T: Scalar>(
+        &mut self,
+        device: &Device,
+        a: &DeviceCsr<T>,
+        blocks: u32,
+        offsets: &CudaSlice<u32>,
+    ) -> Result<()> {
+        let fill = device.function(sources::RODE, "rode_preprocess_fill")?;
+        let with_combine = u32::from(self.combine.is_some());
+        // The kernel leaves the combining lists alone without `with_combine`.
+        let null = 0u64;
+        let mut args = device.stream.launch_builder(&fill);
+        args.arg(&a.rows)
+            .arg(&a.row_ptr)
+            .arg(&self.seg_len)
+            .arg(offsets)
+            .arg(&with_combine)
+            .arg(&mut self.seg_row)
+            .arg(&mut self.seg_start);
+        match &mut self.combine {
+            Some(c) => args
+                .arg(&mut c.seg_slot)
+                .arg(&mut self.res_row)
+                .arg(&mut c.listed_row)
+                .arg(&mut c.listed_slot),
+            None => args.arg(&null).arg(&mut self.res_row).arg(&null).arg(&null),
+        };
+        // SAFETY: the grid and counts are those of `count`, whose totals sized every list, so
+        // each row writes inside them; the combining lists are written only when present.
+        unsafe {
+            args.launch(LaunchConfig {
+                grid_dim: (blocks, 1, 1),
+                block_dim: (PRE_THREADS, 1, 1),
+                shared_mem_bytes: 0,
+            })
+        }
+        .map_err(|e| driver_error("rode_preprocess_fill", e))?;
+        Ok(())
+    }
+
+    /// Bytes of the lists on the device.
+    pub fn bytes(&self) -> usize {
+        let entries = |n: u32| (n as usize).max(1);
+        let mut words = 2 * entries(self.segments) + entries(self.residuals);
+        if let Some(c) = &self.combine {
+            words += entries(self.segments) + 2 * entries(c.listed);
+        }
+        words * size_of::<u32>()
+    }
+}
+
+/// The decomposition computed on the host, as the device must compute it.
+#[cfg(test)]
+pub(crate) mod twin {
+    use super::TILE;
+
+    /// Tile starts are multiples of this many entries (`RODE_ALIGN` in rode.cu).
+    pub const ALIGN: u32 = 4;
+    /// Marks the only part of its row (`RODE_NONE`).
+    pub const NONE: u32 = u32::MAX;
+
+    /// One row's parts, as `row_parts` in rode.cu.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct RowParts {
+        pub aligned: u32,
+        pub segments: u32,
+        pub residual: bool,
+    }
+
+    impl RowParts {
+        pub fn new(begin: u32, end: u32, seg_len: u32) -> Self {
+            let aligned = begin & !(ALIGN - 1);
+            let padded = end - aligned;
+            RowParts {
+                aligned,
+                segments: if padded >= TILE {
+                    (padded - TILE) / seg_len + 1
+                } else {
+                    0
+                },
+                residual: padded < TILE && end > begin,
+            }
+        }
+
+        pub fn parts(&self) -> u32 {
+            self.segments + u32::from(self.residual)
+        }
+    }
+
+    /// The device lists' contents; the combining ones are empty without `with_combine`.
+    #[derive(Clone, Debug, Default, PartialEq, Eq)]
+    pub struct Lists {
+        pub seg_row: Vec<u32>,
+        pub seg_start: Vec<u32>,
+        pub res_row: Vec<u32>,
+        pub seg_slot: Vec<u32>,
+        pub listed_row: Vec<u32>,
+        pub listed_slot: Vec<u32>,
+        pub slots: u32,
+    }
+
+    pub fn decompose(row_ptr: &[u32], seg_len: u32, with_combine: bool) -> Lists {
+        let mut l = Lists::default();
+        for (row, w) in row_ptr.windows(2).enumerate() {
+            let row = row as u32;
+            let p = RowParts::new(w[0], w[1], seg_len);
+            let split = p.segments > 1;
+            for j in 0..p.segments {
+                l.seg_row.push(row);
+                l.seg_start.push(p.aligned + j * seg_len);
+                if with_combine {
+                    l.seg_slot.push(if split { l.slots + j } else { NONE });
+                }
+            }
+            if p.residual {
+                l.res_row.push(row);
+            }
+            if with_combine {
+                if p.parts() != 1 {
+                    l.listed_row.push(row);
+                    l.listed_slot.push(l.slots);
+                }
+                if split {
+                    l.slots += p.segments;
+                }
+            }
+        }
+        l
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::twin::{decompose, RowParts, ALIGN, NONE};
+    use super::*;
+    use sparse_core::CsrRef;
+
+    /// Row pointers for rows of the given lengths, the first starting at `offset`.
+    fn row_ptr(offset: u32, lengths: &[u32]) -> Vec<u32> {
+        let mut p = vec![offset];
+        for &len in lengths {
+            p.push(p.last().unwrap() + len);
+        }
+        p
+    }
+
+    /// Lengths around every boundary the decomposition has: empty, under a tile, a tile give or
+    /// take the alignment, and a whole number of segments give or take up to a tile and the
+    /// alignment (a row is split from one segment and a tile on).
+    fn boundary_lengths(seg_len: u32) -> Vec<u32> {
+        let mut v = vec![0, 1, 2, 3, 5, 28, 29, 31, 32, 33, 35, 36, 63, 64, 65];
+        for base in [seg_len, 2 * seg_len, 3 * seg_len, 7 * seg_len] {
+            for delta in [-4i64, -1, 0, 1, 3, 28, 29, 31, 32, 33, 35] {
+                v.push((i64::from(base) + delta) as u32);
+            }
+        }
+        v
+    }
+
+    /// Checks every property the kernels rely on, row by row.
+    fn check_lists(row_ptr: &[u32], seg_len: u32) {
+        let l = decompose(row_ptr, seg_len, true);
+        let rows = row_ptr.len() - 1;
+        let mut covered: Vec<u32> = vec![0; *row_ptr.last().unwrap() as usize];
+        let mut slot_used = vec![false; l.slots as usize];
+        let (mut s, mut r, mut listed) = (0, 0, 0);
+        for row in 0..rows {
+            let (begin, end) = (row_ptr[row], row_ptr[row + 1]);
+            let p = RowParts::new(begin, end, seg_len);
+            assert!(p.aligned <= begin && begin - p.aligned < ALIGN);
+            let mut slots = Vec::new();
+            for j in 0..p.segments {
+                assert_eq!(l.seg_row[s], row as u32);
+                let start = l.seg_start[s];
+                assert_eq!(start % ALIGN, 0, "aligned segment start");
+                assert_eq!(start, p.aligned + j * seg_len, "segments in order");
+                // The length as segment_at in rode.cu finds it.
+                let left = end - start;
+                let len = if left < seg_len + TILE { left } else { seg_len };
+                if j + 1 < p.segments {
+                    assert_eq!(len, seg_len, "row {row}: a full segment before the last");
+                } else {
+                    assert!(
+                        (TILE..seg_len + TILE).contains(&len),
+                        "row {row}: last segment"
+                    );
+                    assert_eq!(start + len, end, "row {row}: the last segment ends the row");
+                }
+                for e in start.max(begin)..start + len {
+                    covered[e as usize] += 1;
+                }
+                slots.push(l.seg_slot[s]);
+                s += 1;
+            }
+            if p.residual {
+                assert_eq!(l.res_row[r], row as u32);
+                assert!(
+                    end - begin < TILE && p.segments == 0,
+                    "row {row}: a residual row"
+                );
+                for e in begin..end {
+                    covered[e as usize] += 1;
+                }
+                r += 1;
+            }
+            for e in begin..end {
+                assert_eq!(
+                    covered[e as usize], 1,
+                    "row {row}: entry {e} in exactly one part"
+                );
+            }
+            match p.parts() {
+                1 => assert!(slots.iter().all(|&q| q == NONE), "row {row}: the only part"),
+                parts => {
+                    assert_eq!(l.listed_row[listed], row as u32);
+                    let first = l.listed_slot[listed];
+                    listed += 1;
+                    let expected: Vec<u32> = (0..parts).map(|q| first + q).collect();
+                    assert_eq!(
+                        slots, expected,
+                        "row {row}: consecutive slots, one per segment"
+                    );
+                    for q in expected {
+                        assert!(!std::mem::replace(&mut slot_used[q as usize], true));
+                    }
+                }
+            }
+        }
+        assert_eq!(
+            (s, r, listed),
+            (l.seg_row.len(), l.res_row.len(), l.listed_row.len())
+        );
+        assert!(
+            slot_used.iter().all(|&u| u),
+            "every slot belongs to a segment"
+        );
+    }
+
+    #[test]
+    fn every_entry_lies_in_exactly_one_part_for_every_alignment() {
+        for seg_len in [TILE, 4 * TILE, 512] {
+            let lengths = boundary_lengths(seg_len);
+            for offset in 0..ALIGN {
+                check_lists(&row_ptr(offset, &lengths), seg_len);
+                let reversed: Vec<u32> = lengths.iter().rev().copied().collect();
+                check_lists(&row_ptr(offset, &reversed), seg_len);
+            }
+        }
+    }
+
+    #[test]
+    fn a_small_matrix_decomposes_as_worked_out_by_hand() {
+        // Rows: 3 entries at 0 (a residual); empty; 1064 entries at 3 (aligned to 0: 1067 entries
+        // from there, split in segments at 0 and 512 and a last one of 43 entries at 1024); 40
+        // entries at 1067 (aligned to 1064: one segment of 43, the first 3 masked); 29 entries at
+        // 1107 (aligned to 1104: exactly one tile, the first 3 masked).
+        let p = row_ptr(0, &[3, 0, 1064, 40, 29]);
+        let l = decompose(&p, 512, true);
+        assert_eq!(l.seg_row, [2, 2, 2, 3, 4]);
+        assert_eq!(l.seg_start, [0, 512, 1024, 1064, 1104]);
+        assert_eq!(l.res_row, [0]);
+        assert_eq!(l.seg_slot, [0, 1, 2, NONE, NONE]);
+        assert_eq!(l.listed_row, [1, 2]);
+        assert_eq!(l.listed_slot, [0, 0]);
+        assert_eq!(l.slots, 3);
+        let plain = decompose(&p, 512, false);
+        assert_eq!((plain.seg_row, plain.res_row), (l.seg_row, l.res_row));
+        assert!(plain.seg_slot.is_empty() && plain.listed_row.is_empty() && plain.slots == 0);
+    }
+
+    fn device() -> Option<Arc<Device>> {
+        match Device::new(0) {
+            Ok(d) => Some(d),
+            Err(e) => {
+                assert!(
+                    std::env::var("SPARSE_REQUIRE_GPU").as_deref() != Ok("1"),
+                    "SPARSE_REQUIRE_GPU=1 but {e}"
+                );
+                eprintln!("skipped: {e}");
+                None
+            }
+        }
+    }
+
+    fn download(device: &Device, v: &CudaSlice<u32>, len: u32) -> Vec<u32> {
+        let mut host = vec![0u32; len as usize];
+        if len > 0 {
+            device
+                .stream
+                .memcpy_dtoh(&v.slice(..len as usize), &mut host)
+                .expect("copy back");
+            device.synchronize().expect("synchronize");
+        }
+        host
+    }
+
+    /// The device lists, as the twin's type.
+    fn device_lists(device: &Arc<Device>, lengths: &[u32], with_combine: bool) -> twin::Lists {
+        let p = row_ptr(0, lengths);
+        let nnz = *p.last().unwrap() as usize;
+        let cols = lengths.iter().copied().max().unwrap_or(0).max(1) as usize;
+        let col_idx: Vec<u32> = lengths.iter().flat_map(|&len| 0..len).collect();
+        let values = vec![1.0f32; nnz];
+        let a = CsrRef::try_new(lengths.len(), cols, &p, &col_idx, &values).expect("valid CSR");
+        let dev = DeviceCsr::upload(device, a).expect("upload");
+        let d = Decomposition::build(device, &dev, 512, with_combine).expect("decompose");
+        let mut l = twin::Lists {
+            seg_row: download(device, &d.seg_row, d.segments),
+            seg_start: download(device, &d.seg_start, d.segments),
+            res_row: download(device, &d.res_row, d.residuals),
+            ..Default::default()
+        };
+        if let Some(c) = &d.combine {
+            l.seg_slot = download(device, &c.seg_slot, d.segments);
+            l.listed_row = download(device, &c.listed_row, c.listed);
+            l.listed_slot = download(device, &c.listed_slot, c.listed);
+            l.slots = c.slots;
+        }
+        l
+    }
+
+    #[test]
+    fn the_device_decomposition_matches_the_twin() {
+        let Some(device) = device() else { return };
+        // Enough rows for more than SCAN_THREADS count blocks (so the scan loops), with every
+        // boundary length and every alignment mixed in.
+        let boundary = boundary_lengths(512);
+        let rows = (SCAN_THREADS * PRE_THREADS * PRE_ROWS + 12_345) as usize;
+        let lengths: Vec<u32> = (0..rows)
+            .map(|i| {
+                if i % 97 == 0 {
+                    boundary[i / 97 % boundary.len()]
+                } else {
+                    (i * 7 % 5) as u32
+                }
+            })
+            .collect();
+        for with_combine in [true, false] {
+            for lengths in [&lengths[..], &[][..], &[0, 0, 3][..], &[5000, 1, 1500][..]] {
+                let expected = decompose(&row_ptr(0, lengths), 512, with_combine);
+                let got = device_lists(&device, lengths, with_combine);
+                assert!(
+                    got == expected,
+                    "{} rows, combine {with_combine}: device lists differ from the twin",
+                    lengths.len()
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,581 @@
+//! The cuda backend's RoDe SpMM and SDDMM (`rode` and `rode-deterministic`) against the oracle
+//! (`sparse_cpu::bound`, built on the reference) on a matrix with empty rows, rows at every tile
+//! and segment boundary and long rows of more than three segments: N (or K) = 1, 7, 32, 33, 128,
+//! dense operands in both layouts, tight or padded (so vector loads meet partial spans at the end
+//! of a row), `beta == 0` over NaN, `beta != 0`, `alpha == 0`; f64, f32 and f16. Then `auto` on a
+//! matrix large enough to pick RoDe, run-to-run determinism, and operands without entries.
+//!
+//! Needs a GPU; without one each test prints `skipped: <reason>` and passes, unless
+//! `SPARSE_REQUIRE_GPU=1`. Every failure is collected, so one run lists everything that disagrees.
+
+use sparse_core::{
+    Accumulator, Algorithm, BackendKind, Dense, DenseRef, Error, Executor, Layout, Memory,
+    Precision, Scalar, SddmmDesc, SpmmDesc,
+};
+use sparse_cpu::bound::{self, Expectation};
+use sparse_cuda::CudaBackend;
+use sparse_formats::Csr;
+
+const RODE: [Algorithm; 2] = [Algorithm::Rode, Algorithm::RodeDeterministic];
+const WIDTHS: [usize; 5] = [1, 7, 32, 33, 128];
+/// Segment length of the plans (rode.rs), for building rows around it.
+const SEGMENT: usize = 512;
+
+fn backend() -> Option<CudaBackend> {
+    match CudaBackend::new(0) {
+        Ok(b) => Some(b),
+        Err(e) => {
+            assert!(
+                matches!(
+                    e,
+                    Error::DeviceUnavailable {
+                        backend: BackendKind::Cuda,
+                        ..
+                    }
+                ),
+                "a missing GPU must be DeviceUnavailable for cuda: {e}"
+            );
+            if std::env::var("SPARSE_REQUIRE_GPU").as_deref() == Ok("1") {
+                panic!("SPARSE_REQUIRE_GPU=1 but {e}");
+            }
+            eprintln!("skipped: {e}");
+            None
+        }
+    }
+}
+
+/// Values in [-1.2, 1.4) that f16 (and f32) store inexactly, so rounding shows.
+fn value(i: usize, j: usize) -> f64 {
+    ((i * 7 + j * 3) % 19) as f64 / 7.3 - 1.2
+}
+
+/// `len` distinct columns of `cols` for row `i` (a stride coprime with `cols` from a row-dependent
+/// start), sorted.
+fn columns(i: usize, len: usize, cols: usize) -> Vec<usize> {
+    let mut c: Vec<usize> = (0..len).map(|j| (i * 37 + j * 11) % cols).collect();
+    c.sort_unstable();
+    c
+}
+
+fn csr<T: Scalar>(rows: usize, cols: usize, lengths: impl Fn(usize) -> usize) -> Csr<T> {
+    let mut triplets = Vec::new();
+    for i in 0..rows {
+        for j in columns(i, lengths(i), cols) {
+            triplets.push((i, j, T::from_f64(value(i, j) + 0.3)));
+        }
+    }
+    Csr::from_triplets(rows, cols, &triplets).expect("valid matrix")
+}
+
+/// 300 x 2100 (2100 is coprime with the column stride 11): rows 0 and 3 empty; rows 1..=13 at
+/// the tile and segment boundaries (whether a row starts on a 4-entry boundary, which moves them,
+/// varies with what precedes it; a row is split from SEGMENT + 32 entries on, counted from that
+/// boundary); row 14 with 2000 entries (three segments and a last one of about 460); the rest 0
+/// to 40 entries.
+fn matrix<T: Scalar>() -> Csr<T> {
+    const SPECIAL: [usize; 14] = [
+        0,
+        3,
+        29,
+        0,
+        31,
+        32,
+        33,
+        35,
+        SEGMENT - 1,
+        SEGMENT,
+        SEGMENT + 29,
+        SEGMENT + 33,
+        2 * SEGMENT + 3,
+        1500,
+    ];
+    csr(300, 2100, |i| match i {
+        0..=13 => SPECIAL[i],
+        14 => 2000,
+        _ => (i * 13) % 41,
+    })
+}
+
+/// A host dense operand with `pad` extra elements per leading dimension, holding NaN.
+struct Host<T> {
+    data: Vec<T>,
+    rows: usize,
+    cols: usize,
+    ld: usize,
+    layout: Layout,
+}
+
+impl<T: Scalar> Host<T> {
+    fn new(
+        (rows, cols): (usize, usize),
+        layout: Layout,
+        pad: usize,
+        f: impl Fn(usize, usize) -> f64,
+    ) -> Self {
+        let (outer, inner) = match layout {
+            Layout::RowMajor => (rows, cols),
+            Layout::ColMajor => (cols, rows),
+        };
+        let ld = inner.max(1) + pad;
+        let mut h = Host {
+            data: vec![T::from_f64(f64::NAN); outer * ld],
+            rows,
+            cols,
+            ld,
+            layout,
+        };
+        for i in 0..rows {
+            for j in 0..cols {
+                let at = h.offset(i, j);
+                h.data[at] = T::from_f64(f(i, j));
+            }
+        }
+        h
+    }
+
+    fn offset(&self, i: usize, j: usize) -> usize {
+        match self.layout {
+            Layout::RowMajor => i * self.ld + j,
+            Layout::ColMajor => i + j * self.ld,
+        }
+    }
+
+    fn view(&self) -> DenseRef<'_, T> {
+        DenseRef::try_new(
+            Memory::Host(&self.data),
+            self.rows,
+            self.cols,
+            self.ld,
+            self.layout,
+        )
+        .expect("consistent geometry")
+    }
+
+    /// The entries in row-major order, and whether every padding element is still NaN.
+    fn read(&self, got: &Dense<T>) -> (Vec<f64>, bool) {
+        let data = got.as_ref().host("read").expect("downloaded").to_vec();
+        let mut inside = vec![false; data.len()];
+        let mut entries = Vec::with_capacity(self.rows * self.cols);
+        for i in 0..self.rows {
+            for j in 0..self.cols {
+                let at = self.offset(i, j);
+                inside[at] = true;
+                entries.push(data[at].to_f64());
+            }
+        }
+        let padding_kept = data
+            .iter()
+            .zip(&inside)
+            .all(|(v, &entry)| entry || v.to_f64().is_nan());
+        (entries, padding_kept)
+    }
+}
+
+/// Paddings of a leading dimension for width `n`: none, 3 (an odd one), and up to the next
+/// multiple of 4 plus 4 (vector loads with a partial span at the end of each row, for n not a
+/// multiple of 4).
+fn paddings(n: usize) -> [usize; 3] {
+    [0, 3, (4 - n % 4) % 4 + 4]
+}
+
+/// (alpha, beta, whether the prior output is NaN): `beta == 0` must not read the output.
+const SCALARS: &[(f64, f64, bool)] = &[
+    (1.5, 0.0, true),
+    (0.5, -2.0, false),
+    (0.0, 0.5, false),
+    (-1.0, 1.0, false),
+];
+
+/// Collects disagreements instead of stopping at the first.
+#[derive(Default)]
+struct Failures(Vec<String>);
+
+impl Failures {
+    fn check(&mut self, what: &str, expected: &Expectation, got: &[f64], padding_kept: bool) {
+        match expected.check(got) {
+            Ok(v) if v.passed() && padding_kept => {}
+            Ok(v) => self.0.push(format!(
+                "{what}: {} of {} entries off (first {:?}, max ratio {:.3}){}",
+                v.failures,
+                v.entries,
+                v.first_failure,
+                v.max_ratio,
+                if padding_kept {
+                    ""
+                } else {
+                    ", padding written"
+                }
+            )),
+            Err(e) => self.0.push(format!("{what}: {e}")),
+        }
+    }
+
+    fn error(&mut self, what: &str, e: Error) {
+        self.0.push(format!("{what}: {e}"));
+    }
+
+    fn assert_none(self) {
+        assert!(
+            self.0.is_empty(),
+            "{} failures:\n{}",
+            self.0.len(),
+            self.0.join("\n")
+        );
+    }
+}
+
+fn acc<T: Scalar>(v: f64) -> T::Acc {
+    <T::Acc as Accumulator>::from_f64(v)
+}
+
+fn layouts() -> impl Iterator<Item = (Layout, Layout)> {
+    let both = [Layout::RowMajor, Layout::ColMajor];
+    both.into_iter()
+        .flat_map(move |a| both.into_iter().map(move |b| (a, b)))
+}
+
+/// Runs SpMM with every width, layout, padding and scalar pair through the plan for `algorithm`
+/// and compares with the oracle.
+fn spmm_cases<T: Scalar<Out = T>>(
+    b: &CudaBackend,
+    a: &Csr<T>,
+    precision: Precision,
+    algorithm: Algorithm,
+    widths: &[usize],
+    failures: &mut Failures,
+) {
+    let mut plan = match b.plan_spmm(a.as_ref(), &SpmmDesc::new(precision).algorithm(algorithm)) {
+        Ok(plan) => plan,
+        Err(e) => return failures.error(&format!("spmm {precision} {algorithm} plan"), e),
+    };
+    let info = plan.info().clone();
+    if algorithm != Algorithm::Auto && info.algorithm != algorithm {
+        failures.0.push(format!(
+            "spmm {precision}: asked for {algorithm}, the plan reports {}",
+            info.algorithm
+        ));
+    }
+    for &n in widths {
+        for (b_layout, c_layout) in layouts() {
+            for pad in paddings(n) {
+                for &(alpha, beta, nan) in SCALARS {
+                    let what = format!(
+                        "spmm {} {precision} n {n} B {b_layout} C {c_layout} pad {pad} \
+                         alpha {alpha} beta {beta}",
+                        info.algorithm
+                    );
+                    let bh = Host::<T>::new((a.cols(), n), b_layout, pad, value);
+                    let c0 = Host::<T>::new((a.rows(), n), c_layout, pad, |i, j| {
+                        if nan {
+                            f64::NAN
+                        } else {
+                            value(j, i)
+                        }
+                    });
+                    let result = (|| {
+                        let bd = b.upload(bh.view())?;
+                        let mut cd = b.upload(c0.view())?;
+                        plan.run(acc::<T>(alpha), bd.as_ref(), acc::<T>(beta), cd.as_mut())?;
+                        b.download(&cd)
+                    })();
+                    let expected = bound::spmm(
+                        a.as_ref(),
+                        precision,
+                        alpha,
+                        bh.view(),
+                        beta,
+                        Some(c0.view()),
+                    )
+                    .expect("oracle");
+                    match result {
+                        Ok(got) => {
+                            let (got, kept) = c0.read(&got);
+                            failures.check(&what, &expected, &got, kept);
+                        }
+                        Err(e) => failures.error(&what, e),
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn sddmm_cases<T: Scalar<Out = T>>(
+    b: &CudaBackend,
+    s: &Csr<T>,
+    precision: Precision,
+    algorithm: Algorithm,
+    failures: &mut Failures,
+) {
+    for scale_by_values in [false, true] {
+        let desc = SddmmDesc::new(precision)
+            .algorithm(algorithm)
+            .scale_by_values(scale_by_values);
+        let mut plan = match b.plan_sddmm(s.as_ref(), &desc) {
+            Ok(plan) => plan,
+            Err(e) => return failures.error(&format!("sddmm {precision} {algorithm} plan"), e),
+        };
+        if !plan.info().deterministic || plan.info().algorithm != algorithm {
+            failures.0.push(format!(
+                "sddmm {precision} {algorithm}: plan reports {:?}",
+                plan.info()
+            ));
+        }
+        for k in WIDTHS {
+            for (x_layout, y_layout) in layouts() {
+                for pad in paddings(k) {
+                    let c_layout = if pad % 2 == 0 {
+                        Layout::ColMajor
+                    } else {
+                        Layout::RowMajor
+                    };
+                    for &(alpha, beta, nan) in SCALARS {
+                        let what = format!(
+                            "sddmm {algorithm} {precision} k {k} X {x_layout} Y {y_layout} \
+                             C {c_layout} pad {pad} scale {scale_by_values} alpha {alpha} \
+                             beta {beta}"
+                        );
+                        let xh = Host::<T>::new((s.rows(), k), x_layout, pad, value);
+                        let yh = Host::<T>::new((s.cols(), k), y_layout, pad, |i, j| value(j, i));
+                        let c0 = Host::<T>::new((s.nnz(), 1), c_layout, pad, |e, _| {
+                            if nan {
+                                f64::NAN
+                            } else {
+                                value(e, 1)
+                            }
+                        });
+                        let result = (|| {
+                            let xd = b.upload(xh.view())?;
+                            let yd = b.upload(yh.view())?;
+                            let mut cd = b.upload(c0.view())?;
+                            plan.run(
+                                acc::<T>(alpha),
+                                xd.as_ref(),
+                                yd.as_ref(),
+                                acc::<T>(beta),
+                                cd.as_mut(),
+                            )?;
+                            b.download(&cd)
+                        })();
+                        let expected = bound::sddmm(
+                            s.as_ref(),
+                            precision,
+                            alpha,
+                            xh.view(),
+                            yh.view(),
+                            beta,
+                            Some(c0.view()),
+                            scale_by_values,
+                        )
+                        .expect("oracle");
+                        match result {
+                            Ok(got) => {
+                                let (got, kept) = c0.read(&got);
+                                failures.check(&what, &expected, &got, kept);
+                            }
+                            Err(e) => failures.error(&what, e),
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn every_case<T: Scalar<Out = T>>(b: &CudaBackend, precision: Precision, failures: &mut Failures) {
+    let a = matrix::<T>();
+    for algorithm in RODE {
+        spmm_cases(b, &a, precision, algorithm, &WIDTHS, failures);
+        sddmm_cases(b, &a, precision, algorithm, failures);
+    }
+}
+
+#[test]
+fn rode_spmm_and_sddmm_match_the_oracle() {
+    let Some(b) = backend() else { return };
+    eprintln!("{}", b.description());
+    let mut failures = Failures::default();
+    every_case::<f64>(&b, Precision::F64, &mut failures);
+    every_case::<f32>(&b, Precision::F32, &mut failures);
+    every_case::<half::f16>(&b, Precision::F16, &mut failures);
+    failures.assert_none();
+}
+
+#[test]
+fn auto_picks_rode_for_skewed_rows_and_vector_for_even_ones() {
+    let Some(b) = backend() else { return };
+    let mut failures = Failures::default();
+    // 20000 rows of 0 to 28 entries and one of 6000; rows of 0 to 40 entries; rows of 600.
+    let skewed = csr::<f32>(20_000, 8_000, |i| if i == 77 { 6000 } else { i % 29 });
+    let short = csr::<f32>(300, 2100, |i| i % 41);
+    let even = csr::<f32>(1000, 2100, |_| 600);
+    for (a, expected) in [
+        (&skewed, Algorithm::RodeDeterministic),
+        (&short, Algorithm::Vector),
+        (&even, Algorithm::Vector),
+    ] {
+        match b.plan_spmm(a.as_ref(), &SpmmDesc::new(Precision::F32)) {
+            Ok(plan) if plan.info().algorithm == expected => {}
+            Ok(plan) => failures.0.push(format!(
+                "spmm auto on {} entries chose {}, expected {expected}",
+                a.nnz(),
+                plan.info().algorithm
+            )),
+            Err(e) => failures.error("spmm auto", e),
+        }
+        match b.plan_sddmm(a.as_ref(), &SddmmDesc::new(Precision::F32)) {
+            Ok(plan) if plan.info().algorithm == expected => {}
+            Ok(plan) => failures.0.push(format!(
+                "sddmm auto on {} entries chose {}, expected {expected}",
+                a.nnz(),
+                plan.info().algorithm
+            )),
+            Err(e) => failures.error("sddmm auto", e),
+        }
+    }
+    spmm_cases(
+        &b,
+        &skewed,
+        Precision::F32,
+        Algorithm::Auto,
+        &[32],
+        &mut failures,
+    );
+    spmm_cases(
+        &b,
+        &skewed,
+        Precision::F32,
+        Algorithm::Rode,
+        &[128],
+        &mut failures,
+    );
+    // Every row split in two segments, combined by f64 atomics.
+    let even64 = csr::<f64>(1000, 2100, |_| 600);
+    spmm_cases(
+        &b,
+        &even64,
+        Precision::F64,
+        Algorithm::Rode,
+        &[7],
+        &mut failures,
+    );
+    failures.assert_none();
+}
+
+/// C from one run of `plan` over fresh operands, as bits.
+fn spmm_bits<T: Scalar<Out = T>>(
+    b: &CudaBackend,
+    a: &Csr<T>,
+    algorithm: Algorithm,
+    precision: Precision,
+) -> (bool, Vec<Vec<u64>>) {
+    let mut plan = b
+        .plan_spmm(a.as_ref(), &SpmmDesc::new(precision).algorithm(algorithm))
+        .expect("plan");
+    let bh = Host::<T>::new((a.cols(), 33), Layout::RowMajor, 0, value);
+    let bd = b.upload(bh.view()).expect("upload");
+    let runs = (0..3)
+        .map(|_| {
+            let mut c = b.zeros::<T>(a.rows(), 33, Layout::RowMajor).expect("zeros");
+            plan.run(acc::<T>(1.0), bd.as_ref(), acc::<T>(0.0), c.as_mut())
+                .expect("run");
+            let host = b.download(&c).expect("download");
+            let data = host.as_ref().host("bits").expect("host").to_vec();
+            data.iter().map(|v| v.to_f64().to_bits()).collect()
+        })
+        .collect();
+    (plan.info().deterministic, runs)
+}
+
+#[test]
+fn deterministic_plans_repeat_bit_for_bit() {
+    let Some(b) = backend() else { return };
+    let a64 = matrix::<f64>();
+    let a32 = matrix::<f32>();
+    let a16 = matrix::<half::f16>();
+    let cases = [
+        (
+            "f64 rode-deterministic",
+            spmm_bits(&b, &a64, Algorithm::RodeDeterministic, Precision::F64),
+        ),
+        (
+            "f32 rode-deterministic",
+            spmm_bits(&b, &a32, Algorithm::RodeDeterministic, Precision::F32),
+        ),
+        (
+            "f16 rode (combined without atomics)",
+            spmm_bits(&b, &a16, Algorithm::Rode, Precision::F16),
+        ),
+    ];
+    for (what, (deterministic, runs)) in cases {
+        assert!(deterministic, "{what} must claim determinism");
+        assert!(
+            runs.windows(2).all(|w| w[0] == w[1]),
+            "{what} claims determinism but runs differ"
+        );
+    }
+    let (deterministic, _) = spmm_bits(&b, &a32, Algorithm::Rode, Precision::F32);
+    assert!(
+        !deterministic,
+        "f32 rode adds split rows with atomics: it must not claim determinism"
+    );
+}
+
+#[test]
+fn operands_without_entries_only_scale_the_output() {
+    let Some(b) = backend() else { return };
+    let mut failures = Failures::default();
+    let (alpha, beta) = (2.0, 0.5);
+    for algorithm in RODE {
+        // A without entries, and without rows: C = beta*C, A never read.
+        for a in [Csr::<f32>::zeros(5, 4), Csr::<f32>::zeros(0, 4)] {
+            let bh = Host::<f32>::new((4, 7), Layout::RowMajor, 0, value);
+            let c0 = Host::<f32>::new((a.rows(), 7), Layout::ColMajor, 3, value);
+            let result = (|| {
+                let desc = SpmmDesc::new(Precision::F32).algorithm(algorithm);
+                let mut plan = b.plan_spmm(a.as_ref(), &desc)?;
+                let bd = b.upload(bh.view())?;
+                let mut cd = b.upload(c0.view())?;
+                plan.run(alpha as f32, bd.as_ref(), beta as f32, cd.as_mut())?;
+                b.download(&cd)
+            })();
+            let what = format!("spmm {algorithm} on {}x4 without entries", a.rows());
+            let expected = bound::spmm(
+                a.as_ref(),
+                Precision::F32,
+                alpha,
+                bh.view(),
+                beta,
+                Some(c0.view()),
+            )
+            .expect("oracle");
+            match result {
+                Ok(got) => {
+                    let (got, kept) = c0.read(&got);
+                    failures.check(&what, &expected, &got, kept);
+                }
+                Err(e) => failures.error(&what, e),
+            }
+        }
+        // SpMM with n = 0 and SDDMM on S without entries have no output element.
+        let s = Csr::<f32>::zeros(6, 5);
+        let result = (|| {
+            let a = matrix::<f32>();
+            let desc = SpmmDesc::new(Precision::F32).algorithm(algorithm);
+            let mut plan = b.plan_spmm(a.as_ref(), &desc)?;
+            let bd = b.zeros::<f32>(a.cols(), 0, Layout::RowMajor)?;
+            let mut cd = b.zeros::<f32>(a.rows(), 0, Layout::RowMajor)?;
+            plan.run(1.0, bd.as_ref(), 0.0, cd.as_mut())?;
+            let desc = SddmmDesc::new(Precision::F32).algorithm(algorithm);
+            let mut plan = b.plan_sddmm(s.as_ref(), &desc)?;
+            let xd = b.zeros::<f32>(6, 3, Layout::RowMajor)?;
+            let yd = b.zeros::<f32>(5, 3, Layout::RowMajor)?;
+            let mut cd = b.zeros::<f32>(0, 1, Layout::ColMajor)?;
+            plan.run(1.0, xd.as_ref(), yd.as_ref(), 0.0, cd.as_mut())
+        })();
+        if let Err(e) = result {
+            failures.error(&format!("{algorithm} with no output element"), e);
+        }
+    }
+    failures.assert_none();
+}
