@@ -3,12 +3,13 @@
 #   scripts/gpu-bench.sh OUT_DIR [CORPUS_DIR] [SPBENCH_FLAGS...]
 # 1. A quick conformance pass of the cuda and cusparse backends, so the kernels about to be
 #    timed are known to be right on this machine.
-# 2. spbench --backend all: every kernel against cuSPARSE (and the CPU kernels against sprs and
-#    faer) on the corpus and on generated matrices of >= 256 MB, into OUT_DIR/bench.
+# 2. spbench (all backends unless the flags name one): every kernel against cuSPARSE (and the
+#    CPU kernels against sprs and faer) on the corpus and on generated matrices of >= 256 MB,
+#    into OUT_DIR/bench.
 # Every log goes under OUT_DIR. The binaries are taken from BIN_DIR, else the script's
 # ../target/release, else the script's own directory (binaries copied next to it). No
 # environment is needed: the binaries find the CUDA libraries themselves. Flags after the
-# corpus go to spbench (e.g. --quick, --ops spmv, --large 512).
+# corpus go to spbench (e.g. --quick, --backend cuda, --ops spmv, --large 512).
 set -uo pipefail
 
 usage="usage: scripts/gpu-bench.sh OUT_DIR [CORPUS_DIR] [SPBENCH_FLAGS...]"
@@ -62,7 +63,7 @@ for backend in cuda cusparse; do
 done
 
 # The benchmark writes its own files; its log holds the progress lines and the summary.
-run spbench "$bin/spbench" --backend all "${corpus_args[@]}" --out "$out/bench" "$@"
+run spbench "$bin/spbench" "${corpus_args[@]}" --out "$out/bench" "$@"
 
 echo "report: $out/bench/summary.md (table), $out/bench/results.csv (every row), $out/bench/*.svg"
 exit $status

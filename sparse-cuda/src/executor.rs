@@ -87,7 +87,7 @@ impl CudaBackend {
         algorithm: Algorithm,
     ) -> Result<Algorithm> {
         match algorithm {
-            Algorithm::Auto => Ok(auto_algorithm(a)),
+            Algorithm::Auto => Ok(auto_algorithm(op, a)),
             Algorithm::Vector | Algorithm::Rode | Algorithm::RodeDeterministic => Ok(algorithm),
             _ => Err(Error::Unsupported {
                 op,

@@ -14,6 +14,8 @@ pub struct DeviceInfo {
     pub name: String,
     pub compute_capability: (i32, i32),
     pub memory_bytes: usize,
+    /// Streaming multiprocessors: how much work a launch needs to fill the device.
+    pub multiprocessors: u32,
     pub devices: usize,
 }
 
@@ -112,6 +114,12 @@ pub fn probe(ordinal: usize) -> Result<DeviceInfo> {
         memory_bytes: ctx
             .total_mem()
             .map_err(|e| driver("reading the memory size failed", e))?,
+        multiprocessors: ctx
+            .attribute(
+                cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+            )
+            .map_err(|e| driver("reading the multiprocessor count failed", e))?
+            .max(1) as u32,
         devices,
     })
 }

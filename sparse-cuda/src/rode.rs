@@ -2,7 +2,9 @@
 //! block segments and residuals (`rode.cu` has the kernels and their design), and the rule
 //! `auto` uses to choose them over the `vector` kernels.
 //!
-//! Only rows of at least SEGMENT + 32 entries are split in several segments; the others are
+//! Segments have 512 entries, fewer on matrices too small to fill the device with those
+//! ([`segment_length`]); only rows of at least a segment and a tile are split in several
+//! segments; the others are
 //! written by their one part. The two algorithms differ in how split rows are combined:
 //! - `rode`: the segments add into C with atomics after C = beta*C on those rows, so results
 //!   may differ in the last bits from run to run (f16 storage excepted: it has no atomic add of
@@ -34,10 +36,14 @@ use crate::operand::{input, output, strides, suffix, to_u32, AccArg};
 use crate::spmm::{scale_dense, Variants};
 use decomposition::{Decomposition, TILE};
 
-/// Entries per block segment: the unit of work of one sub-warp in the block kernels, so a row
-/// of L entries is spread over about L / SEGMENT sub-warps. The published code's length; a
-/// multiple of the tile.
+/// Entries per block segment at most: the published code's length, used as is on matrices
+/// large enough to fill the device with segments of it.
 const SEGMENT: u32 = 512;
+/// Entries per block segment at least: two tiles, so the double-buffered copies overlap.
+const MIN_SEGMENT: u32 = 2 * TILE;
+/// Sub-warps per multiprocessor the segment length is chosen to give: a full multiprocessor at
+/// 32 lanes per sub-warp, a quarter at 8.
+const SEGMENTS_PER_SM: u64 = 64;
 /// Threads per block of the SpMM and SDDMM kernels (`RODE_BLOCK` in rode.cu).
 const BLOCK: u32 = 128;
 /// The largest grid.y; the SpMM kernels stride over the column tiles beyond it.
@@ -46,43 +52,54 @@ const MAX_GRID_Y: u32 = 65_535;
 /// (`rode_sub<T>::N`) in each lane.
 const SDDMM_MIN_LANES: u32 = 8;
 
-/// `auto` picks RoDe for a matrix with a row at least this long (one segment): the `vector`
-/// kernels give a row to one sub-warp, which then works through it alone long after the others
-/// are done, while RoDe spreads it over segments of the whole GPU.
-const AUTO_LONG_ROW: usize = SEGMENT as usize;
-/// ... if that row is also at least this many times the mean row: on rows of even length
-/// `vector` is as balanced as RoDe and does not pay for RoDe's masked tile edges, second launch
-/// and combining of split rows.
-const AUTO_MIN_SKEW: f64 = 8.0;
+/// Entries per block segment for a matrix of `nnz` entries on a device of `multiprocessors`:
+/// [`SEGMENT`] where the matrix has entries for [`SEGMENTS_PER_SM`] segments of it on every
+/// multiprocessor, else shorter, down to [`MIN_SEGMENT`], a multiple of the tile. A matrix of a
+/// few thousand long rows (a pruned layer, a dense-ish block) otherwise keeps a few sub-warps per
+/// multiprocessor busy; shorter segments cost one more partial sum of C per segment.
+fn segment_length(nnz: usize, multiprocessors: u32) -> u32 {
+    let per_segment = nnz as u64 / (u64::from(multiprocessors.max(1)) * SEGMENTS_PER_SM);
+    let tiles = (per_segment / u64::from(TILE)).min(u64::from(SEGMENT / TILE)) as u32;
+    (tiles * TILE).max(MIN_SEGMENT)
+}
+
+/// `auto` picks RoDe for SpMM (and SDDMM) on a matrix with a row at least this long.
+const AUTO_LONG_ROW: usize = 256;
+/// ... and for SDDMM also on a matrix whose mean row is at least this long.
+const AUTO_SDDMM_MEAN_ROW: f64 = 13.0;
 /// The RoDe algorithm `auto` picks: the deterministic one, so `auto` stays bit-reproducible as
 /// `vector` is; its workspace traffic costs about what the atomic variant's read-modify-writes
 /// of C do.
 const AUTO_RODE: Algorithm = Algorithm::RodeDeterministic;
 
 /// The algorithm `auto` runs for CSR SpMM and SDDMM on the cuda backend: RoDe when the longest
-/// row is at least [`AUTO_LONG_ROW`] entries and [`AUTO_MIN_SKEW`] times the mean, `vector`
-/// otherwise.
+/// row has at least [`AUTO_LONG_ROW`] entries, and for SDDMM also when the mean row has at least
+/// [`AUTO_SDDMM_MEAN_ROW`]; `vector` otherwise.
 ///
-/// The time of the `vector` kernels grows with the longest row (one sub-warp works through it
-/// serially), RoDe's with the entries alone, plus a fixed cost of a few microseconds (a second
-/// launch and a stream fork and join per run) and, on rows of even length, some overhead from the
-/// masked ends of its tiles. So the rule looks for skew, not size: a small matrix with one long row
-/// still gains, while a large one with rows of even length, long or short, keeps `vector`. First
-/// H100 measurements (f32, N and K of 32 and 128) agree: on power-law and few-long-row matrices
-/// RoDe's SpMM is 6 to 60 times faster and its SDDMM 1.1 to 1.6 times (`vector`'s SDDMM already
-/// cuts long rows); on even rows of 8 to 200 entries `vector` is as fast or up to 30% faster, and
-/// on a matrix of 300 000 entries about 6 microseconds faster. The layout of B is unknown at plan
-/// time and plays no part. The thresholds are to be calibrated by benchmarks.
-pub(crate) fn auto_algorithm<T, I: SpIndex>(a: CsrRef<'_, T, I>) -> Algorithm {
-    if prefers_rode(&a.row_stats()) {
+/// `vector` gives a row to one sub-warp, so its time follows the longest row; RoDe's follows
+/// the entries, plus a fixed cost (a second launch, a stream fork and join, masked tile ends).
+/// Measured on an H100 (f32; SpMM N = 32 and 128, SDDMM K = 32; 19 corpus matrices of 150k to
+/// 1.2M entries and two generated ones of 26M and 34M, docs/results/rode.md):
+/// - SpMM: every matrix whose longest row has 360 or more entries runs faster with RoDe (1.5x
+///   to 39x, power-law graphs most), but for one case (a pruned layer of 2048 rows of 512, N =
+///   128: 0.81x); every matrix whose longest row has 82 or fewer runs faster with `vector` (1.03x
+///   to 2.4x) but for one case (bcsstk16 at N = 32: 1.46x with RoDe). 256 sits in the gap.
+/// - SDDMM: `vector` already cuts long rows in segments, so RoDe's gain there is its tiling of
+///   the rows' entries for the dot products: RoDe is faster on every matrix with a mean row of
+///   13.2 or more (1.10x to 2.0x) and on the skewed ones, `vector` on every matrix with a mean
+///   row of 12.7 or less and short rows (1.0x to 1.6x).
+///
+/// The layout and width of the dense operands are unknown at plan time and play no part.
+pub(crate) fn auto_algorithm<T, I: SpIndex>(op: OpKind, a: CsrRef<'_, T, I>) -> Algorithm {
+    if prefers_rode(op, &a.row_stats()) {
         AUTO_RODE
     } else {
         Algorithm::Vector
     }
 }
 
-fn prefers_rode(rows: &RowStats) -> bool {
-    rows.max >= AUTO_LONG_ROW && rows.max as f64 >= AUTO_MIN_SKEW * rows.mean
+fn prefers_rode(op: OpKind, rows: &RowStats) -> bool {
+    rows.max >= AUTO_LONG_ROW || (op == OpKind::Sddmm && rows.mean >= AUTO_SDDMM_MEAN_ROW)
 }
 
 /// One kernel per values-per-lane V (1, 2 and 4, as rode.cu instantiates them); the sub-warp
@@ -225,7 +242,12 @@ impl<T: Scalar> RodeSpmmPlan<T> {
             other => return Err(Error::invalid(format!("{other} is not a RoDe algorithm"))),
         };
         let dev = DeviceCsr::upload(device, a)?;
-        let parts = Decomposition::build(device, &dev, SEGMENT, true)?;
+        let parts = Decomposition::build(
+            device,
+            &dev,
+            segment_length(a.nnz(), device.info.multiprocessors),
+            true,
+        )?;
         let combining = if atomics {
             Combining::Atomics {
                 scale_rows: device.function(sources::RODE, &format!("rode_scale_rows_{sfx}"))?,
@@ -509,7 +531,12 @@ impl<T: Scalar> RodeSddmmPlan<T> {
             )));
         }
         let dev = DeviceCsr::upload(device, s)?;
-        let parts = Decomposition::build(device, &dev, SEGMENT, false)?;
+        let parts = Decomposition::build(
+            device,
+            &dev,
+            segment_length(s.nnz(), device.info.multiprocessors),
+            false,
+        )?;
         let info = PlanInfo {
             backend: BackendKind::Cuda,
             op: OpKind::Sddmm,
@@ -690,19 +717,38 @@ mod tests {
     }
 
     #[test]
-    fn auto_picks_rode_for_long_rows_that_stand_out() {
+    fn auto_picks_rode_for_long_rows_and_sddmm_on_long_mean_rows() {
         let long = AUTO_LONG_ROW;
-        assert!(!prefers_rode(&stats(long - 1, 2.0)), "no long row");
-        assert!(prefers_rode(&stats(long, 2.0)), "one long row");
-        assert!(prefers_rode(&stats(100_000, 50.0)), "power law");
+        for op in [OpKind::Spmm, OpKind::Sddmm] {
+            assert!(!prefers_rode(op, &stats(long - 1, 2.0)), "{op}: short rows");
+            assert!(prefers_rode(op, &stats(long, 2.0)), "{op}: one long row");
+            assert!(prefers_rode(op, &stats(100_000, 15.0)), "{op}: power law");
+            assert!(prefers_rode(op, &stats(600, 512.0)), "{op}: long even rows");
+        }
         assert!(
-            !prefers_rode(&stats(1000, 990.0)),
-            "long rows of even length"
+            !prefers_rode(OpKind::Spmm, &stats(80, 60.0)),
+            "spmm: even rows"
         );
         assert!(
-            !prefers_rode(&stats(long, long as f64 / AUTO_MIN_SKEW + 1.0)),
-            "mild skew"
+            prefers_rode(OpKind::Sddmm, &stats(80, 60.0)),
+            "sddmm: even rows"
         );
+        assert!(
+            !prefers_rode(OpKind::Sddmm, &stats(40, 12.0)),
+            "sddmm: short rows"
+        );
+    }
+
+    #[test]
+    fn segments_shorten_until_they_fill_the_device() {
+        assert_eq!(segment_length(0, 132), MIN_SEGMENT);
+        assert_eq!(segment_length(300_000, 132), MIN_SEGMENT);
+        assert_eq!(segment_length(1 << 20, 132), 96);
+        assert_eq!(segment_length(30_000_000, 132), SEGMENT);
+        assert_eq!(segment_length(usize::MAX, 0), SEGMENT);
+        for nnz in [1usize, 5_000, 123_456, 7_654_321] {
+            assert_eq!(segment_length(nnz, 108) % TILE, 0);
+        }
     }
 
     #[test]

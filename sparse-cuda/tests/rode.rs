@@ -18,8 +18,9 @@ use sparse_formats::Csr;
 
 const RODE: [Algorithm; 2] = [Algorithm::Rode, Algorithm::RodeDeterministic];
 const WIDTHS: [usize; 5] = [1, 7, 32, 33, 128];
-/// Segment length of the plans (rode.rs), for building rows around it.
-const SEGMENT: usize = 512;
+/// Segment length of the plans on matrices as small as these (rode.rs's shortest), for building
+/// rows around it.
+const SEGMENT: usize = 64;
 
 fn backend() -> Option<CudaBackend> {
     match CudaBackend::new(0) {
@@ -70,7 +71,7 @@ fn csr<T: Scalar>(rows: usize, cols: usize, lengths: impl Fn(usize) -> usize) ->
 /// 300 x 2100 (2100 is coprime with the column stride 11): rows 0 and 3 empty; rows 1..=13 at
 /// the tile and segment boundaries (whether a row starts on a 4-entry boundary, which moves them,
 /// varies with what precedes it; a row is split from SEGMENT + 32 entries on, counted from that
-/// boundary); row 14 with 2000 entries (three segments and a last one of about 460); the rest 0
+/// boundary); row 14 with 2000 entries (about 30 segments); the rest 0
 /// to 40 entries.
 fn matrix<T: Scalar>() -> Csr<T> {
     const SPECIAL: [usize; 14] = [
@@ -402,31 +403,35 @@ fn rode_spmm_and_sddmm_match_the_oracle() {
 }
 
 #[test]
-fn auto_picks_rode_for_skewed_rows_and_vector_for_even_ones() {
+fn auto_picks_rode_for_long_rows_and_vector_for_short_ones() {
     let Some(b) = backend() else { return };
     let mut failures = Failures::default();
-    // 20000 rows of 0 to 28 entries and one of 6000; rows of 0 to 40 entries; rows of 600.
+    // 20000 rows of 0 to 28 entries and one of 6000; rows of 0 to 20 entries; rows of 60; rows
+    // of 600.
     let skewed = csr::<f32>(20_000, 8_000, |i| if i == 77 { 6000 } else { i % 29 });
-    let short = csr::<f32>(300, 2100, |i| i % 41);
-    let even = csr::<f32>(1000, 2100, |_| 600);
-    for (a, expected) in [
-        (&skewed, Algorithm::RodeDeterministic),
-        (&short, Algorithm::Vector),
-        (&even, Algorithm::Vector),
+    let short = csr::<f32>(300, 2100, |i| i % 21);
+    let even = csr::<f32>(1000, 2100, |_| 60);
+    let long = csr::<f32>(1000, 2100, |_| 600);
+    let rode = Algorithm::RodeDeterministic;
+    for (a, spmm, sddmm) in [
+        (&skewed, rode, rode),
+        (&short, Algorithm::Vector, Algorithm::Vector),
+        (&even, Algorithm::Vector, rode),
+        (&long, rode, rode),
     ] {
         match b.plan_spmm(a.as_ref(), &SpmmDesc::new(Precision::F32)) {
-            Ok(plan) if plan.info().algorithm == expected => {}
+            Ok(plan) if plan.info().algorithm == spmm => {}
             Ok(plan) => failures.0.push(format!(
-                "spmm auto on {} entries chose {}, expected {expected}",
+                "spmm auto on {} entries chose {}, expected {spmm}",
                 a.nnz(),
                 plan.info().algorithm
             )),
             Err(e) => failures.error("spmm auto", e),
         }
         match b.plan_sddmm(a.as_ref(), &SddmmDesc::new(Precision::F32)) {
-            Ok(plan) if plan.info().algorithm == expected => {}
+            Ok(plan) if plan.info().algorithm == sddmm => {}
             Ok(plan) => failures.0.push(format!(
-                "sddmm auto on {} entries chose {}, expected {expected}",
+                "sddmm auto on {} entries chose {}, expected {sddmm}",
                 a.nnz(),
                 plan.info().algorithm
             )),
@@ -449,7 +454,7 @@ fn auto_picks_rode_for_skewed_rows_and_vector_for_even_ones() {
         &[128],
         &mut failures,
     );
-    // Every row split in two segments, combined by f64 atomics.
+    // Every row split in several segments, combined by f64 atomics.
     let even64 = csr::<f64>(1000, 2100, |_| 600);
     spmm_cases(
         &b,
