@@ -86,8 +86,18 @@ impl Device {
 
     /// `n` zeroed elements of `T`.
     pub fn zeros<T: Scalar>(self: &Arc<Self>, n: usize) -> Result<CudaBuffer<T>> {
+        self.zeros_with_slack(n, 0)
+    }
+
+    /// `n` zeroed elements of `T` followed by `slack` zero bytes outside the buffer's length.
+    fn zeros_with_slack<T: Scalar>(
+        self: &Arc<Self>,
+        n: usize,
+        slack: usize,
+    ) -> Result<CudaBuffer<T>> {
         let bytes = n
             .checked_mul(size_of::<T>())
+            .and_then(|b| b.checked_add(slack))
             .ok_or_else(|| Error::invalid(format!("{n} elements overflow usize bytes")))?;
         let slice = self
             .stream
@@ -103,7 +113,17 @@ impl Device {
 
     /// A device copy of `host`.
     pub fn upload<T: Scalar>(self: &Arc<Self>, host: &[T]) -> Result<CudaBuffer<T>> {
-        let mut buf = self.zeros::<T>(host.len())?;
+        self.upload_with_slack(host, 0)
+    }
+
+    /// A device copy of `host` followed by `slack` zero bytes outside the buffer's length: room
+    /// for kernels that read the array in aligned vectors, the last of which may pass its end.
+    pub fn upload_with_slack<T: Scalar>(
+        self: &Arc<Self>,
+        host: &[T],
+        slack: usize,
+    ) -> Result<CudaBuffer<T>> {
+        let mut buf = self.zeros_with_slack::<T>(host.len(), slack)?;
         if !host.is_empty() {
             self.stream
                 .memcpy_htod(as_bytes(host), &mut buf.bytes)

@@ -22,13 +22,18 @@ fn indices<I: SpIndex>(what: &str, v: &[I]) -> Result<Vec<u32>> {
     v.iter().map(|&i| to_u32(what, i.to_usize())).collect()
 }
 
+/// Bytes after the column indices and values of a [`DeviceCsr`]: the RoDe kernels copy tiles of
+/// them to shared memory in aligned 16-byte vectors, each starting at an entry but possibly
+/// ending past the last one (the copy reads only the entries, but the whole vector must lie in
+/// the allocation).
+const VECTOR_SLACK: usize = 16;
+
+/// `host` and [`VECTOR_SLACK`] zero bytes (which also keep an empty array's allocation valid:
+/// the driver refuses zero-length ones).
 fn upload_indices(device: &Device, host: &[u32]) -> Result<CudaSlice<u32>> {
-    // A zero-length allocation is refused by the driver; one spare element keeps the pointer valid.
-    let padded: Vec<u32> = if host.is_empty() {
-        vec![0]
-    } else {
-        host.to_vec()
-    };
+    let mut padded = Vec::with_capacity(host.len() + VECTOR_SLACK / 4);
+    padded.extend_from_slice(host);
+    padded.resize(host.len() + VECTOR_SLACK / 4, 0);
     device
         .stream
         .clone_htod(&padded)
@@ -43,7 +48,7 @@ impl<T: Scalar> DeviceCsr<T> {
             nnz: to_u32("number of entries", a.nnz())?,
             row_ptr: upload_indices(device, &indices("row pointer", a.row_ptr())?)?,
             col_idx: upload_indices(device, &indices("column index", a.col_idx())?)?,
-            values: device.upload(a.values())?,
+            values: device.upload_with_slack(a.values(), VECTOR_SLACK)?,
         })
     }
 

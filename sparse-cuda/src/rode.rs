@@ -63,43 +63,49 @@ fn segment_length(nnz: usize, multiprocessors: u32) -> u32 {
     (tiles * TILE).max(MIN_SEGMENT)
 }
 
-/// `auto` picks RoDe for SpMM (and SDDMM) on a matrix with a row at least this long.
-const AUTO_LONG_ROW: usize = 256;
-/// ... and for SDDMM also on a matrix whose mean row is at least this long.
+/// `auto` picks RoDe for a matrix with a row at least this long: one RoDe splits even at its
+/// shortest segment.
+const AUTO_LONG_ROW: usize = (MIN_SEGMENT + TILE) as usize;
+/// ... for a matrix with fewer entries than this, whose time is the latency of its longest row
+/// rather than the throughput of all of them;
+const AUTO_SMALL_NNZ: usize = 100_000;
+/// ... and for SDDMM, for a matrix whose mean row is at least this long.
 const AUTO_SDDMM_MEAN_ROW: f64 = 13.0;
 /// The RoDe algorithm `auto` picks: the deterministic one, so `auto` stays bit-reproducible as
 /// `vector` is; its workspace traffic costs about what the atomic variant's read-modify-writes
 /// of C do.
 const AUTO_RODE: Algorithm = Algorithm::RodeDeterministic;
 
-/// The algorithm `auto` runs for CSR SpMM and SDDMM on the cuda backend: RoDe when the longest
-/// row has at least [`AUTO_LONG_ROW`] entries, and for SDDMM also when the mean row has at least
-/// [`AUTO_SDDMM_MEAN_ROW`]; `vector` otherwise.
+/// The algorithm `auto` runs for CSR SpMM and SDDMM on the cuda backend: RoDe for a matrix with
+/// a row of at least [`AUTO_LONG_ROW`] entries, or fewer than [`AUTO_SMALL_NNZ`] entries, and for
+/// SDDMM also for one whose mean row has at least [`AUTO_SDDMM_MEAN_ROW`]; `vector` otherwise.
 ///
-/// `vector` gives a row to one sub-warp, so its time follows the longest row; RoDe's follows
-/// the entries, plus a fixed cost (a second launch, a stream fork and join, masked tile ends).
-/// Measured on an H100 (f32; SpMM N = 32 and 128, SDDMM K = 32; 19 corpus matrices of 150k to
-/// 1.2M entries and two generated ones of 26M and 34M, docs/results/rode.md):
-/// - SpMM: every matrix whose longest row has 360 or more entries runs faster with RoDe (1.5x
-///   to 39x, power-law graphs most), but for one case (a pruned layer of 2048 rows of 512, N =
-///   128: 0.81x); every matrix whose longest row has 82 or fewer runs faster with `vector` (1.03x
-///   to 2.4x) but for one case (bcsstk16 at N = 32: 1.46x with RoDe). 256 sits in the gap.
-/// - SDDMM: `vector` already cuts long rows in segments, so RoDe's gain there is its tiling of
-///   the rows' entries for the dot products: RoDe is faster on every matrix with a mean row of
-///   13.2 or more (1.10x to 2.0x) and on the skewed ones, `vector` on every matrix with a mean
-///   row of 12.7 or less and short rows (1.0x to 1.6x).
+/// `vector` gives a row to one sub-warp, which walks it one dependent load after another, so
+/// its time follows the longest row: on a matrix too small to fill the device that is the whole
+/// time, a load latency per entry. RoDe's time follows the entries (segments of at most
+/// [`SEGMENT`], tiles copied ahead), plus a fixed cost: a second launch, a stream fork and join,
+/// masked tile ends. Measured on an H100 (f32; SpMM N = 32 and 128, SDDMM K = 32; the 49 corpus
+/// matrices and two generated ones of 26M and 34M entries; docs/results/rode.md):
+/// - a longest row of 96 or more: RoDe faster in all 66 cases, 1.07x to 53x;
+/// - fewer than 100k entries and rows under 96: RoDe faster in 42 of 48 cases (SDDMM in all;
+///   the 6 others are SpMM at 0.64x to 0.95x, a few microseconds);
+/// - 100k entries or more and rows under 96: `vector`'s SpMM faster in 25 of 26 cases (up to
+///   2.4x); its SDDMM faster on the 8 matrices of mean row under 13 (1.0x to 1.6x), RoDe's on the
+///   5 of mean row 13 or more (1.10x to 1.8x).
 ///
 /// The layout and width of the dense operands are unknown at plan time and play no part.
 pub(crate) fn auto_algorithm<T, I: SpIndex>(op: OpKind, a: CsrRef<'_, T, I>) -> Algorithm {
-    if prefers_rode(op, &a.row_stats()) {
+    if prefers_rode(op, &a.row_stats(), a.nnz()) {
         AUTO_RODE
     } else {
         Algorithm::Vector
     }
 }
 
-fn prefers_rode(op: OpKind, rows: &RowStats) -> bool {
-    rows.max >= AUTO_LONG_ROW || (op == OpKind::Sddmm && rows.mean >= AUTO_SDDMM_MEAN_ROW)
+fn prefers_rode(op: OpKind, rows: &RowStats, nnz: usize) -> bool {
+    rows.max >= AUTO_LONG_ROW
+        || nnz < AUTO_SMALL_NNZ
+        || (op == OpKind::Sddmm && rows.mean >= AUTO_SDDMM_MEAN_ROW)
 }
 
 /// One kernel per values-per-lane V (1, 2 and 4, as rode.cu instantiates them); the sub-warp
@@ -717,24 +723,37 @@ mod tests {
     }
 
     #[test]
-    fn auto_picks_rode_for_long_rows_and_sddmm_on_long_mean_rows() {
+    fn auto_picks_rode_for_long_rows_small_matrices_and_sddmm_on_long_mean_rows() {
         let long = AUTO_LONG_ROW;
+        let large = AUTO_SMALL_NNZ;
         for op in [OpKind::Spmm, OpKind::Sddmm] {
-            assert!(!prefers_rode(op, &stats(long - 1, 2.0)), "{op}: short rows");
-            assert!(prefers_rode(op, &stats(long, 2.0)), "{op}: one long row");
-            assert!(prefers_rode(op, &stats(100_000, 15.0)), "{op}: power law");
-            assert!(prefers_rode(op, &stats(600, 512.0)), "{op}: long even rows");
+            assert!(
+                !prefers_rode(op, &stats(long - 1, 2.0), large),
+                "{op}: short rows"
+            );
+            assert!(
+                prefers_rode(op, &stats(long, 2.0), large),
+                "{op}: one long row"
+            );
+            assert!(
+                prefers_rode(op, &stats(long - 1, 2.0), large - 1),
+                "{op}: small"
+            );
+            assert!(
+                prefers_rode(op, &stats(100_000, 15.0), large),
+                "{op}: power law"
+            );
         }
         assert!(
-            !prefers_rode(OpKind::Spmm, &stats(80, 60.0)),
+            !prefers_rode(OpKind::Spmm, &stats(80, 60.0), large),
             "spmm: even rows"
         );
         assert!(
-            prefers_rode(OpKind::Sddmm, &stats(80, 60.0)),
+            prefers_rode(OpKind::Sddmm, &stats(80, 60.0), large),
             "sddmm: even rows"
         );
         assert!(
-            !prefers_rode(OpKind::Sddmm, &stats(40, 12.0)),
+            !prefers_rode(OpKind::Sddmm, &stats(40, 12.0), large),
             "sddmm: short rows"
         );
     }

@@ -403,21 +403,21 @@ fn rode_spmm_and_sddmm_match_the_oracle() {
 }
 
 #[test]
-fn auto_picks_rode_for_long_rows_and_vector_for_short_ones() {
+fn auto_picks_rode_for_long_rows_and_small_matrices() {
     let Some(b) = backend() else { return };
     let mut failures = Failures::default();
-    // 20000 rows of 0 to 28 entries and one of 6000; rows of 0 to 20 entries; rows of 60; rows
-    // of 600.
+    // 20000 rows of 0 to 28 entries and one of 6000; 120k entries in rows of 0 to 24; 120k in
+    // rows of 60; 3000 in rows of 0 to 20.
     let skewed = csr::<f32>(20_000, 8_000, |i| if i == 77 { 6000 } else { i % 29 });
-    let short = csr::<f32>(300, 2100, |i| i % 21);
-    let even = csr::<f32>(1000, 2100, |_| 60);
-    let long = csr::<f32>(1000, 2100, |_| 600);
+    let short = csr::<f32>(10_000, 2100, |i| i % 25);
+    let even = csr::<f32>(2_000, 2100, |_| 60);
+    let small = csr::<f32>(300, 2100, |i| i % 21);
     let rode = Algorithm::RodeDeterministic;
     for (a, spmm, sddmm) in [
         (&skewed, rode, rode),
         (&short, Algorithm::Vector, Algorithm::Vector),
         (&even, Algorithm::Vector, rode),
-        (&long, rode, rode),
+        (&small, rode, rode),
     ] {
         match b.plan_spmm(a.as_ref(), &SpmmDesc::new(Precision::F32)) {
             Ok(plan) if plan.info().algorithm == spmm => {}
