@@ -97,6 +97,9 @@ pub fn algorithms(kind: BackendKind, op: OpKind, format: Format) -> Vec<Algorith
             Algorithm::Rode,
             Algorithm::RodeDeterministic,
         ],
+        (BackendKind::Cuda, OpKind::Spmm | OpKind::Sddmm, Format::MeBcrs) => {
+            &[Algorithm::FlashSparse, Algorithm::FlashSparse16x1]
+        }
         (BackendKind::Cusparse, OpKind::Spmv, Format::Csr | Format::Coo) => &[
             Algorithm::VendorDefault,
             Algorithm::VendorAlg1,

@@ -119,6 +119,10 @@ pub enum Algorithm {
     Rode,
     /// `Rode` with the segments of a long row combined in a second pass, in a fixed order.
     RodeDeterministic,
+    /// GPU (FlashSparse, ME-BCRS): 8x1 vectors on tensor cores by the swap-and-transpose MMA.
+    FlashSparse,
+    /// FlashSparse's kernels on 16x1 vectors (the TC-GNN/DTC-SpMM granularity): an ablation.
+    FlashSparse16x1,
     /// The vendor library's default algorithm.
     VendorDefault,
     /// The vendor library's numbered algorithms (`CUSPARSE_SPMV_CSR_ALG1`, ...).
@@ -141,6 +145,8 @@ named_enum!(
         (Atomic, "atomic"),
         (Rode, "rode"),
         (RodeDeterministic, "rode-deterministic"),
+        (FlashSparse, "flashsparse"),
+        (FlashSparse16x1, "flashsparse-16x1"),
         (VendorDefault, "vendor-default"),
         (VendorAlg1, "vendor-alg1"),
         (VendorAlg2, "vendor-alg2"),

@@ -52,7 +52,12 @@ pub mod sources {
         code: include_str!("../kernels/rode.cu"),
     };
 
-    pub const ALL: &[KernelSource] = &[SPMV, SPMM, SDDMM, BLAS1, RODE];
+    pub const FLASHSPARSE: KernelSource = KernelSource {
+        name: "flashsparse",
+        code: include_str!("../kernels/flashsparse.cu"),
+    };
+
+    pub const ALL: &[KernelSource] = &[SPMV, SPMM, SDDMM, BLAS1, RODE, FLASHSPARSE];
 }
 
 /// The environment variable that moves the on-disk kernel cache.

@@ -10,6 +10,7 @@ use sparse_core::{
 
 use crate::blas1::Blas1Workspace;
 use crate::device::{CudaBuffer, Device};
+use crate::flashsparse::{FlashSparseSddmmPlan, FlashSparseSpmmPlan};
 use crate::rode::{auto_algorithm, RodeSddmmPlan, RodeSpmmPlan};
 use crate::sddmm::CudaSddmmPlan;
 use crate::spmm::CudaSpmmPlan;
@@ -71,7 +72,8 @@ impl CudaBackend {
                 format,
                 precision,
                 backend: BackendKind::Cuda,
-                supported: "spmv, spmm and sddmm on csr in f64 f32 f16; spmv on coo in f64 f32"
+                supported: "spmv, spmm and sddmm on csr in f64 f32 f16; spmv on coo in f64 f32; \
+                            spmm and sddmm on me-bcrs in f16 tf32"
                     .to_string(),
             });
         }
@@ -125,6 +127,9 @@ impl Executor for CudaBackend {
     fn capability(&self, op: OpKind, format: Format, precision: Precision) -> Support {
         let supported = match (op, format) {
             (OpKind::Spmv | OpKind::Spmm | OpKind::Sddmm, Format::Csr) => native_float(precision),
+            (OpKind::Spmm | OpKind::Sddmm, Format::MeBcrs) => {
+                crate::flashsparse::supports(precision)
+            }
             (OpKind::Spmv, Format::Coo) => {
                 native_float(precision) && precision.storage != DType::F16
             }
@@ -158,6 +163,9 @@ impl Executor for CudaBackend {
         desc: &SpmmDesc,
     ) -> Result<Box<dyn SpmmPlan<T> + 'a>> {
         self.check::<T>(OpKind::Spmm, desc.format, desc.precision)?;
+        if desc.format == Format::MeBcrs {
+            return Ok(Box::new(FlashSparseSpmmPlan::new(&self.device, a, desc)?));
+        }
         let algorithm = Self::csr_algorithm(OpKind::Spmm, a, desc.precision, desc.algorithm)?;
         if matches!(algorithm, Algorithm::Rode | Algorithm::RodeDeterministic) {
             return Ok(Box::new(RodeSpmmPlan::new(
@@ -181,6 +189,9 @@ impl Executor for CudaBackend {
         desc: &SddmmDesc,
     ) -> Result<Box<dyn SddmmPlan<T> + 'a>> {
         self.check::<T>(OpKind::Sddmm, desc.format, desc.precision)?;
+        if desc.format == Format::MeBcrs {
+            return Ok(Box::new(FlashSparseSddmmPlan::new(&self.device, s, desc)?));
+        }
         let algorithm = Self::csr_algorithm(OpKind::Sddmm, s, desc.precision, desc.algorithm)?;
         if matches!(algorithm, Algorithm::Rode | Algorithm::RodeDeterministic) {
             return Ok(Box::new(RodeSddmmPlan::new(

@@ -10,6 +10,7 @@ pub mod compile;
 mod cusparse;
 mod device;
 mod executor;
+pub mod flashsparse;
 mod libraries;
 mod matrix;
 mod operand;

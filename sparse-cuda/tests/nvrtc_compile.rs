@@ -105,6 +105,33 @@ const EXPECTED: &[(&str, &[&str])] = &[
             "cvt.rn.f16.f32",
         ],
     ),
+    (
+        "flashsparse",
+        &[
+            ".entry fs_spmm_f16_h8_t4",
+            ".entry fs_spmm_f32_h8_t1",
+            ".entry fs_spmm_f16_h16_t2",
+            ".entry fs_spmm_f32_h16_t4",
+            ".entry fs_spmm_combine_f16",
+            ".entry fs_sddmm_f16_h8",
+            ".entry fs_sddmm_f32_h16",
+            ".entry fs_build_first",
+            ".entry fs_scan_tiles",
+            ".entry fs_scan_offsets",
+            ".entry fs_scan_apply",
+            ".entry fs_build_window_ptr",
+            ".entry fs_build_fill_f32",
+            // the tensor-core MMAs: f16 inputs and tf32 inputs, both accumulating in f32
+            "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32",
+            "mma.sync.aligned.m16n8k4.row.col.f32.tf32.tf32.f32",
+            "cvt.rna.tf32.f32",
+            // pairs of adjacent B elements (the coalesced mapping) and of C elements
+            "ld.global.nc.v2.f32",
+            "st.global.v2.f32",
+            "st.global.v4.f32",
+            "shfl.sync.up",
+        ],
+    ),
 ];
 
 #[test]

@@ -16,10 +16,11 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
+use conformance::bound::round_to_tf32;
 use sparse_blas::cost::{self, Cost, SparseShape};
 use sparse_blas::{
-    bf16, f16, Backend, CpuBackend, Csr, CudaBackend, CusparseBackend, DType, DeviceTimer, Error,
-    Executor, Precision, Result,
+    bf16, f16, Backend, Compute, CpuBackend, Csr, CudaBackend, CusparseBackend, DType, DeviceTimer,
+    Error, Executor, Precision, Result,
 };
 
 use args::{Args, BackendSet, Config};
@@ -185,7 +186,7 @@ impl Bench {
             };
             match precision.storage {
                 DType::F64 => run.cases::<f64>(&a.cast(), precision)?,
-                DType::F32 => run.cases::<f32>(&a.cast(), precision)?,
+                DType::F32 => run.cases::<f32>(&tf32_valued(&a, precision).cast(), precision)?,
                 DType::F16 => run.cases::<f16>(&a.cast(), precision)?,
                 DType::BF16 => run.cases::<bf16>(&a.cast(), precision)?,
                 DType::I8 => run.cases::<i8>(&integer_valued(&a).cast(), precision)?,
@@ -332,6 +333,18 @@ fn integer_valued(a: &Csr<f64>) -> Csr<f64> {
     let mut a = a.clone();
     for (k, v) in a.values_mut().iter_mut().enumerate() {
         *v = (k % 7) as f64 - 3.0;
+    }
+    a
+}
+
+/// `a` with its values rounded to tf32 when `precision` computes in tf32, as the conformance
+/// suite does: the kernels round their inputs so, and the oracle then sees the same values.
+fn tf32_valued(a: &Csr<f64>, precision: Precision) -> Csr<f64> {
+    let mut a = a.clone();
+    if precision.compute == Compute::Tf32 {
+        for v in a.values_mut() {
+            *v = f64::from(round_to_tf32(*v as f32));
+        }
     }
     a
 }

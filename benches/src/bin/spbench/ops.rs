@@ -5,14 +5,15 @@
 use std::time::{Duration, Instant};
 
 use benches::{sprs_view, BenchValue};
+use conformance::bound::round_to_tf32;
 use faer::linalg::matmul::matmul;
 use faer::traits::ComplexField;
 use faer::{Accum, Mat, MatRef, Par};
 use sparse_blas::cost::{self, Cost, SparseShape};
 use sparse_blas::generate::SplitMix64;
 use sparse_blas::{
-    bf16, f16, Accumulator, Algorithm, AttentionDesc, AttentionPlan, Backend, Csr, DType, Dense,
-    Error, Executor, Format, Layout, OpKind, PlanInfo, Precision, Result, Scalar, SddmmDesc,
+    bf16, f16, Accumulator, Algorithm, AttentionDesc, AttentionPlan, Backend, Compute, Csr, DType,
+    Dense, Error, Executor, Format, Layout, OpKind, PlanInfo, Precision, Result, Scalar, SddmmDesc,
     SddmmPlan, SpmmDesc, SpmmPlan, SpmvDesc, SpmvPlan, ValueOrder,
 };
 
@@ -86,14 +87,24 @@ pub struct Case<'a, T: Scalar> {
 }
 
 /// Values in [-1, 1), or small integers for integer types (so integer results stay exact):
-/// never all zero, since zeros can flatter a kernel.
-fn operand<S: Scalar>(rows: usize, cols: usize, layout: Layout, seed: u64) -> Dense<S> {
+/// never all zero, since zeros can flatter a kernel. Rounded to tf32 for a tf32 precision, as
+/// the kernels round them, so the oracle sees what they multiply.
+fn operand<S: Scalar>(
+    rows: usize,
+    cols: usize,
+    layout: Layout,
+    precision: Precision,
+    seed: u64,
+) -> Dense<S> {
     let mut rng = SplitMix64::new(seed);
     let integer = matches!(S::DTYPE, DType::I8 | DType::I32);
+    let tf32 = precision.compute == Compute::Tf32;
     Dense::from_fn(rows, cols, layout, |_, _| {
         let u = rng.next_f64();
         S::from_f64(if integer {
             (u * 7.0).floor() - 3.0
+        } else if tf32 {
+            f64::from(round_to_tf32((2.0 * u - 1.0) as f32))
         } else {
             2.0 * u - 1.0
         })
@@ -113,7 +124,8 @@ impl<'a, T: Scalar> Case<'a, T> {
         seed: u64,
     ) -> Self {
         let (m, n) = (a.rows(), a.cols());
-        let dense = |rows, cols, layout, k: u64| operand::<T>(rows, cols, layout, seed + k);
+        let dense =
+            |rows, cols, layout, k: u64| operand::<T>(rows, cols, layout, precision, seed + k);
         let (inputs, out_shape, out_layout) = match op {
             Op::Spmv => (
                 vec![dense(n, 1, Layout::ColMajor, 1)],
@@ -143,7 +155,7 @@ impl<'a, T: Scalar> Case<'a, T> {
             0.0
         };
         let prior = (beta != 0.0)
-            .then(|| operand::<T::Out>(out_shape.0, out_shape.1, out_layout, seed + 4));
+            .then(|| operand::<T::Out>(out_shape.0, out_shape.1, out_layout, precision, seed + 4));
         Case {
             a,
             op,

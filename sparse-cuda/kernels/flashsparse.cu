@@ -1,0 +1,521 @@
+// FlashSparse (Shi, Li et al., PPoPP'25) on ME-BCRS: tensor-core SpMM and SDDMM with the
+// swap-and-transpose MMA, and the GPU builder of ME-BCRS from CSR. `flashsparse.rs` describes
+// the work decomposition; this file the thread mappings.
+//
+// Storage types: f16 runs mma.m16n8k8 with f16 inputs and f32 accumulation (K = 8 vectors per
+// block); f32 runs mma.m16n8k4 with inputs rounded to tf32 (K = 4). Every kernel is a template
+// over the storage type and the window height H:
+// - H = 8, swap-and-transpose: C^T = B^T A^T puts the 8-row window on the MMA's n side (8) and
+//   16 columns of the dense operand on its m side (16).
+// - H = 16, the TC-GNN/DTC granularity kept as an ablation: the 16-row window is the MMA's m
+//   side, as in C = A B. It shares the loads and stores below, so only the granularity differs.
+//
+// Lane l of a warp is (g, t) = (l / 4, l % 4), the MMA's groupID and thread-in-group. Fragment
+// layouts (PTX ISA, mma.m16n8k8 .f16 and mma.m16n8k4 .tf32, both .row.col with f32 C/D):
+//   A (16 x k): elements (g, k_i) and (g + 8, k_i) with k_i = t*VPL + i, i < VPL
+//   B (k x 8):  elements (k_i, g)
+//   D (16 x 8): d0 (g, 2t), d1 (g, 2t+1), d2 (g+8, 2t), d3 (g+8, 2t+1)
+// where VPL (values per lane) is 2 for f16 and 1 for tf32.
+//
+// Coalesced mapping of the dense operand (the paper's "memory-efficient thread mapping"): the
+// MMA's 16 dense rows need not be 16 consecutive columns of B in order. MMA row g stands for
+// column 2g of the warp's 16-column tile and row g + 8 for column 2g + 1, so each lane reads
+// one pair of adjacent elements of a B row and the 8 lanes of one thread-in-group read 16
+// consecutive elements (32 bytes for f16: one sector). The same permutation makes each lane's
+// outputs adjacent columns of C, stored as pairs. In SDDMM the inner dimension is permuted the
+// same way (any order sums the same products), so each lane reads 2*VPL consecutive elements.
+
+#define FS_WARPS 4
+#define FS_THREADS (FS_WARPS * 32)
+#define FS_NONE 0xffffffffu
+
+__device__ __forceinline__ u32 fs_pack(half_t lo, half_t hi) { return (u32)lo.bits | ((u32)hi.bits << 16); }
+
+__device__ __forceinline__ u32 fs_tf32(float f) {
+    u32 r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(f));
+    return r;
+}
+
+template <typename T> struct fs_mma;
+
+template <> struct fs_mma<half_t> {
+    static const int K = 8;
+    static const int VPL = 2;
+    static __device__ __forceinline__ half_t zero() {
+        half_t h;
+        h.bits = 0;
+        return h;
+    }
+    // d += A B for A rows g (lo) and g+8 (hi) and B column g, each at this lane's k.
+    static __device__ __forceinline__ void run(float* d, const half_t* lo, const half_t* hi, const half_t* b) {
+        asm volatile(
+            "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
+            "{%0,%1,%2,%3};"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(fs_pack(lo[0], lo[1])), "r"(fs_pack(hi[0], hi[1])), "r"(fs_pack(b[0], b[1])));
+    }
+};
+
+template <> struct fs_mma<float> {
+    static const int K = 4;
+    static const int VPL = 1;
+    static __device__ __forceinline__ float zero() { return 0.0f; }
+    static __device__ __forceinline__ void run(float* d, const float* lo, const float* hi, const float* b) {
+        asm volatile(
+            "mma.sync.aligned.m16n8k4.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
+            "{%0,%1,%2,%3};"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(fs_tf32(lo[0])), "r"(fs_tf32(hi[0])), "r"(fs_tf32(b[0])));
+    }
+};
+
+// L elements at p (stride `stride`), the first `avail` of them read and the rest zero. One
+// vector access when `vector` (contiguous, L-aligned) and all L are available.
+template <typename T, int L>
+__device__ __forceinline__ void fs_load(const T* p, u32 stride, bool vector, u32 avail, T (&out)[L]) {
+    if (L > 1 && vector && avail >= L) {
+        span<T, L> s;
+        typedef typename span<T, L>::raw_t raw_t;
+#pragma unroll
+        for (int i = 0; i < span<T, L>::PARTS; ++i) s.raw[i] = __ldg(reinterpret_cast<const raw_t*>(p) + i);
+#pragma unroll
+        for (int i = 0; i < L; ++i) out[i] = s.v[i];
+    } else {
+#pragma unroll
+        for (int i = 0; i < L; ++i) out[i] = i < (int)avail ? load(p + (u64)i * stride) : fs_mma<T>::zero();
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// SpMM: one warp per (chunk of a window, NT tiles of 16 columns of C). A chunk is whole blocks
+// of one window; a window with more vectors than one chunk holds is split, its chunks write
+// partial sums to a workspace slot each (f32, `ws_ld` per row) and fs_spmm_combine adds them in
+// order. The others update C directly.
+
+// One block's sparse operands as a lane holds them: the values of rows g (lo) and g + 8 (hi,
+// H = 16) at its vectors t*VPL + i, their columns (0 past the block's width, whose values are 0
+// and whose B elements are not read) and the block's width. Only a window's last block is
+// short; its width comes from the window pointers.
+template <typename T, int H> struct fs_block {
+    static const int K = fs_mma<T>::K, VPL = fs_mma<T>::VPL;
+    T lo[VPL], hi[VPL];
+    u32 col[VPL];
+    u32 width;
+
+    __device__ __forceinline__ void fetch(const T* values, const u32* vec_col, u32 v, u32 window_end, u32 g,
+                                          u32 t) {
+        width = min((u32)K, window_end - v);
+        const u32 j0 = t * VPL;
+        const u32 avail = j0 < width ? width - j0 : 0;
+        // Full blocks start at a multiple of 8*K elements and have rows of K: aligned runs.
+        const T* block = values + (u64)v * H;
+        fs_load<T, VPL>(block + g * width + j0, 1, width == K, avail, lo);
+        if constexpr (H == 16) fs_load<T, VPL>(block + (g + 8) * width + j0, 1, width == K, avail, hi);
+#pragma unroll
+        for (int i = 0; i < VPL; ++i) col[i] = j0 + i < width ? load(vec_col + v + j0 + i) : 0;
+    }
+};
+
+template <typename T, int H, int NT>
+__device__ __forceinline__ void fs_spmm(u32 chunks, const u32* chunk_window, const u32* chunk_start,
+                                        const u32* chunk_slot, u32 chunk_len, const u32* window_ptr,
+                                        const u32* vec_col, const T* values, u32 rows, u32 n, const T* b, u32 b_rs,
+                                        u32 b_cs, u32 b_pairs, T* c, u32 c_rs, u32 c_cs, u32 c_vec, float alpha,
+                                        float beta, float* ws, u32 ws_ld) {
+    typedef fs_mma<T> M;
+    const int K = M::K, VPL = M::VPL;
+    // Accumulators per 16-column tile: one MMA (H = 8) or two side by side (H = 16).
+    const int ACC = 4 * H / 8;
+    const u32 lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const u32 chunk = blockIdx.x * FS_WARPS + threadIdx.x / 32;
+    if (chunk >= chunks) return;
+    const u32 w = chunk_window[chunk], start = chunk_start[chunk], slot = chunk_slot[chunk];
+    const u32 window_end = window_ptr[w + 1];
+    const u32 end = min(start + chunk_len, window_end);
+    const u32 row0 = w * H;
+    for (u32 n0 = blockIdx.y * (NT * 16); n0 < n; n0 += gridDim.y * (NT * 16)) {
+        float acc[NT][ACC];
+#pragma unroll
+        for (int q = 0; q < NT; ++q)
+#pragma unroll
+            for (int i = 0; i < ACC; ++i) acc[q][i] = 0.0f;
+        // The sparse operands of a block are loaded one block ahead, so that their latency
+        // (column indices, then the B rows they name) overlaps the current block's B loads.
+        fs_block<T, H> cur, next;
+        if (start < end) cur.fetch(values, vec_col, start, window_end, g, t);
+        for (u32 v = start; v < end; v += K) {
+            if (v + K < end) next.fetch(values, vec_col, v + K, window_end, g, t);
+            const u32 width = cur.width, j0 = t * VPL;
+            const T* brow[VPL];
+#pragma unroll
+            for (int i = 0; i < VPL; ++i) brow[i] = b + (u64)cur.col[i] * b_rs;
+#pragma unroll
+            for (int q = 0; q < NT; ++q) {
+                const u32 col = n0 + q * 16 + 2 * g;
+                const u32 cols_left = col < n ? n - col : 0;
+                T x[VPL], y[VPL];
+#pragma unroll
+                for (int i = 0; i < VPL; ++i) {
+                    T pair[2];
+                    fs_load<T, 2>(brow[i] + (u64)col * b_cs, b_cs, b_pairs, j0 + i < width ? cols_left : 0, pair);
+                    x[i] = pair[0];
+                    y[i] = pair[1];
+                }
+                if constexpr (H == 8) {
+                    // A = B^T (rows: columns 2g and 2g+1 of the tile), B = the sparse block^T.
+                    M::run(acc[q], x, y, cur.lo);
+                } else {
+                    // A = the sparse block, B = B's columns 2n (first MMA) and 2n+1 (second).
+                    M::run(acc[q], cur.lo, cur.hi, x);
+                    M::run(acc[q] + ACC / 2, cur.lo, cur.hi, y);
+                }
+            }
+            cur = next;
+        }
+        // Each lane holds runs of R = H / 4 adjacent columns of two rows of the window.
+        const int R = H / 4;
+#pragma unroll
+        for (int q = 0; q < NT; ++q) {
+            u32 r[2], col;
+            float run[2][R];
+            if constexpr (H == 8) {
+                // d0, d2: row 2t at columns 2g, 2g+1; d1, d3: row 2t+1.
+                col = n0 + q * 16 + 2 * g;
+                r[0] = 2 * t;
+                r[1] = 2 * t + 1;
+                run[0][0] = acc[q][0];
+                run[0][1] = acc[q][2];
+                run[1][0] = acc[q][1];
+                run[1][1] = acc[q][3];
+            } else {
+                // MMA p's column n is tile column 2n + p: row g holds columns 4t .. 4t+3 as
+                // (first d0, second d0, first d1, second d1); row g+8 the same from d2, d3.
+                col = n0 + q * 16 + 4 * t;
+                r[0] = g;
+                r[1] = g + 8;
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    run[h][0] = acc[q][2 * h];
+                    run[h][1] = acc[q][ACC / 2 + 2 * h];
+                    run[h][2] = acc[q][2 * h + 1];
+                    run[h][3] = acc[q][ACC / 2 + 2 * h + 1];
+                }
+            }
+            if (col >= n) continue;
+            const u32 count = min((u32)R, n - col);
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const u32 row = row0 + r[h];
+                if (row >= rows) continue;
+                if (slot == FS_NONE) {
+                    update_span<T, R>(c + (u64)row * c_rs + (u64)col * c_cs, c_cs, c_vec, count, alpha, run[h], beta);
+                } else {
+                    update_span<float, R>(ws + ((u64)slot * H + r[h]) * ws_ld + col, 1, true, count, 1.0f, run[h],
+                                          0.0f);
+                }
+            }
+        }
+    }
+}
+
+// C = alpha * (sum of a split window's partials, in chunk order) + beta * C: grid.y over the
+// split windows, grid.x over columns.
+template <typename T>
+__device__ __forceinline__ void fs_spmm_combine(u32 split, const u32* split_window, const u32* split_slot,
+                                                const u32* window_ptr, u32 chunk_len, u32 h, u32 rows, u32 n,
+                                                const float* ws, u32 ws_ld, T* c, u32 c_rs, u32 c_cs, float alpha,
+                                                float beta) {
+    const u32 j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= n) return;
+    for (u32 s = blockIdx.y; s < split; s += gridDim.y) {
+        const u32 w = split_window[s], first = split_slot[s];
+        const u32 parts = (window_ptr[w + 1] - window_ptr[w] + chunk_len - 1) / chunk_len;
+        for (u32 r = 0; r < h && w * h + r < rows; ++r) {
+            float sum = 0.0f;
+            for (u32 p = 0; p < parts; ++p) sum += ws[((u64)(first + p) * h + r) * ws_ld + j];
+            update(c + (u64)(w * h + r) * c_rs + (u64)j * c_cs, alpha, sum, beta);
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// SDDMM: one warp per tile of a window's vectors, 16 of them (H = 8: the MMA's m side, C^T =
+// Y_sub X_sub^T) or 8 (H = 16: the n side, C = X_sub Y_sub^T), over the whole inner dimension.
+// Tiles never share an output, so long windows need no combining. Each step covers 4 * 2*VPL
+// inner elements as two MMAs; the result lands in ME-BCRS slot order, 0 in slots without an
+// entry, so it can feed an SpMM plan's values directly.
+
+template <typename T, int H>
+__device__ __forceinline__ void fs_sddmm(u32 tiles, const u32* tile_window, const u32* tile_start,
+                                         const u32* window_ptr, const u32* vec_col, const unsigned char* vec_mask,
+                                         const T* values, u32 scale_by_values, u32 rows, u32 kdim, const T* x,
+                                         u32 x_rs, u32 x_cs, u32 x_vec, const T* y, u32 y_rs, u32 y_cs, u32 y_vec,
+                                         T* c, u32 c_inc, float alpha, float beta) {
+    typedef fs_mma<T> M;
+    const int K = M::K, VPL = M::VPL, L = 2 * VPL;
+    const u32 lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const u32 tile = blockIdx.x * FS_WARPS + threadIdx.x / 32;
+    if (tile >= tiles) return;
+    const u32 w = tile_window[tile], v0 = tile_start[tile];
+    const u32 window_start = window_ptr[w], window_end = window_ptr[w + 1];
+    const u32 row0 = w * H;
+    // The rows this lane reads: A's rows g and g+8 and B's column g, each a row of X or Y, or
+    // none (a vector past the window's end, a row past the matrix's).
+    const T *lo_row, *hi_row, *b_row;
+    u32 lo_stride, hi_stride, b_stride;
+    bool lo_vec, hi_vec, b_vec, lo_ok, hi_ok, b_ok;
+    if constexpr (H == 8) {
+        lo_ok = v0 + g < window_end;
+        hi_ok = v0 + g + 8 < window_end;
+        b_ok = row0 + g < rows;
+        lo_row = y + (u64)(lo_ok ? load(vec_col + v0 + g) : 0) * y_rs;
+        hi_row = y + (u64)(hi_ok ? load(vec_col + v0 + g + 8) : 0) * y_rs;
+        b_row = x + (u64)(b_ok ? row0 + g : 0) * x_rs;
+        lo_stride = hi_stride = y_cs;
+        lo_vec = hi_vec = y_vec;
+        b_stride = x_cs;
+        b_vec = x_vec;
+    } else {
+        lo_ok = row0 + g < rows;
+        hi_ok = row0 + g + 8 < rows;
+        b_ok = v0 + g < window_end;
+        lo_row = x + (u64)(lo_ok ? row0 + g : 0) * x_rs;
+        hi_row = x + (u64)(hi_ok ? row0 + g + 8 : 0) * x_rs;
+        b_row = y + (u64)(b_ok ? load(vec_col + v0 + g) : 0) * y_rs;
+        lo_stride = hi_stride = x_cs;
+        lo_vec = hi_vec = x_vec;
+        b_stride = y_cs;
+        b_vec = y_vec;
+    }
+    float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (alpha != 0) {
+        for (u32 k0 = 0; k0 < kdim; k0 += 4 * L) {
+            const u32 kk = k0 + t * L;
+            const u32 left = kk < kdim ? kdim - kk : 0;
+            T a_lo[L], a_hi[L], bb[L];
+            fs_load<T, L>(lo_row + (u64)kk * lo_stride, lo_stride, lo_vec, lo_ok ? left : 0, a_lo);
+            fs_load<T, L>(hi_row + (u64)kk * hi_stride, hi_stride, hi_vec, hi_ok ? left : 0, a_hi);
+            fs_load<T, L>(b_row + (u64)kk * b_stride, b_stride, b_vec, b_ok ? left : 0, bb);
+            M::run(d, a_lo, a_hi, bb);
+            M::run(d, a_lo + VPL, a_hi + VPL, bb + VPL);
+        }
+    }
+    // D's (m, n) is (vector, row) for H = 8 and (row, vector) for H = 16.
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+        const u32 m = g + (e >= 2 ? 8 : 0), nn = 2 * t + (e & 1);
+        const u32 vl = H == 8 ? m : nn, r = H == 8 ? nn : m;
+        const u32 v = v0 + vl;
+        if (v >= window_end) continue;
+        const u32 block_start = window_start + (v - window_start) / K * K;
+        const u32 width = min((u32)K, window_end - block_start);
+        const u64 s = (u64)block_start * H + r * width + (v - block_start);
+        const u32 mask = H == 8 ? (u32)vec_mask[v] : (u32)vec_mask[2 * (u64)v] | ((u32)vec_mask[2 * (u64)v + 1] << 8);
+        T* out = c + s * c_inc;
+        if ((mask >> r) & 1) {
+            float dot = d[e];
+            if (scale_by_values) dot *= to_acc(values[s]);
+            float result = alpha != 0 ? alpha * dot : 0.0f;
+            if (beta != 0) result += beta * to_acc(*out);
+            *out = from_acc<T>(result);
+        } else {
+            *out = from_acc<T>(0.0f);
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// ME-BCRS from canonical CSR on the device, parallel over entries (so a long window is spread
+// over as many threads as it has entries). Entry e of row i (window w = i / H, row r = i % H,
+// column c):
+// 1. fs_build_first: first[e] = 1 when no earlier row of the window holds c (binary searches),
+//    so each vector of the window is counted once, at its first row.
+// 2. An exclusive scan of first[] (fs_scan_*): prefix[row_ptr[w*H]] is window_ptr[w].
+// 3. fs_build_fill: c's vector index in the window is the number of distinct columns below c,
+//    the sum over the window's rows of the first-flags before c (lower bound + prefix); the
+//    same searches give the vector's mask. Each entry writes its value to its slot; the first
+//    entry of a vector writes its column and mask.
+
+// The row of entry e: the last row whose start is at most e (empty rows skipped).
+__device__ __forceinline__ u32 fs_row_of(const u32* row_ptr, u32 rows, u32 e) {
+    u32 lo = 0, hi = rows;
+    while (lo < hi) {
+        const u32 mid = (lo + hi + 1) / 2;
+        if (row_ptr[mid] <= e) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+// The first position in col_idx[begin, end) holding a column >= c.
+__device__ __forceinline__ u32 fs_lower_bound(const u32* col_idx, u32 begin, u32 end, u32 c) {
+    while (begin < end) {
+        const u32 mid = begin + (end - begin) / 2;
+        if (col_idx[mid] < c) begin = mid + 1;
+        else end = mid;
+    }
+    return begin;
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+    fs_build_first(u32 nnz, u32 rows, u32 h, const u32* row_ptr, const u32* col_idx, u32* first) {
+    const u32 e = blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= nnz) return;
+    const u32 i = fs_row_of(row_ptr, rows, e), c = col_idx[e];
+    u32 is_first = 1;
+    for (u32 other = i - i % h; other < i && is_first; ++other) {
+        const u32 p = fs_lower_bound(col_idx, row_ptr[other], row_ptr[other + 1], c);
+        if (p < row_ptr[other + 1] && col_idx[p] == c) is_first = 0;
+    }
+    first[e] = is_first;
+}
+
+#define FS_SCAN_THREADS 256
+#define FS_SCAN_ITEMS 4
+#define FS_SCAN_TILE (FS_SCAN_THREADS * FS_SCAN_ITEMS)
+
+// Exclusive scan of the block's thread totals; the block's total in *total.
+__device__ __forceinline__ u32 fs_block_scan(u32 v, u32* total) {
+    __shared__ u32 warp_sums[FS_SCAN_THREADS / 32];
+    const u32 lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    u32 inclusive = v;
+#pragma unroll
+    for (int o = 1; o < 32; o *= 2) {
+        const u32 up = __shfl_up_sync(0xffffffffu, inclusive, o);
+        if (lane >= o) inclusive += up;
+    }
+    if (lane == 31) warp_sums[warp] = inclusive;
+    __syncthreads();
+    u32 before = 0, all = 0;
+    for (u32 k = 0; k < FS_SCAN_THREADS / 32; ++k) {
+        if (k < warp) before += warp_sums[k];
+        all += warp_sums[k];
+    }
+    __syncthreads();
+    *total = all;
+    return before + inclusive - v;
+}
+
+// Per tile of FS_SCAN_TILE flags, their total.
+extern "C" __global__ void __launch_bounds__(FS_SCAN_THREADS) fs_scan_tiles(u32 n, const u32* flags, u32* tile_totals) {
+    const u32 base = blockIdx.x * FS_SCAN_TILE + threadIdx.x * FS_SCAN_ITEMS;
+    u32 mine = 0;
+    for (u32 i = 0; i < FS_SCAN_ITEMS; ++i)
+        if (base + i < n) mine += flags[base + i];
+    u32 total;
+    fs_block_scan(mine, &total);
+    if (threadIdx.x == 0) tile_totals[blockIdx.x] = total;
+}
+
+// One block: the tile totals become exclusive offsets; totals[tiles] gets the grand total.
+extern "C" __global__ void __launch_bounds__(FS_SCAN_THREADS) fs_scan_offsets(u32 tiles, u32* totals) {
+    u32 carry = 0;
+    // Every thread runs every iteration: the block scan synchronises the block.
+    for (u32 base = 0; base < tiles; base += FS_SCAN_THREADS) {
+        const u32 i = base + threadIdx.x;
+        const u32 v = i < tiles ? totals[i] : 0;
+        u32 total;
+        const u32 before = fs_block_scan(v, &total);
+        if (i < tiles) totals[i] = carry + before;
+        carry += total;
+    }
+    if (threadIdx.x == 0) totals[tiles] = carry;
+}
+
+// prefix[e] = flags before e (e <= n), from the tile offsets.
+extern "C" __global__ void __launch_bounds__(FS_SCAN_THREADS)
+    fs_scan_apply(u32 n, const u32* flags, const u32* offsets, u32* prefix) {
+    const u32 base = blockIdx.x * FS_SCAN_TILE + threadIdx.x * FS_SCAN_ITEMS;
+    u32 mine = 0;
+    for (u32 i = 0; i < FS_SCAN_ITEMS; ++i)
+        if (base + i < n) mine += flags[base + i];
+    u32 total;
+    u32 at = offsets[blockIdx.x] + fs_block_scan(mine, &total);
+    for (u32 i = 0; i < FS_SCAN_ITEMS; ++i) {
+        if (base + i <= n) prefix[base + i] = at;
+        if (base + i < n) at += flags[base + i];
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+    fs_build_window_ptr(u32 windows, u32 rows, u32 h, const u32* row_ptr, const u32* prefix, u32* window_ptr) {
+    const u32 w = blockIdx.x * blockDim.x + threadIdx.x;
+    if (w <= windows) window_ptr[w] = prefix[row_ptr[min(w * h, rows)]];
+}
+
+template <typename T>
+__device__ __forceinline__ void fs_build_fill(u32 nnz, u32 rows, u32 h, u32 k, const u32* row_ptr,
+                                              const u32* col_idx, const T* csr_values, const u32* prefix,
+                                              const u32* window_ptr, u32* vec_col, unsigned char* vec_mask,
+                                              T* values) {
+    const u32 e = blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= nnz) return;
+    const u32 i = fs_row_of(row_ptr, rows, e), c = col_idx[e];
+    const u32 w = i / h, r = i % h, first_row = w * h;
+    u32 rank = 0, mask = 0;
+    for (u32 other = first_row; other < min(first_row + h, rows); ++other) {
+        const u32 begin = row_ptr[other], end = row_ptr[other + 1];
+        const u32 p = fs_lower_bound(col_idx, begin, end, c);
+        rank += prefix[p] - prefix[begin];
+        if (p < end && col_idx[p] == c) mask |= 1u << (other - first_row);
+    }
+    const u32 start = window_ptr[w], vectors = window_ptr[w + 1] - start;
+    const u32 block_start = rank - rank % k, width = min(k, vectors - block_start);
+    values[(u64)(start + block_start) * h + r * width + (rank - block_start)] = csr_values[e];
+    // The vector's lowest row writes what describes the vector.
+    if ((mask & ((1u << r) - 1)) == 0) {
+        const u32 v = start + rank;
+        vec_col[v] = c;
+        for (u32 byte = 0; byte < h / 8; ++byte) vec_mask[(u64)v * (h / 8) + byte] = (unsigned char)(mask >> (8 * byte));
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Entry points: NAME_H for the window heights, NT in {1, 2, 4} tiles of 16 columns per warp.
+
+#define FS_SPMM_ARGS(T)                                                                                                \
+    u32 chunks, const u32 *chunk_window, const u32 *chunk_start, const u32 *chunk_slot, u32 chunk_len,               \
+        const u32 *window_ptr, const u32 *vec_col, const T *values, u32 rows, u32 n, const T *b, u32 b_rs, u32 b_cs, \
+        u32 b_pairs, T *c, u32 c_rs, u32 c_cs, u32 c_vec, float alpha, float beta, float *ws, u32 ws_ld
+#define FS_SPMM_PASS                                                                                                  \
+    chunks, chunk_window, chunk_start, chunk_slot, chunk_len, window_ptr, vec_col, values, rows, n, b, b_rs, b_cs,   \
+        b_pairs, c, c_rs, c_cs, c_vec, alpha, beta, ws, ws_ld
+
+#define FS_SPMM_ENTRY(NAME, T, H, NT)                                                                                 \
+    extern "C" __global__ void __launch_bounds__(FS_THREADS) fs_spmm_##NAME##_h##H##_t##NT(FS_SPMM_ARGS(T)) {           \
+        fs_spmm<T, H, NT>(FS_SPMM_PASS);                                                                             \
+    }
+
+#define FS_SDDMM_ENTRY(NAME, T, H)                                                                                    \
+    extern "C" __global__ void __launch_bounds__(FS_THREADS) fs_sddmm_##NAME##_h##H(                                 \
+        u32 tiles, const u32 *tile_window, const u32 *tile_start, const u32 *window_ptr, const u32 *vec_col,         \
+        const unsigned char *vec_mask, const T *values, u32 scale_by_values, u32 rows, u32 kdim, const T *x,         \
+        u32 x_rs, u32 x_cs, u32 x_vec, const T *y, u32 y_rs, u32 y_cs, u32 y_vec, T *c, u32 c_inc, float alpha,       \
+        float beta) {                                                                                                 \
+        fs_sddmm<T, H>(tiles, tile_window, tile_start, window_ptr, vec_col, vec_mask, values, scale_by_values, rows,  \
+                       kdim, x, x_rs, x_cs, x_vec, y, y_rs, y_cs, y_vec, c, c_inc, alpha, beta);                      \
+    }
+
+#define FS_HEIGHT(NAME, T, H)                                                                                         \
+    FS_SPMM_ENTRY(NAME, T, H, 1) FS_SPMM_ENTRY(NAME, T, H, 2) FS_SPMM_ENTRY(NAME, T, H, 4) FS_SDDMM_ENTRY(NAME, T, H)
+
+#define FS_TYPE(NAME, T)                                                                                              \
+    FS_HEIGHT(NAME, T, 8)                                                                                             \
+    FS_HEIGHT(NAME, T, 16)                                                                                            \
+    extern "C" __global__ void fs_spmm_combine_##NAME(u32 split, const u32 *split_window, const u32 *split_slot,     \
+                                                      const u32 *window_ptr, u32 chunk_len, u32 h, u32 rows, u32 n,   \
+                                                      const float *ws, u32 ws_ld, T *c, u32 c_rs, u32 c_cs,           \
+                                                      float alpha, float beta) {                                      \
+        fs_spmm_combine<T>(split, split_window, split_slot, window_ptr, chunk_len, h, rows, n, ws, ws_ld, c, c_rs,   \
+                           c_cs, alpha, beta);                                                                        \
+    }                                                                                                                 \
+    extern "C" __global__ void __launch_bounds__(256) fs_build_fill_##NAME(                                          \
+        u32 nnz, u32 rows, u32 h, u32 k, const u32 *row_ptr, const u32 *col_idx, const T *csr_values,               \
+        const u32 *prefix, const u32 *window_ptr, u32 *vec_col, unsigned char *vec_mask, T *values) {                \
+        fs_build_fill<T>(nnz, rows, h, k, row_ptr, col_idx, csr_values, prefix, window_ptr, vec_col, vec_mask,       \
+                         values);                                                                                     \
+    }
+
+FS_TYPE(f16, half_t)
+FS_TYPE(f32, float)

@@ -1,0 +1,521 @@
+//! FlashSparse plans (Shi, Li et al., PPoPP'25): SpMM and SDDMM on ME-BCRS with tensor cores,
+//! f16 (mma.m16n8k8, f32 accumulation) and tf32 (mma.m16n8k4 on f32 storage). `flashsparse.cu`
+//! has the kernels and their thread mappings; docs/flashsparse.md the design and measurements.
+//!
+//! - Algorithms: `flashsparse` (what `auto` picks) runs 8x1 vectors by the swap-and-transpose
+//!   MMA (C^T = B^T A^T: the 8-row window is the MMA's n side); `flashsparse-16x1` runs 16-row
+//!   windows on the m side, the TC-GNN/DTC-SpMM granularity, with the same loads and stores, so
+//!   that the gain of 8x1 is measured. A descriptor's block shape, when given, must be the
+//!   format's `window x vectors per block` (8x8 or 16x8 for f16, 8x4 or 16x4 for tf32), and with
+//!   `auto` a 16-row shape picks the ablation.
+//! - Conversion: ME-BCRS is built on the device from the CSR ([`build`]), with the real values;
+//!   its time is part of planning (spbench reports it as plan time, apart from the runs).
+//! - Any M, N and K: rows, columns and the inner dimension past the ends are predicated, a
+//!   window's short last block is read from the window pointers, nothing is padded. B, C, X and
+//!   Y may be row- or column-major; the row-major ones take the vector loads and stores.
+//! - Load balance (SpMM): a warp runs one chunk of at most [`work::CHUNK_VECTORS`] vectors of
+//!   one window. A window longer than that (the hubs of a power-law graph, one dense row) is cut
+//!   into several chunks, which run concurrently on different warps and write f32 partial sums
+//!   to workspace slots; a second kernel adds each split window's slots in chunk order and
+//!   applies alpha and beta. Partials rather than atomics keep the result bit-reproducible and
+//!   serve f16 output, which has no f32 atomic add; windows of one chunk, the common case, write
+//!   C directly and pay nothing for it. SDDMM needs no combining: a warp owns a tile of 16 (8x1)
+//!   or 8 (16x1) vectors and every output slot belongs to one tile, so long windows simply give
+//!   many tiles.
+//! - SDDMM output: C holds the values in ME-BCRS slot order ([`SddmmPlan::value_order`] maps
+//!   them to CSR), 0 in the slots without an entry, ready to be an SpMM plan's values.
+//! - Infinities and NaN: the tensor core multiplies the zero fill of a vector too, so an
+//!   infinite or NaN element of B (X, Y) read for a vector also reaches the rows of its window
+//!   that hold no entry in that column (0 * inf = NaN), where a CSR kernel would leave them
+//!   finite. Finite inputs give the CSR results within the f32 accumulation bound.
+
+mod build;
+mod work;
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use sparse_core::{
+    Accumulator, Algorithm, BackendKind, BlockShape, Compute, CsrRef, DType, DenseMut, DenseRef,
+    Error, Format, Layout, OpKind, PlanInfo, Precision, Result, Scalar, SddmmDesc, SddmmPlan,
+    SpIndex, SpmmDesc, SpmmPlan, ValueOrder,
+};
+use sparse_formats::{MeBcrs, MeBcrsShape};
+
+use crate::compile::sources;
+use crate::device::{driver_error, Device};
+use crate::executor::CudaBackend;
+use crate::operand::{input, output, strides, suffix, to_u32, AccArg};
+use crate::spmm::scale_dense;
+use build::DeviceMeBcrs;
+use work::{upload, Chunks, Tiles, CHUNK_VECTORS};
+
+/// Warps per block of the SpMM and SDDMM kernels (`FS_WARPS`).
+const WARPS: u32 = 4;
+const THREADS: u32 = WARPS * 32;
+/// Columns of C one MMA covers.
+const MMA_COLS: u32 = 16;
+/// The largest grid.y; the kernels stride over what lies beyond.
+const MAX_GRID_Y: u32 = 65_535;
+/// A null device pointer, for the workspace of a run without split windows (never read).
+const NULL: u64 = 0;
+
+/// The precisions with tensor-core kernels: f16 storage with f32 accumulation, and tf32.
+pub(crate) fn supports(precision: Precision) -> bool {
+    matches!(
+        (precision.storage, precision.compute),
+        (DType::F16, Compute::F32) | (DType::F32, Compute::Tf32)
+    )
+}
+
+/// The algorithm a plan runs and the ME-BCRS shape it needs, from the descriptor.
+fn resolve(
+    op: OpKind,
+    precision: Precision,
+    algorithm: Algorithm,
+    block: Option<BlockShape>,
+) -> Result<(Algorithm, MeBcrsShape)> {
+    // Vectors per block: the k of the MMA.
+    let k = if precision.storage == DType::F16 {
+        8
+    } else {
+        4
+    };
+    let window = match algorithm {
+        Algorithm::Auto => block.map_or(8, |b| b.rows),
+        Algorithm::FlashSparse => 8,
+        Algorithm::FlashSparse16x1 => 16,
+        other => {
+            return Err(Error::Unsupported {
+                op,
+                format: Format::MeBcrs,
+                precision,
+                backend: BackendKind::Cuda,
+                supported: format!(
+                    "{op} on me-bcrs with the algorithms auto, flashsparse and flashsparse-16x1, \
+                     not {other}"
+                ),
+            })
+        }
+    };
+    if let Some(b) = block {
+        if b != BlockShape::new(window, k) {
+            return Err(Error::invalid(format!(
+                "{op} on me-bcrs in {precision} runs blocks of {window}x{k} (window rows x \
+                 vectors per block; 8 or 16 rows), not {b}"
+            )));
+        }
+    }
+    let chosen = if window == 16 {
+        Algorithm::FlashSparse16x1
+    } else {
+        Algorithm::FlashSparse
+    };
+    Ok((chosen, MeBcrsShape::new(window, k)?))
+}
+
+/// ME-BCRS of `a` built on `backend`'s device and read back: what the plans run on.
+pub fn me_bcrs_on_device<T: Scalar, I: SpIndex>(
+    backend: &CudaBackend,
+    a: CsrRef<'_, T, I>,
+    shape: MeBcrsShape,
+) -> Result<MeBcrs<T>> {
+    DeviceMeBcrs::build(backend.device(), a, shape)?.to_host(backend.device())
+}
+
+fn launched(what: &'static str) -> impl Fn(cudarc::driver::DriverError) -> Error {
+    move |e| driver_error(what, e)
+}
+
+fn kernel_suffix<T: Scalar>(op: OpKind) -> Result<&'static str> {
+    suffix(T::DTYPE).ok_or_else(|| Error::invalid(format!("no FlashSparse {op} for {}", T::DTYPE)))
+}
+
+/// A planned FlashSparse SpMM.
+pub struct FlashSparseSpmmPlan<T> {
+    device: Arc<Device>,
+    a: DeviceMeBcrs<T>,
+    chunk_window: CudaSlice<u32>,
+    chunk_start: CudaSlice<u32>,
+    chunk_slot: CudaSlice<u32>,
+    chunks: u32,
+    split_window: CudaSlice<u32>,
+    split_slot: CudaSlice<u32>,
+    split: u32,
+    slots: u32,
+    /// The kernels for 1, 2 and 4 tiles of 16 columns per warp.
+    kernels: [CudaFunction; 3],
+    combine: CudaFunction,
+    /// `scale_matrix` of spmm.cu, for alpha == 0.
+    scale: CudaFunction,
+    /// Partial sums of split windows: slots x window x (N rounded up to 4), grown to the widest
+    /// N run so far.
+    workspace: Option<CudaSlice<f32>>,
+    info: PlanInfo,
+}
+
+impl<T: Scalar> FlashSparseSpmmPlan<T> {
+    pub(crate) fn new<I: SpIndex>(
+        device: &Arc<Device>,
+        a: CsrRef<'_, T, I>,
+        desc: &SpmmDesc,
+    ) -> Result<Self> {
+        let (algorithm, shape) = resolve(OpKind::Spmm, desc.precision, desc.algorithm, desc.block)?;
+        let sfx = kernel_suffix::<T>(OpKind::Spmm)?;
+        let m = DeviceMeBcrs::build(device, a, shape)?;
+        let c = Chunks::new(&m.host_window_ptr, CHUNK_VECTORS);
+        let (chunk_window, chunks) = upload(device, &c.window)?;
+        let (chunk_start, _) = upload(device, &c.start)?;
+        let (chunk_slot, _) = upload(device, &c.slot)?;
+        let (split_window, split) = upload(device, &c.split_window)?;
+        let (split_slot, _) = upload(device, &c.split_slot)?;
+        let h = shape.window();
+        let kernel =
+            |nt: u32| device.function(sources::FLASHSPARSE, &format!("fs_spmm_{sfx}_h{h}_t{nt}"));
+        let info = PlanInfo {
+            backend: BackendKind::Cuda,
+            op: OpKind::Spmm,
+            format: Format::MeBcrs,
+            precision: desc.precision,
+            algorithm,
+            bytes: m.bytes() + (3 * c.window.len() + 2 * c.split_window.len()) * 4,
+            deterministic: true,
+        };
+        Ok(FlashSparseSpmmPlan {
+            kernels: [kernel(1)?, kernel(2)?, kernel(4)?],
+            combine: device.function(sources::FLASHSPARSE, &format!("fs_spmm_combine_{sfx}"))?,
+            scale: device.function(sources::SPMM, &format!("scale_matrix_{sfx}"))?,
+            device: device.clone(),
+            a: m,
+            chunk_window,
+            chunk_start,
+            chunk_slot,
+            chunks,
+            split_window,
+            split_slot,
+            split,
+            slots: c.slots,
+            workspace: None,
+            info,
+        })
+    }
+
+    /// Grows the workspace to hold `ws_ld` columns per row when there are split windows.
+    fn grow_workspace(&mut self, ws_ld: u32) -> Result<()> {
+        if self.slots == 0 {
+            return Ok(());
+        }
+        let len = (self.slots as usize)
+            .checked_mul(self.a.shape.window() * ws_ld as usize)
+            .ok_or_else(|| Error::invalid("the FlashSparse workspace size overflows usize"))?;
+        let held = self.workspace.as_ref().map_or(0, |w| w.len());
+        if held < len {
+            let grown = self
+                .device
+                .stream
+                .alloc_zeros::<f32>(len)
+                .map_err(|e| driver_error("allocating the FlashSparse workspace", e))?;
+            self.info.bytes = self.info.bytes - held * 4 + len * 4;
+            self.workspace = Some(grown);
+        }
+        Ok(())
+    }
+}
+
+impl<T: Scalar> SpmmPlan<T> for FlashSparseSpmmPlan<T> {
+    fn info(&self) -> &PlanInfo {
+        &self.info
+    }
+
+    fn run(
+        &mut self,
+        alpha: T::Acc,
+        b: DenseRef<'_, T>,
+        beta: T::Acc,
+        mut c: DenseMut<'_, T::Out>,
+    ) -> Result<()> {
+        let (rows, cols) = (self.a.rows, self.a.cols);
+        let width = b.cols();
+        b.expect_shape("spmm B", (cols as usize, width))?;
+        c.expect_shape("spmm C", (rows as usize, width))?;
+        let n = to_u32("spmm width (columns of B)", width)?;
+        to_u32("spmm B leading dimension", b.ld())?;
+        let c_layout = c.layout();
+        let c_ld = to_u32("spmm C leading dimension", c.ld())?;
+        let (b_rs, b_cs) = strides(b.layout(), b.ld());
+        let (c_rs, c_cs) = strides(c_layout, c.ld());
+        let h = self.a.shape.window() as u32;
+        // Adjacent pairs of B are aligned when rows are contiguous and start at even offsets;
+        // runs of h / 4 outputs likewise.
+        let b_pairs = u32::from(b.layout() == Layout::RowMajor && b.ld() % 2 == 0);
+        let c_vec = u32::from(c_layout == Layout::RowMajor && c.ld() % (h as usize / 4) == 0);
+        let bb = input(&b, &self.device, "spmm B")?;
+        let cb = output(&mut c, &self.device, "spmm C")?;
+        if rows == 0 || n == 0 {
+            return Ok(());
+        }
+        let (alpha, beta) = (Accumulator::to_f64(alpha), Accumulator::to_f64(beta));
+        if alpha == 0.0 {
+            return scale_dense(
+                &self.device,
+                &self.scale,
+                (rows, n),
+                c_layout,
+                c_ld,
+                &mut cb.bytes,
+                AccArg::of::<T>(beta),
+            );
+        }
+        let (alpha, beta) = (alpha as f32, beta as f32);
+        // Tiles of 16 columns per warp: more share the sparse loads, fewer spread narrow N.
+        let (kernel, nt) = match n {
+            0..=16 => (0, 1),
+            17..=32 => (1, 2),
+            _ => (2, 4),
+        };
+        let ws_ld = n.next_multiple_of(4);
+        let chunk_len = CHUNK_VECTORS;
+        self.grow_workspace(ws_ld)?;
+        let workspace = self.workspace.as_ref();
+        let stream = &self.device.stream;
+        let mut args = stream.launch_builder(&self.kernels[kernel]);
+        args.arg(&self.chunks)
+            .arg(&self.chunk_window)
+            .arg(&self.chunk_start)
+            .arg(&self.chunk_slot)
+            .arg(&chunk_len)
+            .arg(&self.a.window_ptr)
+            .arg(&self.a.vec_col)
+            .arg(&self.a.values.bytes)
+            .arg(&rows)
+            .arg(&n)
+            .arg(&bb.bytes)
+            .arg(&b_rs)
+            .arg(&b_cs)
+            .arg(&b_pairs)
+            .arg(&cb.bytes)
+            .arg(&c_rs)
+            .arg(&c_cs)
+            .arg(&c_vec)
+            .arg(&alpha)
+            .arg(&beta);
+        match workspace {
+            Some(w) => args.arg(w),
+            None => args.arg(&NULL),
+        };
+        args.arg(&ws_ld);
+        let config = LaunchConfig {
+            grid_dim: (
+                self.chunks.div_ceil(WARPS).max(1),
+                n.div_ceil(nt * MMA_COLS).min(MAX_GRID_Y),
+                1,
+            ),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: arguments match fs_spmm's entry; chunks lie inside their windows and hold
+        // whole blocks, so every value read is a slot below vectors * h and every column < cols;
+        // B spans cols x n and C rows x n at their strides (checked by the Dense views); pairs
+        // and runs are vector-accessed only when the flags above make them aligned (allocations
+        // are 256-byte aligned); chunks with a slot write slots * h rows of ws_ld floats, which
+        // the workspace holds.
+        unsafe { args.launch(config) }.map_err(launched("fs_spmm"))?;
+        if let Some(w) = workspace {
+            let mut args = stream.launch_builder(&self.combine);
+            args.arg(&self.split)
+                .arg(&self.split_window)
+                .arg(&self.split_slot)
+                .arg(&self.a.window_ptr)
+                .arg(&chunk_len)
+                .arg(&h)
+                .arg(&rows)
+                .arg(&n)
+                .arg(w)
+                .arg(&ws_ld)
+                .arg(&cb.bytes)
+                .arg(&c_rs)
+                .arg(&c_cs)
+                .arg(&alpha)
+                .arg(&beta);
+            let config = LaunchConfig {
+                grid_dim: (n.div_ceil(THREADS), self.split.clamp(1, MAX_GRID_Y), 1),
+                block_dim: (THREADS, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            // SAFETY: the split windows' slots were written by fs_spmm before, on this stream;
+            // C as above.
+            unsafe { args.launch(config) }.map_err(launched("fs_spmm_combine"))?;
+        }
+        Ok(())
+    }
+}
+
+/// A planned FlashSparse SDDMM.
+pub struct FlashSparseSddmmPlan<T> {
+    device: Arc<Device>,
+    s: DeviceMeBcrs<T>,
+    tile_window: CudaSlice<u32>,
+    tile_start: CudaSlice<u32>,
+    tiles: u32,
+    kernel: CudaFunction,
+    order: ValueOrder,
+    scale_by_values: bool,
+    info: PlanInfo,
+}
+
+impl<T: Scalar> FlashSparseSddmmPlan<T> {
+    pub(crate) fn new<I: SpIndex>(
+        device: &Arc<Device>,
+        s: CsrRef<'_, T, I>,
+        desc: &SddmmDesc,
+    ) -> Result<Self> {
+        let (algorithm, shape) =
+            resolve(OpKind::Sddmm, desc.precision, desc.algorithm, desc.block)?;
+        let sfx = kernel_suffix::<T>(OpKind::Sddmm)?;
+        let m = DeviceMeBcrs::build(device, s, shape)?;
+        // An MMA covers 16 vectors (8-row windows, m side) or 8 (16-row windows, n side).
+        let per_tile = if shape.window() == 8 { 16 } else { 8 };
+        let t = Tiles::new(&m.host_window_ptr, per_tile);
+        let (tile_window, tiles) = upload(device, &t.window)?;
+        let (tile_start, _) = upload(device, &t.start)?;
+        let order = m.to_host(device)?.value_order();
+        let info = PlanInfo {
+            backend: BackendKind::Cuda,
+            op: OpKind::Sddmm,
+            format: Format::MeBcrs,
+            precision: desc.precision,
+            algorithm,
+            bytes: m.bytes() + 2 * t.window.len() * 4,
+            deterministic: true,
+        };
+        Ok(FlashSparseSddmmPlan {
+            kernel: device.function(
+                sources::FLASHSPARSE,
+                &format!("fs_sddmm_{sfx}_h{}", shape.window()),
+            )?,
+            device: device.clone(),
+            s: m,
+            tile_window,
+            tile_start,
+            tiles,
+            order,
+            scale_by_values: desc.scale_by_values,
+            info,
+        })
+    }
+}
+
+impl<T: Scalar> SddmmPlan<T> for FlashSparseSddmmPlan<T> {
+    fn info(&self) -> &PlanInfo {
+        &self.info
+    }
+
+    fn value_order(&self) -> Option<&ValueOrder> {
+        Some(&self.order)
+    }
+
+    fn run(
+        &mut self,
+        alpha: T::Acc,
+        x: DenseRef<'_, T>,
+        y: DenseRef<'_, T>,
+        beta: T::Acc,
+        mut c: DenseMut<'_, T::Out>,
+    ) -> Result<()> {
+        let s = &self.s;
+        let width = x.cols();
+        x.expect_shape("sddmm X", (s.rows as usize, width))?;
+        y.expect_shape("sddmm Y", (s.cols as usize, width))?;
+        c.expect_shape("sddmm C", (self.order.len(), 1))?;
+        let kdim = to_u32("sddmm inner dimension (columns of X)", width)?;
+        to_u32("sddmm X leading dimension", x.ld())?;
+        to_u32("sddmm Y leading dimension", y.ld())?;
+        to_u32("sddmm C leading dimension", c.ld())?;
+        let (c_inc, _) = strides(c.layout(), c.ld());
+        let (x_rs, x_cs) = strides(x.layout(), x.ld());
+        let (y_rs, y_cs) = strides(y.layout(), y.ld());
+        // Each lane reads 2 * VPL consecutive elements of the inner dimension: 4 f16, 2 f32.
+        let run = if T::DTYPE == DType::F16 { 4 } else { 2 };
+        let aligned =
+            |d: &DenseRef<'_, T>| u32::from(d.layout() == Layout::RowMajor && d.ld() % run == 0);
+        let (x_vec, y_vec) = (aligned(&x), aligned(&y));
+        let xb = input(&x, &self.device, "sddmm X")?;
+        let yb = input(&y, &self.device, "sddmm Y")?;
+        let cb = output(&mut c, &self.device, "sddmm C")?;
+        if self.tiles == 0 {
+            return Ok(());
+        }
+        let alpha = Accumulator::to_f64(alpha) as f32;
+        let beta = Accumulator::to_f64(beta) as f32;
+        let scale_by_values = u32::from(self.scale_by_values);
+        let mut args = self.device.stream.launch_builder(&self.kernel);
+        args.arg(&self.tiles)
+            .arg(&self.tile_window)
+            .arg(&self.tile_start)
+            .arg(&s.window_ptr)
+            .arg(&s.vec_col)
+            .arg(&s.vec_mask)
+            .arg(&s.values.bytes)
+            .arg(&scale_by_values)
+            .arg(&s.rows)
+            .arg(&kdim)
+            .arg(&xb.bytes)
+            .arg(&x_rs)
+            .arg(&x_cs)
+            .arg(&x_vec)
+            .arg(&yb.bytes)
+            .arg(&y_rs)
+            .arg(&y_cs)
+            .arg(&y_vec)
+            .arg(&cb.bytes)
+            .arg(&c_inc)
+            .arg(&alpha)
+            .arg(&beta);
+        let config = LaunchConfig {
+            grid_dim: (self.tiles.div_ceil(WARPS), 1, 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: arguments match fs_sddmm's entry; tiles lie inside their windows, so every
+        // slot written is below vectors * h = c's length, columns are < cols = Y's rows and rows
+        // past M are never read; X spans rows x k, Y cols x k and C its slots at their strides
+        // (checked by the Dense views); vector loads only where the flags make them aligned.
+        unsafe { args.launch(config) }.map_err(launched("fs_sddmm"))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn descriptors_pick_the_granularity() {
+        let f16 = Precision::F16;
+        let pick = |algorithm, block| resolve(OpKind::Spmm, f16, algorithm, block);
+        let (a, s) = pick(Algorithm::Auto, None).unwrap();
+        assert_eq!((a, s), (Algorithm::FlashSparse, MeBcrsShape::f16()));
+        let (a, s) = pick(Algorithm::Auto, Some(BlockShape::new(16, 8))).unwrap();
+        assert_eq!(
+            (a, s.window(), s.block()),
+            (Algorithm::FlashSparse16x1, 16, 8)
+        );
+        let (_, s) = resolve(
+            OpKind::Sddmm,
+            Precision::TF32,
+            Algorithm::FlashSparse16x1,
+            None,
+        )
+        .unwrap();
+        assert_eq!((s.window(), s.block()), (16, 4));
+        assert!(matches!(
+            pick(Algorithm::FlashSparse, Some(BlockShape::new(16, 8))),
+            Err(Error::InvalidArgument { .. })
+        ));
+        assert!(matches!(
+            pick(Algorithm::Rode, None),
+            Err(Error::Unsupported { .. })
+        ));
+        assert!(supports(Precision::TF32) && supports(f16) && !supports(Precision::F32));
+    }
+}
