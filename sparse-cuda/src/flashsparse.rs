@@ -45,7 +45,7 @@ use sparse_formats::{MeBcrs, MeBcrsShape};
 use crate::compile::sources;
 use crate::device::{driver_error, Device};
 use crate::executor::CudaBackend;
-use crate::operand::{input, output, strides, suffix, to_u32, AccArg};
+use crate::operand::{input, output, sddmm_inner, strides, suffix, to_u32, AccArg};
 use crate::spmm::scale_dense;
 use build::DeviceMeBcrs;
 use work::{upload, Chunks, Tiles, CHUNK_VECTORS};
@@ -423,13 +423,12 @@ impl<T: Scalar> SddmmPlan<T> for FlashSparseSddmmPlan<T> {
         mut c: DenseMut<'_, T::Out>,
     ) -> Result<()> {
         let s = &self.s;
-        let width = x.cols();
-        x.expect_shape("sddmm X", (s.rows as usize, width))?;
-        y.expect_shape("sddmm Y", (s.cols as usize, width))?;
-        c.expect_shape("sddmm C", (self.order.len(), 1))?;
-        let kdim = to_u32("sddmm inner dimension (columns of X)", width)?;
-        to_u32("sddmm X leading dimension", x.ld())?;
-        to_u32("sddmm Y leading dimension", y.ld())?;
+        let kdim = sddmm_inner(
+            (s.rows as usize, s.cols as usize, self.order.len()),
+            &x,
+            &y,
+            &c,
+        )?;
         to_u32("sddmm C leading dimension", c.ld())?;
         let (c_inc, _) = strides(c.layout(), c.ld());
         let (x_rs, x_cs) = strides(x.layout(), x.ld());

@@ -26,6 +26,24 @@ pub fn strides(layout: Layout, ld: usize) -> (u32, u32) {
     }
 }
 
+/// Checks the operands of an SDDMM over a `rows x cols` pattern whose output has `slots` values:
+/// X is rows x K, Y cols x K, C slots x 1, and K and the leading dimensions of X and Y fit the
+/// kernels' u32 arguments. Returns K.
+pub fn sddmm_inner<T: Scalar, O: Scalar>(
+    (rows, cols, slots): (usize, usize, usize),
+    x: &DenseRef<'_, T>,
+    y: &DenseRef<'_, T>,
+    c: &DenseMut<'_, O>,
+) -> Result<u32> {
+    let width = x.cols();
+    x.expect_shape("sddmm X", (rows, width))?;
+    y.expect_shape("sddmm Y", (cols, width))?;
+    c.expect_shape("sddmm C", (slots, 1))?;
+    to_u32("sddmm X leading dimension", x.ld())?;
+    to_u32("sddmm Y leading dimension", y.ld())?;
+    to_u32("sddmm inner dimension (columns of X)", width)
+}
+
 fn wrong_memory(context: &str, device: &Device, found: String) -> Error {
     Error::WrongMemory {
         context: context.to_string(),

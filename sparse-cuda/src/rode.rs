@@ -32,7 +32,7 @@ use sparse_core::{
 use crate::compile::sources;
 use crate::device::{driver_error, Device};
 use crate::matrix::DeviceCsr;
-use crate::operand::{input, output, strides, suffix, to_u32, AccArg};
+use crate::operand::{input, output, sddmm_inner, strides, suffix, to_u32, AccArg};
 use crate::spmm::{scale_dense, Variants};
 use decomposition::{Decomposition, TILE};
 
@@ -615,18 +615,17 @@ impl<T: Scalar> SddmmPlan<T> for RodeSddmmPlan<T> {
         mut c: DenseMut<'_, T::Out>,
     ) -> Result<()> {
         let s = &self.s;
-        let width = x.cols();
-        x.expect_shape("sddmm X", (s.rows as usize, width))?;
-        y.expect_shape("sddmm Y", (s.cols as usize, width))?;
-        c.expect_shape("sddmm C", (s.nnz as usize, 1))?;
-        let k = to_u32("sddmm inner dimension (columns of X)", width)?;
-        to_u32("sddmm X leading dimension", x.ld())?;
-        to_u32("sddmm Y leading dimension", y.ld())?;
+        let k = sddmm_inner(
+            (s.rows as usize, s.cols as usize, s.nnz as usize),
+            &x,
+            &y,
+            &c,
+        )?;
         let c_layout = c.layout();
         let c_ld = to_u32("sddmm C leading dimension", c.ld())?;
         let (c_inc, _) = strides(c_layout, c.ld());
         let row_major = |d: &DenseRef<'_, T>| (d.layout() == Layout::RowMajor).then(|| d.ld());
-        let shape = Lanes::new(width, &[row_major(&x), row_major(&y)], SDDMM_MIN_LANES);
+        let shape = Lanes::new(k as usize, &[row_major(&x), row_major(&y)], SDDMM_MIN_LANES);
         let (x_strides, y_strides) = (strides(x.layout(), x.ld()), strides(y.layout(), y.ld()));
         let xb = input(&x, &self.device, "sddmm X")?;
         let yb = input(&y, &self.device, "sddmm Y")?;

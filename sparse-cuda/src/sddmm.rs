@@ -19,7 +19,7 @@ use sparse_core::{
 use crate::compile::sources;
 use crate::device::{driver_error, Device};
 use crate::matrix::DeviceCsr;
-use crate::operand::{input, output, strides, suffix, to_u32, AccArg};
+use crate::operand::{input, output, sddmm_inner, strides, suffix, to_u32, AccArg};
 use crate::spmm::{scale_dense, Variants};
 
 const BLOCK: u32 = 256;
@@ -128,13 +128,12 @@ impl<T: Scalar> SddmmPlan<T> for CudaSddmmPlan<T> {
         mut c: DenseMut<'_, T::Out>,
     ) -> Result<()> {
         let s = &self.s;
-        let width = x.cols();
-        x.expect_shape("sddmm X", (s.rows as usize, width))?;
-        y.expect_shape("sddmm Y", (s.cols as usize, width))?;
-        c.expect_shape("sddmm C", (s.nnz as usize, 1))?;
-        let k = to_u32("sddmm inner dimension (columns of X)", width)?;
-        to_u32("sddmm X leading dimension", x.ld())?;
-        to_u32("sddmm Y leading dimension", y.ld())?;
+        let k = sddmm_inner(
+            (s.rows as usize, s.cols as usize, s.nnz as usize),
+            &x,
+            &y,
+            &c,
+        )?;
         let c_layout = c.layout();
         let c_ld = to_u32("sddmm C leading dimension", c.ld())?;
         let ((x_rs, x_cs), (y_rs, y_cs)) =
@@ -160,8 +159,8 @@ impl<T: Scalar> SddmmPlan<T> for CudaSddmmPlan<T> {
                 acc_beta,
             );
         }
-        let values = Variants::values(width, &[row_major_ld(&x), row_major_ld(&y)]);
-        let lanes = Variants::lanes(width, values);
+        let values = Variants::values(k as usize, &[row_major_ld(&x), row_major_ld(&y)]);
+        let lanes = Variants::lanes(k as usize, values);
         let function = self.kernels.get(lanes, values);
         let scale_by_values = u32::from(self.scale_by_values);
         let mut args = stream.launch_builder(function);
