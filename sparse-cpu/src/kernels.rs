@@ -1,5 +1,7 @@
-//! rayon kernels for CSR. Each output element is produced by one task in a fixed order, over a
-//! partition fixed at plan time, so results are bit-identical from run to run.
+//! rayon kernels for CSR, and the pieces the kernels of the other formats share with them:
+//! opening the operands, the `alpha`/`beta` update, the SpMM inner loop. Each output element is
+//! produced by one task in a fixed order, over a partition fixed at plan time, so results are
+//! bit-identical from run to run.
 
 use rayon::prelude::*;
 use sparse_core::{Accumulator, CsrRef, DenseMut, DenseRef, Layout, Result, Scalar, SpIndex};
@@ -12,6 +14,94 @@ pub(crate) fn strides<T>(d: &DenseRef<'_, T>) -> (usize, usize) {
     match d.layout() {
         Layout::RowMajor => (d.ld(), 1),
         Layout::ColMajor => (1, d.ld()),
+    }
+}
+
+/// What every SpMV kernel starts from: x's elements on the host and y open for the tasks'
+/// writes.
+pub(crate) struct SpmvOperands<'x, 'y, T: Scalar> {
+    /// x's elements, `incx` apart.
+    pub xs: &'x [T],
+    pub incx: usize,
+    pub out: SharedOut<'y, T::Out>,
+}
+
+impl<'x, 'y, T: Scalar> SpmvOperands<'x, 'y, T> {
+    pub(crate) fn open(x: &DenseRef<'x, T>, y: &'y mut DenseMut<'_, T::Out>) -> Result<Self> {
+        Ok(SpmvOperands {
+            xs: x.host("spmv x")?,
+            incx: strides(x).0,
+            out: SharedOut::new(y, "spmv y")?,
+        })
+    }
+}
+
+/// What every SpMM kernel starts from: B's elements on the host and C open for the tasks'
+/// writes.
+pub(crate) struct SpmmOperands<'b, 'c, T: Scalar> {
+    pub bs: &'b [T],
+    /// B's row and column strides: element (i, j) at `i*strides.0 + j*strides.1`.
+    pub strides: (usize, usize),
+    pub out: SharedOut<'c, T::Out>,
+}
+
+impl<'b, 'c, T: Scalar> SpmmOperands<'b, 'c, T> {
+    pub(crate) fn open(b: &DenseRef<'b, T>, c: &'c mut DenseMut<'_, T::Out>) -> Result<Self> {
+        Ok(SpmmOperands {
+            bs: b.host("spmm B")?,
+            strides: strides(b),
+            out: SharedOut::new(c, "spmm C")?,
+        })
+    }
+}
+
+/// The dense factors of an SDDMM on the host: what every SDDMM kernel samples its entries from.
+pub(crate) struct SddmmFactors<'a, T> {
+    /// Columns of X and of Y: the length of each dot product.
+    k: usize,
+    x: &'a [T],
+    y: &'a [T],
+    x_strides: (usize, usize),
+    y_strides: (usize, usize),
+    scale_by_values: bool,
+}
+
+impl<'a, T: Scalar> SddmmFactors<'a, T> {
+    pub(crate) fn new(
+        x: &DenseRef<'a, T>,
+        y: &DenseRef<'a, T>,
+        scale_by_values: bool,
+    ) -> Result<Self> {
+        Ok(SddmmFactors {
+            k: x.cols(),
+            x: x.host("sddmm X")?,
+            y: y.host("sddmm Y")?,
+            x_strides: strides(x),
+            y_strides: strides(y),
+            scale_by_values,
+        })
+    }
+
+    /// The sampled product of an entry at (i, j) holding `value`: row i of X dot row j of Y,
+    /// times `value` when scaling by values.
+    ///
+    /// # Safety
+    /// `i < x.rows()` and `j < y.rows()`.
+    #[inline(always)]
+    pub(crate) unsafe fn sample(&self, i: usize, j: usize, value: T) -> T::Acc {
+        let ((x_row, x_col), (y_row, y_col)) = (self.x_strides, self.y_strides);
+        let mut dot = T::Acc::ZERO;
+        for t in 0..self.k {
+            // SAFETY: t < k, with i and j in range (the caller's contract): inside both spans.
+            dot = dot.madd(
+                self.x.get_unchecked(i * x_row + t * x_col).to_acc(),
+                self.y.get_unchecked(j * y_row + t * y_col).to_acc(),
+            );
+        }
+        if self.scale_by_values {
+            dot = T::Acc::ZERO.madd(dot, value.to_acc());
+        }
+        dot
     }
 }
 
@@ -63,9 +153,7 @@ pub fn spmv<T: Scalar, I: SpIndex>(
     beta: T::Acc,
     mut y: DenseMut<'_, T::Out>,
 ) -> Result<()> {
-    let xs = x.host("spmv x")?;
-    let incx = strides(&x).0;
-    let out = SharedOut::new(&mut y, "spmv y")?;
+    let SpmvOperands { xs, incx, out } = SpmvOperands::open(&x, &mut y)?;
     let (row_ptr, col_idx, values) = (a.row_ptr(), a.col_idx(), a.values());
     let stretch = |from: usize, to: usize| {
         // SAFETY: a validated CSR indexes columns < x.rows(), and x spans its rows.
@@ -113,7 +201,7 @@ pub fn spmv<T: Scalar, I: SpIndex>(
 }
 
 /// Columns of C computed together, so their sums stay in registers.
-const SPMM_COLUMN_BLOCK: usize = 32;
+pub(crate) const SPMM_COLUMN_BLOCK: usize = 32;
 
 /// `acc[t] += v * b[t*stride]` over a block; called with a literal stride 1 for row-major B so
 /// the loop is vectorised.
@@ -138,9 +226,8 @@ pub fn spmm<T: Scalar, I: SpIndex>(
     mut c: DenseMut<'_, T::Out>,
 ) -> Result<()> {
     let n = b.cols();
-    let bs = b.host("spmm B")?;
-    let (b_row, b_col) = strides(&b);
-    let out = SharedOut::new(&mut c, "spmm C")?;
+    let SpmmOperands { bs, strides, out } = SpmmOperands::open(&b, &mut c)?;
+    let (b_row, b_col) = strides;
     row_bounds.par_windows(2).for_each(|w| {
         let mut acc = [T::Acc::ZERO; SPMM_COLUMN_BLOCK];
         for i in w[0]..w[1] {
@@ -186,27 +273,14 @@ pub fn sddmm<T: Scalar, I: SpIndex>(
     mut c: DenseMut<'_, T::Out>,
     scale_by_values: bool,
 ) -> Result<()> {
-    let k = x.cols();
-    let (xs, ys) = (x.host("sddmm X")?, y.host("sddmm Y")?);
-    let ((x_row, x_col), (y_row, y_col)) = (strides(&x), strides(&y));
+    let factors = SddmmFactors::new(&x, &y, scale_by_values)?;
     let out = SharedOut::new(&mut c, "sddmm C")?;
     row_bounds.par_windows(2).for_each(|w| {
         for i in w[0]..w[1] {
             for e in s.row_range(i) {
                 let j = s.col_idx()[e].to_usize();
-                let mut dot = T::Acc::ZERO;
-                for t in 0..k {
-                    // SAFETY: i < x.rows(), j < y.rows() (validated CSR), t < k: inside both spans.
-                    unsafe {
-                        dot = dot.madd(
-                            xs.get_unchecked(i * x_row + t * x_col).to_acc(),
-                            ys.get_unchecked(j * y_row + t * y_col).to_acc(),
-                        );
-                    }
-                }
-                if scale_by_values {
-                    dot = T::Acc::ZERO.madd(dot, s.values()[e].to_acc());
-                }
+                // SAFETY: i < x.rows() and j < y.rows() (validated CSR).
+                let dot = unsafe { factors.sample(i, j, s.values()[e]) };
                 // SAFETY: entry e belongs to row i, which belongs to this task alone.
                 unsafe { out.write(e, 0, update(alpha, dot, beta, || out.read(e, 0))) };
             }

@@ -7,40 +7,22 @@
 //! unless `SPARSE_REQUIRE_GPU=1`. Every failure is collected, so one run lists everything that
 //! disagrees (or that cuSPARSE refused).
 
+mod common;
+
+use common::{acc, available, layouts, value, Failures, Host, SddmmCase, SpmmCase};
 use sparse_core::{
-    Accumulator, Algorithm, BackendKind, Dense, DenseRef, Error, Executor, Format, Layout, Memory,
-    OpKind, Precision, Scalar, SddmmDesc, SpmmDesc, SpmvDesc, Support,
+    Algorithm, BackendKind, Dense, Error, Executor, Format, Layout, OpKind, Precision, Scalar,
+    SddmmDesc, SpmmDesc, SpmvDesc, SpmvPlan, Support,
 };
 use sparse_cpu::bound::{self, Expectation};
 use sparse_cuda::CusparseBackend;
 use sparse_formats::{csr_from_dense, Csr};
 
-fn backend() -> Option<CusparseBackend> {
-    match CusparseBackend::new(0) {
-        Ok(b) => Some(b),
-        Err(e) => {
-            assert!(
-                matches!(
-                    e,
-                    Error::DeviceUnavailable {
-                        backend: BackendKind::Cusparse,
-                        ..
-                    }
-                ),
-                "a missing GPU or library must be DeviceUnavailable for cusparse: {e}"
-            );
-            if std::env::var("SPARSE_REQUIRE_GPU").as_deref() == Ok("1") {
-                panic!("SPARSE_REQUIRE_GPU=1 but {e}");
-            }
-            eprintln!("skipped: {e}");
-            None
-        }
-    }
-}
+/// Extra elements per leading dimension of a padded operand.
+const PAD: usize = 3;
 
-/// Values in [-1.2, 1.4) that f16 (and f32) store inexactly, so rounding shows.
-fn value(i: usize, j: usize) -> f64 {
-    ((i * 7 + j * 3) % 19) as f64 / 7.3 - 1.2
+fn backend() -> Option<CusparseBackend> {
+    available(BackendKind::Cusparse, CusparseBackend::new(0))
 }
 
 /// 45 x 37: row 3 empty, row 10 full, the rest about one entry in four.
@@ -56,82 +38,6 @@ fn matrix<T: Scalar>() -> Csr<T> {
     Csr::from_triplets(45, 37, &triplets).expect("valid matrix")
 }
 
-/// A host dense operand; padding (3 extra elements per leading dimension) holds NaN.
-struct Host<T> {
-    data: Vec<T>,
-    rows: usize,
-    cols: usize,
-    ld: usize,
-    layout: Layout,
-}
-
-impl<T: Scalar> Host<T> {
-    fn new(
-        (rows, cols): (usize, usize),
-        layout: Layout,
-        padded: bool,
-        f: impl Fn(usize, usize) -> f64,
-    ) -> Self {
-        let (outer, inner) = match layout {
-            Layout::RowMajor => (rows, cols),
-            Layout::ColMajor => (cols, rows),
-        };
-        let ld = inner.max(1) + if padded { 3 } else { 0 };
-        let mut h = Host {
-            data: vec![T::from_f64(f64::NAN); outer * ld],
-            rows,
-            cols,
-            ld,
-            layout,
-        };
-        for i in 0..rows {
-            for j in 0..cols {
-                let at = h.offset(i, j);
-                h.data[at] = T::from_f64(f(i, j));
-            }
-        }
-        h
-    }
-
-    fn offset(&self, i: usize, j: usize) -> usize {
-        match self.layout {
-            Layout::RowMajor => i * self.ld + j,
-            Layout::ColMajor => i + j * self.ld,
-        }
-    }
-
-    fn view(&self) -> DenseRef<'_, T> {
-        DenseRef::try_new(
-            Memory::Host(&self.data),
-            self.rows,
-            self.cols,
-            self.ld,
-            self.layout,
-        )
-        .expect("consistent geometry")
-    }
-
-    /// The entries in row-major order, and whether every padding element is still NaN.
-    fn read(&self, got: &Dense<T>) -> (Vec<f64>, bool) {
-        let data = got.as_ref().host("read").expect("downloaded").to_vec();
-        let entries = (0..self.rows)
-            .flat_map(|i| (0..self.cols).map(move |j| (i, j)))
-            .map(|(i, j)| data[self.offset(i, j)].to_f64())
-            .collect();
-        let mut inside = vec![false; data.len()];
-        for i in 0..self.rows {
-            for j in 0..self.cols {
-                inside[self.offset(i, j)] = true;
-            }
-        }
-        let padding_kept = data
-            .iter()
-            .zip(&inside)
-            .all(|(v, &entry)| entry || v.to_f64().is_nan());
-        (entries, padding_kept)
-    }
-}
-
 /// (alpha, beta, whether the prior output is NaN): `beta == 0` must not read the output.
 const SCALARS: &[(f64, f64, bool)] = &[
     (1.5, 0.0, true),
@@ -140,52 +46,44 @@ const SCALARS: &[(f64, f64, bool)] = &[
     (0.0, 0.0, true),
 ];
 
-/// Collects disagreements instead of stopping at the first.
-#[derive(Default)]
-struct Failures(Vec<String>);
-
-impl Failures {
-    fn check(&mut self, what: &str, expected: &Expectation, got: &[f64], padding_kept: bool) {
-        match expected.check(got) {
-            Ok(v) if v.passed() && padding_kept => {}
-            Ok(v) => self.0.push(format!(
-                "{what}: {} of {} entries off (first {:?}, max ratio {:.3}){}",
-                v.failures,
-                v.entries,
-                v.first_failure,
-                v.max_ratio,
-                if padding_kept {
-                    ""
-                } else {
-                    ", padding written"
-                }
-            )),
-            Err(e) => self.0.push(format!("{what}: {e}")),
-        }
-    }
-
-    fn error(&mut self, what: &str, e: Error) {
-        self.0.push(format!("{what}: {e}"));
-    }
-
-    fn assert_none(self) {
-        assert!(
-            self.0.is_empty(),
-            "{} failures:\n{}",
-            self.0.len(),
-            self.0.join("\n")
-        );
-    }
+/// The operands of one `y = alpha*A*x + beta*y`, on the host.
+struct SpmvCase<T> {
+    alpha: f64,
+    x: Host<T>,
+    beta: f64,
+    y: Host<T>,
 }
 
-fn acc<T: Scalar>(v: f64) -> T::Acc {
-    <T::Acc as Accumulator>::from_f64(v)
-}
+impl<T: Scalar<Out = T>> SpmvCase<T> {
+    /// Runs `plan` on copies of x and y uploaded to `backend`; y downloaded.
+    fn run(
+        &self,
+        backend: &CusparseBackend,
+        plan: &mut dyn SpmvPlan<T>,
+    ) -> Result<Dense<T>, Error> {
+        let xd = backend.upload(self.x.view())?;
+        let mut yd = backend.upload(self.y.view())?;
+        plan.run(
+            acc::<T>(self.alpha),
+            xd.as_ref(),
+            acc::<T>(self.beta),
+            yd.as_mut(),
+        )?;
+        backend.download(&yd)
+    }
 
-fn layouts() -> impl Iterator<Item = (Layout, Layout)> {
-    let both = [Layout::RowMajor, Layout::ColMajor];
-    both.into_iter()
-        .flat_map(move |a| both.into_iter().map(move |b| (a, b)))
+    /// What the oracle expects of y for `a` at `precision`.
+    fn expected(&self, a: &Csr<T>, precision: Precision) -> Expectation {
+        bound::spmv(
+            a.as_ref(),
+            precision,
+            self.alpha,
+            self.x.view(),
+            self.beta,
+            Some(self.y.view()),
+        )
+        .expect("oracle")
+    }
 }
 
 /// The algorithms the backend plans for (op, format) at `precision`: each plans or refuses
@@ -230,43 +128,28 @@ fn spmv<T: Scalar<Out = T>>(b: &CusparseBackend, precision: Precision, failures:
             let info = plan.info().clone();
             assert_eq!(info.backend, BackendKind::Cusparse);
             assert_ne!(info.algorithm, Algorithm::Auto);
-            for ((x_layout, y_layout), padded) in layouts().zip([true, false, true, false]) {
+            for ((x_layout, y_layout), pad) in layouts().zip([PAD, 0, PAD, 0]) {
                 for &(alpha, beta, nan) in SCALARS {
                     let what = format!(
-                        "spmv {format} {} {precision} x {x_layout} y {y_layout} padded {padded} \
+                        "spmv {format} {} {precision} x {x_layout} y {y_layout} pad {pad} \
                          alpha {alpha} beta {beta}",
                         info.algorithm
                     );
-                    let x = Host::<T>::new((a.cols(), 1), x_layout, padded, |i, _| value(i, 5));
-                    let y0 = Host::<T>::new((a.rows(), 1), y_layout, padded, |i, _| {
-                        if nan {
-                            f64::NAN
-                        } else {
-                            value(i, 2)
-                        }
-                    });
-                    let result = (|| {
-                        let xd = b.upload(x.view())?;
-                        let mut yd = b.upload(y0.view())?;
-                        plan.run(acc::<T>(alpha), xd.as_ref(), acc::<T>(beta), yd.as_mut())?;
-                        b.download(&yd)
-                    })();
-                    let expected = bound::spmv(
-                        a.as_ref(),
-                        precision,
+                    let case = SpmvCase {
                         alpha,
-                        x.view(),
+                        x: Host::new((a.cols(), 1), x_layout, pad, |i, _| value(i, 5)),
                         beta,
-                        Some(y0.view()),
-                    )
-                    .expect("oracle");
-                    match result {
-                        Ok(got) => {
-                            let (got, kept) = y0.read(&got);
-                            failures.check(&what, &expected, &got, kept);
-                        }
-                        Err(e) => failures.error(&what, e),
-                    }
+                        y: Host::new((a.rows(), 1), y_layout, pad, |i, _| {
+                            if nan {
+                                f64::NAN
+                            } else {
+                                value(i, 2)
+                            }
+                        }),
+                    };
+                    let ran = case.run(b, plan.as_mut());
+                    let expected = case.expected(&a, precision);
+                    failures.check_run(&what, &expected, &case.y, ran);
                 }
             }
         }
@@ -283,47 +166,30 @@ fn spmm<T: Scalar<Out = T>>(b: &CusparseBackend, precision: Precision, failures:
             .expect("planned above");
         let info = plan.info().clone();
         for n in [33, 8, 1] {
-            for ((b_layout, c_layout), padded) in layouts().flat_map(|l| [(l, false), (l, true)]) {
+            for ((b_layout, c_layout), pad) in layouts().flat_map(|l| [(l, 0), (l, PAD)]) {
                 for &(alpha, beta, nan) in SCALARS {
                     let what = format!(
-                        "spmm csr {} {precision} n {n} B {b_layout} C {c_layout} padded {padded} \
+                        "spmm csr {} {precision} n {n} B {b_layout} C {c_layout} pad {pad} \
                          alpha {alpha} beta {beta}",
                         info.algorithm
                     );
-                    let bh = Host::<T>::new((a.cols(), n), b_layout, padded, value);
-                    let c0 = Host::<T>::new((a.rows(), n), c_layout, padded, |i, j| {
-                        if nan {
-                            f64::NAN
-                        } else {
-                            value(j, i)
-                        }
-                    });
-                    let result = (|| {
-                        let bd = b.upload(bh.view())?;
-                        let mut cd = b.upload(c0.view())?;
-                        plan.run(acc::<T>(alpha), bd.as_ref(), acc::<T>(beta), cd.as_mut())?;
-                        b.download(&cd)
-                    })();
-                    let expected = bound::spmm(
-                        a.as_ref(),
-                        precision,
-                        alpha,
-                        bh.view(),
-                        beta,
-                        Some(c0.view()),
-                    )
-                    .expect("oracle");
-                    match result {
-                        Ok(got) => {
-                            let (got, kept) = c0.read(&got);
-                            failures.check(&what, &expected, &got, kept);
-                        }
-                        // The table's guard against an algorithm that faults on odd leading
-                        // dimensions: a typed refusal, never a poisoned context.
-                        Err(Error::Unsupported { supported, .. })
-                            if supported.contains("even leading dimensions") => {}
-                        Err(e) => failures.error(&what, e),
+                    let case = SpmmCase::from_values(
+                        (a.rows(), a.cols()),
+                        n,
+                        (b_layout, c_layout),
+                        pad,
+                        (alpha, beta, nan),
+                    );
+                    let ran = case.run(b, plan.as_mut());
+                    // The table's guard against an algorithm that faults on odd leading
+                    // dimensions: a typed refusal, never a poisoned context.
+                    if matches!(&ran, Err(Error::Unsupported { supported, .. })
+                        if supported.contains("even leading dimensions"))
+                    {
+                        continue;
                     }
+                    let expected = case.expected(&a, precision);
+                    failures.check_run(&what, &expected, &case.c, ran);
                 }
             }
         }
@@ -346,8 +212,8 @@ fn sddmm<T: Scalar<Out = T>>(b: &CusparseBackend, precision: Precision, failures
             .plan_sddmm(s.as_ref(), &desc.algorithm(alg))
             .expect("planned above");
         for k in [8, 1] {
-            for ((x_layout, y_layout), padded) in layouts().zip([true, false, true, false]) {
-                let c_layout = if padded {
+            for ((x_layout, y_layout), pad) in layouts().zip([PAD, 0, PAD, 0]) {
+                let c_layout = if pad > 0 {
                     Layout::RowMajor
                 } else {
                     Layout::ColMajor
@@ -355,48 +221,14 @@ fn sddmm<T: Scalar<Out = T>>(b: &CusparseBackend, precision: Precision, failures
                 for &(alpha, beta, nan) in SCALARS {
                     let what = format!(
                         "sddmm csr {precision} k {k} X {x_layout} Y {y_layout} C {c_layout} \
-                         padded {padded} alpha {alpha} beta {beta}"
+                         pad {pad} alpha {alpha} beta {beta}"
                     );
-                    let xh = Host::<T>::new((s.rows(), k), x_layout, padded, value);
-                    let yh = Host::<T>::new((s.cols(), k), y_layout, padded, |i, j| value(j, i));
-                    let c0 = Host::<T>::new((s.nnz(), 1), c_layout, padded, |e, _| {
-                        if nan {
-                            f64::NAN
-                        } else {
-                            value(e, 1)
-                        }
-                    });
-                    let result = (|| {
-                        let xd = b.upload(xh.view())?;
-                        let yd = b.upload(yh.view())?;
-                        let mut cd = b.upload(c0.view())?;
-                        plan.run(
-                            acc::<T>(alpha),
-                            xd.as_ref(),
-                            yd.as_ref(),
-                            acc::<T>(beta),
-                            cd.as_mut(),
-                        )?;
-                        b.download(&cd)
-                    })();
-                    let expected = bound::sddmm(
-                        s.as_ref(),
-                        precision,
-                        alpha,
-                        xh.view(),
-                        yh.view(),
-                        beta,
-                        Some(c0.view()),
-                        false,
-                    )
-                    .expect("oracle");
-                    match result {
-                        Ok(got) => {
-                            let (got, kept) = c0.read(&got);
-                            failures.check(&what, &expected, &got, kept);
-                        }
-                        Err(e) => failures.error(&what, e),
-                    }
+                    let layouts = (x_layout, y_layout, c_layout);
+                    let case =
+                        SddmmCase::from_values(&s, k, layouts, pad, (alpha, beta, nan), false);
+                    let ran = case.run(b, plan.as_mut());
+                    let expected = case.expected(&s, precision);
+                    failures.check_run(&what, &expected, &case.c, ran);
                 }
             }
         }
@@ -406,25 +238,19 @@ fn sddmm<T: Scalar<Out = T>>(b: &CusparseBackend, precision: Precision, failures
 fn gemm<T: Scalar<Out = T>>(b: &CusparseBackend, precision: Precision, failures: &mut Failures) {
     let (m, k, n) = (19, 23, 7);
     for (a_layout, b_layout) in layouts() {
-        for (c_layout, padded) in [(Layout::RowMajor, true), (Layout::ColMajor, false)] {
+        for (c_layout, pad) in [(Layout::RowMajor, PAD), (Layout::ColMajor, 0)] {
             for &(alpha, beta, nan) in SCALARS {
                 let what = format!(
-                    "gemm {precision} A {a_layout} B {b_layout} C {c_layout} padded {padded} \
+                    "gemm {precision} A {a_layout} B {b_layout} C {c_layout} pad {pad} \
                      alpha {alpha} beta {beta}"
                 );
-                let ah = Host::<T>::new((m, k), a_layout, padded, |i, j| value(i, j) + 0.125);
-                let bh = Host::<T>::new((k, n), b_layout, padded, value);
-                let c0 = Host::<T>::new((m, n), c_layout, padded, |i, j| {
-                    if nan {
-                        f64::NAN
-                    } else {
-                        value(j, i)
-                    }
-                });
-                let result = (|| {
+                let ah = Host::<T>::new((m, k), a_layout, pad, |i, j| value(i, j) + 0.125);
+                let case =
+                    SpmmCase::from_values((m, k), n, (b_layout, c_layout), pad, (alpha, beta, nan));
+                let ran = (|| {
                     let ad = b.upload(ah.view())?;
-                    let bd = b.upload(bh.view())?;
-                    let mut cd = b.upload(c0.view())?;
+                    let bd = b.upload(case.b.view())?;
+                    let mut cd = b.upload(case.c.view())?;
                     b.gemm(
                         acc::<T>(alpha),
                         ad.as_ref(),
@@ -435,22 +261,8 @@ fn gemm<T: Scalar<Out = T>>(b: &CusparseBackend, precision: Precision, failures:
                     b.download(&cd)
                 })();
                 let dense_a: Csr<T> = csr_from_dense(ah.view()).expect("dense A");
-                let expected = bound::spmm(
-                    dense_a.as_ref(),
-                    precision,
-                    alpha,
-                    bh.view(),
-                    beta,
-                    Some(c0.view()),
-                )
-                .expect("oracle");
-                match result {
-                    Ok(got) => {
-                        let (got, kept) = c0.read(&got);
-                        failures.check(&what, &expected, &got, kept);
-                    }
-                    Err(e) => failures.error(&what, e),
-                }
+                let expected = case.expected(&dense_a, precision);
+                failures.check_run(&what, &expected, &case.c, ran);
             }
         }
     }
@@ -487,9 +299,7 @@ fn cublas_gemm_matches_the_oracle() {
 fn deterministic_algorithms_repeat_bit_for_bit() {
     let Some(b) = backend() else { return };
     let a = matrix::<f32>();
-    let x = Host::<f32>::new((a.cols(), 1), Layout::ColMajor, false, |i, _| {
-        value(i, 1) / 3.0
-    });
+    let x = Host::<f32>::new((a.cols(), 1), Layout::ColMajor, 0, |i, _| value(i, 1) / 3.0);
     for format in [Format::Csr, Format::Coo] {
         for alg in Algorithm::ALL {
             let desc = SpmvDesc::new(Precision::F32).format(format).algorithm(*alg);
@@ -528,73 +338,34 @@ fn empty_operands_only_scale_the_output() {
     let (alpha, beta) = (2.0, 0.5);
     // A without entries (and without rows): y = beta*y, A never read.
     for a in [Csr::<f32>::zeros(5, 4), Csr::<f32>::zeros(0, 4)] {
-        let x = Host::<f32>::new((4, 1), Layout::ColMajor, false, |i, _| value(i, 0));
-        let y0 = Host::<f32>::new((a.rows(), 1), Layout::RowMajor, true, |i, _| value(i, 1));
-        let result = (|| {
-            let mut plan = b.plan_spmv(a.as_ref(), &SpmvDesc::new(Precision::F32))?;
-            let xd = b.upload(x.view())?;
-            let mut yd = b.upload(y0.view())?;
-            plan.run(alpha as f32, xd.as_ref(), beta as f32, yd.as_mut())?;
-            b.download(&yd)
-        })();
-        let expected = bound::spmv(
-            a.as_ref(),
-            Precision::F32,
+        let case = SpmvCase {
             alpha,
-            x.view(),
+            x: Host::new((4, 1), Layout::ColMajor, 0, |i, _| value(i, 0)),
             beta,
-            Some(y0.view()),
-        )
-        .expect("oracle");
-        match result {
-            Ok(got) => {
-                let (got, kept) = y0.read(&got);
-                failures.check(
-                    &format!("spmv {}x4 without entries", a.rows()),
-                    &expected,
-                    &got,
-                    kept,
-                );
-            }
-            Err(e) => failures.error("spmv without entries", e),
-        }
+            y: Host::new((a.rows(), 1), Layout::RowMajor, PAD, |i, _| value(i, 1)),
+        };
+        let ran = b
+            .plan_spmv(a.as_ref(), &SpmvDesc::new(Precision::F32))
+            .and_then(|mut plan| case.run(&b, plan.as_mut()));
+        let what = format!("spmv {}x4 without entries", a.rows());
+        let expected = case.expected(&a, Precision::F32);
+        failures.check_run(&what, &expected, &case.y, ran);
     }
     // SDDMM with k = 0: every dot product is empty, C = beta*C.
     let s = matrix::<f32>();
-    let x = Host::<f32>::new((s.rows(), 0), Layout::RowMajor, false, value);
-    let y = Host::<f32>::new((s.cols(), 0), Layout::ColMajor, false, value);
-    let c0 = Host::<f32>::new((s.nnz(), 1), Layout::RowMajor, true, |e, _| value(e, 2));
-    let result = (|| {
-        let mut plan = b.plan_sddmm(s.as_ref(), &SddmmDesc::new(Precision::F32))?;
-        let (xd, yd) = (b.upload(x.view())?, b.upload(y.view())?);
-        let mut cd = b.upload(c0.view())?;
-        plan.run(
-            alpha as f32,
-            xd.as_ref(),
-            yd.as_ref(),
-            beta as f32,
-            cd.as_mut(),
-        )?;
-        b.download(&cd)
-    })();
-    let expected = bound::sddmm(
-        s.as_ref(),
-        Precision::F32,
+    let case = SddmmCase {
         alpha,
-        x.view(),
-        y.view(),
+        x: Host::new((s.rows(), 0), Layout::RowMajor, 0, value),
+        y: Host::new((s.cols(), 0), Layout::ColMajor, 0, value),
         beta,
-        Some(c0.view()),
-        false,
-    )
-    .expect("oracle");
-    match result {
-        Ok(got) => {
-            let (got, kept) = c0.read(&got);
-            failures.check("sddmm k = 0", &expected, &got, kept);
-        }
-        Err(e) => failures.error("sddmm k = 0", e),
-    }
+        c: Host::new((s.nnz(), 1), Layout::RowMajor, PAD, |e, _| value(e, 2)),
+        scale_by_values: false,
+    };
+    let ran = b
+        .plan_sddmm(s.as_ref(), &SddmmDesc::new(Precision::F32))
+        .and_then(|mut plan| case.run(&b, plan.as_mut()));
+    let expected = case.expected(&s, Precision::F32);
+    failures.check_run("sddmm k = 0", &expected, &case.c, ran);
     // SpMM with n = 0 has no output element: it must simply succeed.
     let result = (|| {
         let mut plan = b.plan_spmm(s.as_ref(), &SpmmDesc::new(Precision::F32))?;

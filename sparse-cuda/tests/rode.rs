@@ -8,11 +8,12 @@
 //! Needs a GPU; without one each test prints `skipped: <reason>` and passes, unless
 //! `SPARSE_REQUIRE_GPU=1`. Every failure is collected, so one run lists everything that disagrees.
 
+mod common;
+
+use common::{acc, available, layouts, value, Failures, Host, SddmmCase, SpmmCase};
 use sparse_core::{
-    Accumulator, Algorithm, BackendKind, Dense, DenseRef, Error, Executor, Layout, Memory,
-    Precision, Scalar, SddmmDesc, SpmmDesc,
+    Algorithm, BackendKind, Error, Executor, Layout, Precision, Scalar, SddmmDesc, SpmmDesc,
 };
-use sparse_cpu::bound::{self, Expectation};
 use sparse_cuda::CudaBackend;
 use sparse_formats::Csr;
 
@@ -23,31 +24,7 @@ const WIDTHS: [usize; 5] = [1, 7, 32, 33, 128];
 const SEGMENT: usize = 64;
 
 fn backend() -> Option<CudaBackend> {
-    match CudaBackend::new(0) {
-        Ok(b) => Some(b),
-        Err(e) => {
-            assert!(
-                matches!(
-                    e,
-                    Error::DeviceUnavailable {
-                        backend: BackendKind::Cuda,
-                        ..
-                    }
-                ),
-                "a missing GPU must be DeviceUnavailable for cuda: {e}"
-            );
-            if std::env::var("SPARSE_REQUIRE_GPU").as_deref() == Ok("1") {
-                panic!("SPARSE_REQUIRE_GPU=1 but {e}");
-            }
-            eprintln!("skipped: {e}");
-            None
-        }
-    }
-}
-
-/// Values in [-1.2, 1.4) that f16 (and f32) store inexactly, so rounding shows.
-fn value(i: usize, j: usize) -> f64 {
-    ((i * 7 + j * 3) % 19) as f64 / 7.3 - 1.2
+    available(BackendKind::Cuda, CudaBackend::new(0))
 }
 
 /// `len` distinct columns of `cols` for row `i` (a stride coprime with `cols` from a row-dependent
@@ -97,81 +74,6 @@ fn matrix<T: Scalar>() -> Csr<T> {
     })
 }
 
-/// A host dense operand with `pad` extra elements per leading dimension, holding NaN.
-struct Host<T> {
-    data: Vec<T>,
-    rows: usize,
-    cols: usize,
-    ld: usize,
-    layout: Layout,
-}
-
-impl<T: Scalar> Host<T> {
-    fn new(
-        (rows, cols): (usize, usize),
-        layout: Layout,
-        pad: usize,
-        f: impl Fn(usize, usize) -> f64,
-    ) -> Self {
-        let (outer, inner) = match layout {
-            Layout::RowMajor => (rows, cols),
-            Layout::ColMajor => (cols, rows),
-        };
-        let ld = inner.max(1) + pad;
-        let mut h = Host {
-            data: vec![T::from_f64(f64::NAN); outer * ld],
-            rows,
-            cols,
-            ld,
-            layout,
-        };
-        for i in 0..rows {
-            for j in 0..cols {
-                let at = h.offset(i, j);
-                h.data[at] = T::from_f64(f(i, j));
-            }
-        }
-        h
-    }
-
-    fn offset(&self, i: usize, j: usize) -> usize {
-        match self.layout {
-            Layout::RowMajor => i * self.ld + j,
-            Layout::ColMajor => i + j * self.ld,
-        }
-    }
-
-    fn view(&self) -> DenseRef<'_, T> {
-        DenseRef::try_new(
-            Memory::Host(&self.data),
-            self.rows,
-            self.cols,
-            self.ld,
-            self.layout,
-        )
-        .expect("consistent geometry")
-    }
-
-    /// The entries in row-major order, and whether every padding element is still NaN.
-    fn read(&self, got: &Dense<T>) -> (Vec<f64>, bool) {
-        let data = got.as_ref().host("read").expect("downloaded").to_vec();
-        let mut inside = vec![false; data.len()];
-        let mut entries = Vec::with_capacity(self.rows * self.cols);
-        for i in 0..self.rows {
-            for j in 0..self.cols {
-                let at = self.offset(i, j);
-                inside[at] = true;
-                entries.push(data[at].to_f64());
-            }
-        }
-        let padding_kept = data
-            .iter()
-            .zip(&inside)
-            .all(|(v, &entry)| entry || v.to_f64().is_nan());
-        (entries, padding_kept)
-    }
-}
-
 /// Paddings of a leading dimension for width `n`: none, 3 (an odd one), and up to the next
 /// multiple of 4 plus 4 (vector loads with a partial span at the end of each row, for n not a
 /// multiple of 4).
@@ -186,54 +88,6 @@ const SCALARS: &[(f64, f64, bool)] = &[
     (0.0, 0.5, false),
     (-1.0, 1.0, false),
 ];
-
-/// Collects disagreements instead of stopping at the first.
-#[derive(Default)]
-struct Failures(Vec<String>);
-
-impl Failures {
-    fn check(&mut self, what: &str, expected: &Expectation, got: &[f64], padding_kept: bool) {
-        match expected.check(got) {
-            Ok(v) if v.passed() && padding_kept => {}
-            Ok(v) => self.0.push(format!(
-                "{what}: {} of {} entries off (first {:?}, max ratio {:.3}){}",
-                v.failures,
-                v.entries,
-                v.first_failure,
-                v.max_ratio,
-                if padding_kept {
-                    ""
-                } else {
-                    ", padding written"
-                }
-            )),
-            Err(e) => self.0.push(format!("{what}: {e}")),
-        }
-    }
-
-    fn error(&mut self, what: &str, e: Error) {
-        self.0.push(format!("{what}: {e}"));
-    }
-
-    fn assert_none(self) {
-        assert!(
-            self.0.is_empty(),
-            "{} failures:\n{}",
-            self.0.len(),
-            self.0.join("\n")
-        );
-    }
-}
-
-fn acc<T: Scalar>(v: f64) -> T::Acc {
-    <T::Acc as Accumulator>::from_f64(v)
-}
-
-fn layouts() -> impl Iterator<Item = (Layout, Layout)> {
-    let both = [Layout::RowMajor, Layout::ColMajor];
-    both.into_iter()
-        .flat_map(move |a| both.into_iter().map(move |b| (a, b)))
-}
 
 /// Runs SpMM with every width, layout, padding and scalar pair through the plan for `algorithm`
 /// and compares with the oracle.
@@ -265,36 +119,16 @@ fn spmm_cases<T: Scalar<Out = T>>(
                          alpha {alpha} beta {beta}",
                         info.algorithm
                     );
-                    let bh = Host::<T>::new((a.cols(), n), b_layout, pad, value);
-                    let c0 = Host::<T>::new((a.rows(), n), c_layout, pad, |i, j| {
-                        if nan {
-                            f64::NAN
-                        } else {
-                            value(j, i)
-                        }
-                    });
-                    let result = (|| {
-                        let bd = b.upload(bh.view())?;
-                        let mut cd = b.upload(c0.view())?;
-                        plan.run(acc::<T>(alpha), bd.as_ref(), acc::<T>(beta), cd.as_mut())?;
-                        b.download(&cd)
-                    })();
-                    let expected = bound::spmm(
-                        a.as_ref(),
-                        precision,
-                        alpha,
-                        bh.view(),
-                        beta,
-                        Some(c0.view()),
-                    )
-                    .expect("oracle");
-                    match result {
-                        Ok(got) => {
-                            let (got, kept) = c0.read(&got);
-                            failures.check(&what, &expected, &got, kept);
-                        }
-                        Err(e) => failures.error(&what, e),
-                    }
+                    let case = SpmmCase::from_values(
+                        (a.rows(), a.cols()),
+                        n,
+                        (b_layout, c_layout),
+                        pad,
+                        (alpha, beta, nan),
+                    );
+                    let ran = case.run(b, plan.as_mut());
+                    let expected = case.expected(a, precision);
+                    failures.check_run(&what, &expected, &case.c, ran);
                 }
             }
         }
@@ -336,46 +170,18 @@ fn sddmm_cases<T: Scalar<Out = T>>(
                              C {c_layout} pad {pad} scale {scale_by_values} alpha {alpha} \
                              beta {beta}"
                         );
-                        let xh = Host::<T>::new((s.rows(), k), x_layout, pad, value);
-                        let yh = Host::<T>::new((s.cols(), k), y_layout, pad, |i, j| value(j, i));
-                        let c0 = Host::<T>::new((s.nnz(), 1), c_layout, pad, |e, _| {
-                            if nan {
-                                f64::NAN
-                            } else {
-                                value(e, 1)
-                            }
-                        });
-                        let result = (|| {
-                            let xd = b.upload(xh.view())?;
-                            let yd = b.upload(yh.view())?;
-                            let mut cd = b.upload(c0.view())?;
-                            plan.run(
-                                acc::<T>(alpha),
-                                xd.as_ref(),
-                                yd.as_ref(),
-                                acc::<T>(beta),
-                                cd.as_mut(),
-                            )?;
-                            b.download(&cd)
-                        })();
-                        let expected = bound::sddmm(
-                            s.as_ref(),
-                            precision,
-                            alpha,
-                            xh.view(),
-                            yh.view(),
-                            beta,
-                            Some(c0.view()),
+                        let layouts = (x_layout, y_layout, c_layout);
+                        let case = SddmmCase::from_values(
+                            s,
+                            k,
+                            layouts,
+                            pad,
+                            (alpha, beta, nan),
                             scale_by_values,
-                        )
-                        .expect("oracle");
-                        match result {
-                            Ok(got) => {
-                                let (got, kept) = c0.read(&got);
-                                failures.check(&what, &expected, &got, kept);
-                            }
-                            Err(e) => failures.error(&what, e),
-                        }
+                        );
+                        let ran = case.run(b, plan.as_mut());
+                        let expected = case.expected(s, precision);
+                        failures.check_run(&what, &expected, &case.c, ran);
                     }
                 }
             }
@@ -402,6 +208,24 @@ fn rode_spmm_and_sddmm_match_the_oracle() {
     failures.assert_none();
 }
 
+/// Records a disagreement unless `auto` planned `expected` for `op` on `a`.
+fn check_auto_choice(
+    op: &str,
+    a: &Csr<f32>,
+    chose: Result<Algorithm, Error>,
+    expected: Algorithm,
+    failures: &mut Failures,
+) {
+    match chose {
+        Ok(algorithm) if algorithm == expected => {}
+        Ok(algorithm) => failures.0.push(format!(
+            "{op} auto on {} entries chose {algorithm}, expected {expected}",
+            a.nnz()
+        )),
+        Err(e) => failures.error(&format!("{op} auto"), e),
+    }
+}
+
 #[test]
 fn auto_picks_rode_for_long_rows_and_small_matrices() {
     let Some(b) = backend() else { return };
@@ -419,24 +243,14 @@ fn auto_picks_rode_for_long_rows_and_small_matrices() {
         (&even, Algorithm::Vector, rode),
         (&small, rode, rode),
     ] {
-        match b.plan_spmm(a.as_ref(), &SpmmDesc::new(Precision::F32)) {
-            Ok(plan) if plan.info().algorithm == spmm => {}
-            Ok(plan) => failures.0.push(format!(
-                "spmm auto on {} entries chose {}, expected {spmm}",
-                a.nnz(),
-                plan.info().algorithm
-            )),
-            Err(e) => failures.error("spmm auto", e),
-        }
-        match b.plan_sddmm(a.as_ref(), &SddmmDesc::new(Precision::F32)) {
-            Ok(plan) if plan.info().algorithm == sddmm => {}
-            Ok(plan) => failures.0.push(format!(
-                "sddmm auto on {} entries chose {}, expected {sddmm}",
-                a.nnz(),
-                plan.info().algorithm
-            )),
-            Err(e) => failures.error("sddmm auto", e),
-        }
+        let chose = b
+            .plan_spmm(a.as_ref(), &SpmmDesc::new(Precision::F32))
+            .map(|plan| plan.info().algorithm);
+        check_auto_choice("spmm", a, chose, spmm, &mut failures);
+        let chose = b
+            .plan_sddmm(a.as_ref(), &SddmmDesc::new(Precision::F32))
+            .map(|plan| plan.info().algorithm);
+        check_auto_choice("sddmm", a, chose, sddmm, &mut failures);
     }
     spmm_cases(
         &b,
@@ -534,33 +348,19 @@ fn operands_without_entries_only_scale_the_output() {
     for algorithm in RODE {
         // A without entries, and without rows: C = beta*C, A never read.
         for a in [Csr::<f32>::zeros(5, 4), Csr::<f32>::zeros(0, 4)] {
-            let bh = Host::<f32>::new((4, 7), Layout::RowMajor, 0, value);
-            let c0 = Host::<f32>::new((a.rows(), 7), Layout::ColMajor, 3, value);
-            let result = (|| {
-                let desc = SpmmDesc::new(Precision::F32).algorithm(algorithm);
-                let mut plan = b.plan_spmm(a.as_ref(), &desc)?;
-                let bd = b.upload(bh.view())?;
-                let mut cd = b.upload(c0.view())?;
-                plan.run(alpha as f32, bd.as_ref(), beta as f32, cd.as_mut())?;
-                b.download(&cd)
-            })();
-            let what = format!("spmm {algorithm} on {}x4 without entries", a.rows());
-            let expected = bound::spmm(
-                a.as_ref(),
-                Precision::F32,
+            let case = SpmmCase {
                 alpha,
-                bh.view(),
+                b: Host::new((4, 7), Layout::RowMajor, 0, value),
                 beta,
-                Some(c0.view()),
-            )
-            .expect("oracle");
-            match result {
-                Ok(got) => {
-                    let (got, kept) = c0.read(&got);
-                    failures.check(&what, &expected, &got, kept);
-                }
-                Err(e) => failures.error(&what, e),
-            }
+                c: Host::new((a.rows(), 7), Layout::ColMajor, 3, value),
+            };
+            let desc = SpmmDesc::new(Precision::F32).algorithm(algorithm);
+            let ran = b
+                .plan_spmm(a.as_ref(), &desc)
+                .and_then(|mut plan| case.run(&b, plan.as_mut()));
+            let what = format!("spmm {algorithm} on {}x4 without entries", a.rows());
+            let expected = case.expected(&a, Precision::F32);
+            failures.check_run(&what, &expected, &case.c, ran);
         }
         // SpMM with n = 0 and SDDMM on S without entries have no output element.
         let s = Csr::<f32>::zeros(6, 5);

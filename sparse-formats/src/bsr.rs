@@ -21,14 +21,13 @@ use std::fmt;
 use std::ops::Range;
 
 use rayon::prelude::*;
-use sparse_core::{
-    check_dimensions, BlockShape, CsrRef, Error, Format, Result, Scalar, SpIndex, StructureError,
-};
+use sparse_core::{BlockShape, CsrRef, Error, Format, Result, Scalar, SpIndex, StructureError};
 
+use crate::assembly::{csr_from_rows, offsets, split_lengths};
+use crate::checks::{check_length, check_source, checked_slots, fits_u32, validate_format};
 use crate::csr::Csr;
-use crate::ell::{check_length, check_source, checked_slots, csr_from_rows, fits_u32};
 use crate::format::{FillLimit, SparseFormat};
-use crate::rejected::Rejected;
+use crate::rejected::{validated, Rejected};
 
 /// The block heights and widths BSR accepts.
 pub const BSR_BLOCK_SIZES: [usize; 5] = [1, 2, 4, 8, 16];
@@ -120,19 +119,6 @@ fn for_each_csr_block<T, I: SpIndex>(
     }
 }
 
-/// Splits `data` into consecutive pieces of the given lengths (which must sum to at most its
-/// length), so parallel tasks each own one.
-fn split_lengths<X>(mut data: &mut [X], lengths: impl IntoIterator<Item = usize>) -> Vec<&mut [X]> {
-    lengths
-        .into_iter()
-        .map(|n| {
-            let (head, tail) = std::mem::take(&mut data).split_at_mut(n);
-            data = tail;
-            head
-        })
-        .collect()
-}
-
 impl<T: Scalar> Bsr<T> {
     /// Converts a canonical CSR matrix to `r x c` blocks (each of r, c one of
     /// [`BSR_BLOCK_SIZES`]), in parallel over block rows. Blocks are counted first and
@@ -162,14 +148,7 @@ impl<T: Scalar> Bsr<T> {
         let slots = checked_slots(nblocks, r * c)?;
         limit.check(Format::Bsr, slots, a.nnz())?;
 
-        let mut block_row_ptr = Vec::with_capacity(block_rows + 1);
-        let mut end = 0;
-        block_row_ptr.push(0u32);
-        for &n in &counts {
-            end += n;
-            // Fits: end <= nblocks, checked above.
-            block_row_ptr.push(end as u32);
-        }
+        let block_row_ptr = offsets(counts.iter().copied());
         let words = mask_words(block);
         let mut block_col = vec![0u32; nblocks];
         let mut values = vec![T::default(); slots];
@@ -225,13 +204,7 @@ impl<T: Scalar> Bsr<T> {
         }
         // SAFETY: validated before it is handed out; on failure the arrays go back to the caller.
         let m = unsafe { Self::new_unchecked(rows, cols, r, c, parts) };
-        match m.validate() {
-            Ok(()) => Ok(m),
-            Err(error) => Err(Rejected {
-                parts: m.into_parts(),
-                error,
-            }),
-        }
+        validated(m, Self::validate, Self::into_parts)
     }
 
     /// # Safety
@@ -263,13 +236,9 @@ impl<T: Scalar> Bsr<T> {
     /// bit past `r*c` or on a slot outside the matrix; zero in every slot without an entry.
     pub fn validate(&self) -> Result<()> {
         check_block_shape(self.block.rows, self.block.cols)?;
-        check_dimensions::<u32>(self.rows, self.cols)?;
-        fits_u32("number of entries", self.nnz)?;
-        self.check_structure()
-            .map_err(|error| Error::InvalidStructure {
-                format: Format::Bsr,
-                error,
-            })
+        validate_format(Format::Bsr, (self.rows, self.cols), self.nnz, || {
+            self.check_structure()
+        })
     }
 
     fn check_structure(&self) -> Result<(), StructureError> {

@@ -15,13 +15,13 @@
 use std::fmt;
 
 use rayon::prelude::*;
-use sparse_core::{
-    check_dimensions, CsrRef, Error, Format, Result, Scalar, SpIndex, StructureError,
-};
+use sparse_core::{CsrRef, Format, Result, Scalar, SpIndex, StructureError};
 
+use crate::assembly::csr_from_rows;
+use crate::checks::{check_length, check_source, checked_slots, validate_format};
 use crate::csr::Csr;
 use crate::format::{FillLimit, SparseFormat};
-use crate::rejected::Rejected;
+use crate::rejected::{validated, Rejected};
 
 /// The column index of a padded ELL slot (also [`Ell::PADDING`]).
 pub const ELL_PADDING: u32 = u32::MAX;
@@ -107,13 +107,7 @@ impl<T: Scalar> Ell<T> {
     ) -> Result<Self, Rejected<EllParts<T>>> {
         // SAFETY: validated before it is handed out; on failure the arrays go back to the caller.
         let m = unsafe { Self::new_unchecked(rows, cols, width, parts) };
-        match m.validate() {
-            Ok(()) => Ok(m),
-            Err(error) => Err(Rejected {
-                parts: m.into_parts(),
-                error,
-            }),
-        }
+        validated(m, Self::validate, Self::into_parts)
     }
 
     /// # Safety
@@ -143,13 +137,9 @@ impl<T: Scalar> Ell<T> {
     /// `rows * width` slots, and that every row is a run of entries with strictly increasing
     /// columns in range followed only by padding (column [`Ell::PADDING`], value zero).
     pub fn validate(&self) -> Result<()> {
-        check_dimensions::<u32>(self.rows, self.cols)?;
-        fits_u32("number of entries", self.nnz)?;
-        self.check_structure()
-            .map_err(|error| Error::InvalidStructure {
-                format: Format::Ell,
-                error,
-            })
+        validate_format(Format::Ell, (self.rows, self.cols), self.nnz, || {
+            self.check_structure()
+        })
     }
 
     pub(crate) fn check_structure(&self) -> Result<(), StructureError> {
@@ -299,74 +289,10 @@ impl<T: Scalar> fmt::Debug for Ell<T> {
     }
 }
 
-/// The checks every conversion from CSR starts with: the dimensions fit the u32 indices the
-/// formats store, and the entry count fits the u32 row pointers of [`SparseFormat::to_csr`].
-pub(crate) fn check_source<T, I: SpIndex>(a: CsrRef<'_, T, I>) -> Result<()> {
-    check_dimensions::<u32>(a.rows(), a.cols())?;
-    fits_u32("number of entries", a.nnz())
-}
-
-pub(crate) fn fits_u32(what: &str, n: usize) -> Result<()> {
-    u32::try_from(n)
-        .map(|_| ())
-        .map_err(|_| Error::overflow::<u32>(what, n))
-}
-
-/// `count * per_item` slots, or an error when that overflows.
-pub(crate) fn checked_slots(count: usize, per_item: usize) -> Result<usize> {
-    count.checked_mul(per_item).ok_or_else(|| {
-        Error::invalid(format!(
-            "{count} x {per_item} slots are more than usize counts"
-        ))
-    })
-}
-
-pub(crate) fn check_length(
-    array: &'static str,
-    expected: usize,
-    found: usize,
-) -> Result<(), StructureError> {
-    if expected == found {
-        Ok(())
-    } else {
-        Err(StructureError::Length {
-            array,
-            expected,
-            found,
-        })
-    }
-}
-
-/// Assembles canonical CSR from per-row entry lists, in parallel over rows: `row_len(i)` must
-/// count what `row(i)` yields, in increasing column order. The padded formats are validated to
-/// hold at most u32::MAX entries, so the row pointers fit.
-pub(crate) fn csr_from_rows<T: Scalar, R>(
-    rows: usize,
-    cols: usize,
-    row_len: impl Fn(usize) -> usize + Sync + Send,
-    row: impl Fn(usize) -> R + Sync + Send,
-) -> Csr<T, u32>
-where
-    R: Iterator<Item = (u32, T)>,
-{
-    let lengths: Vec<usize> = (0..rows).into_par_iter().map(row_len).collect();
-    let mut row_ptr = Vec::with_capacity(rows + 1);
-    let mut end = 0usize;
-    row_ptr.push(0u32);
-    for len in lengths {
-        end += len;
-        row_ptr.push(end as u32);
-    }
-    let (col_idx, values): (Vec<u32>, Vec<T>) =
-        (0..rows).into_par_iter().flat_map_iter(row).unzip();
-    // SAFETY: every row yields its entries with strictly increasing columns below `cols` (the
-    // invariant of the validated format it comes from), and row_ptr counts them.
-    unsafe { Csr::new_unchecked(rows, cols, row_ptr, col_idx, values) }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sparse_core::Error;
 
     fn example() -> Csr<f64> {
         Csr::from_triplets(3, 4, &[(0, 0, 1.0), (0, 2, 2.0), (2, 1, 3.0), (2, 3, 4.0)]).unwrap()

@@ -16,16 +16,14 @@ use std::fmt;
 use std::ops::Range;
 
 use rayon::prelude::*;
-use sparse_core::{
-    check_dimensions, CsrRef, Error, Format, Result, Scalar, SpIndex, StructureError,
-};
+use sparse_core::{CsrRef, Error, Format, Result, Scalar, SpIndex, StructureError};
 
+use crate::assembly::csr_from_rows;
+use crate::checks::{check_length, check_source, checked_slots, validate_format};
 use crate::csr::Csr;
-use crate::ell::{
-    check_length, check_source, checked_slots, csr_from_rows, fits_u32, Ell, EllParts,
-};
+use crate::ell::{Ell, EllParts};
 use crate::format::{FillLimit, SparseFormat};
-use crate::rejected::Rejected;
+use crate::rejected::{validated, Rejected};
 
 /// How [`Hyb::from_csr`] chooses the ELL width.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -195,13 +193,7 @@ impl<T: Scalar> Hyb<T> {
     ) -> Result<Self, Rejected<HybParts<T>>> {
         // SAFETY: validated before it is handed out; on failure the arrays go back to the caller.
         let m = unsafe { Self::new_unchecked(rows, cols, width, parts) };
-        match m.validate() {
-            Ok(()) => Ok(m),
-            Err(error) => Err(Rejected {
-                parts: m.into_parts(),
-                error,
-            }),
-        }
+        validated(m, Self::validate, Self::into_parts)
     }
 
     /// # Safety
@@ -226,15 +218,9 @@ impl<T: Scalar> Hyb<T> {
     /// row then strictly by column; and that a row has COO entries only after a full ELL row,
     /// with columns past its last ELL column.
     pub fn validate(&self) -> Result<()> {
-        check_dimensions::<u32>(self.rows(), self.cols())?;
-        fits_u32("number of entries", self.nnz())?;
-        self.ell
-            .check_structure()
-            .and_then(|()| self.check_coo())
-            .map_err(|error| Error::InvalidStructure {
-                format: Format::Hyb,
-                error,
-            })
+        validate_format(Format::Hyb, (self.rows(), self.cols()), self.nnz(), || {
+            self.ell.check_structure().and_then(|()| self.check_coo())
+        })
     }
 
     fn check_coo(&self) -> Result<(), StructureError> {

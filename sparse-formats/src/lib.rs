@@ -4,7 +4,10 @@
 //! `unsafe new_unchecked` for trusted callers, and conversions from and to CSR, the interchange
 //! format executors plan from. [`SparseFormat`] is what they all offer.
 
+mod assembly;
 mod bsr;
+mod checks;
+mod column_vectors;
 mod converted;
 mod coo;
 mod csr;
@@ -21,6 +24,7 @@ mod sr_bcrs;
 mod tiled16;
 
 pub use bsr::*;
+pub use column_vectors::{ColumnVectors, VectorSlots, MAX_VECTOR_HEIGHT};
 pub use converted::Converted;
 pub use coo::Coo;
 pub use csr::Csr;

@@ -1,5 +1,5 @@
-//! ME-BCRS, the memory-efficient blocked format of FlashSparse (PPoPP'25), and the column-vector
-//! layout it shares with SR-BCRS ([`ColumnVectors`]).
+//! ME-BCRS, the memory-efficient blocked format of FlashSparse (PPoPP'25), a column-vector layout
+//! ([`ColumnVectors`]).
 //!
 //! Rows are cut into windows of `h` rows (8; 16 is the 16x1 granularity of TC-GNN and DTC-SpMM).
 //! A window's nonzero vectors — the `h x 1` column slices holding at least one entry — are listed
@@ -34,86 +34,19 @@
 use std::fmt;
 use std::ops::Range;
 
-use rayon::prelude::*;
 use sparse_core::{
-    check_dimensions, BlockShape, CsrRef, Error, Format, Result, Scalar, SpIndex, StructureError,
-    ValueOrder,
+    BlockShape, CsrRef, Error, Format, Result, Scalar, SpIndex, StructureError, ValueOrder,
 };
 
+use crate::assembly::offsets;
+use crate::checks::{check_length, check_source, checked_slots, fits_u32, validate_format};
+use crate::column_vectors::{
+    check_slots, check_vectors, count_entries, to_csr, value_order, ColumnVectors, VectorSlots,
+    VectorTiles,
+};
 use crate::csr::Csr;
 use crate::format::{FillLimit, SparseFormat};
-use crate::rejected::Rejected;
-
-/// The most rows a column vector may span (a mask is a `u16`).
-pub const MAX_VECTOR_HEIGHT: usize = 16;
-
-/// One stored column vector as a kernel reads it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct VectorSlots {
-    /// Its column; meaningless for a padding vector (empty mask).
-    pub col: usize,
-    /// Bit `r` set when row `r` of the group holds an entry in this column.
-    pub mask: u16,
-    /// The slot of row 0.
-    pub first: usize,
-    /// Slots between consecutive rows.
-    pub row_step: usize,
-}
-
-impl VectorSlots {
-    /// The slot of row `r` of the group.
-    #[inline(always)]
-    pub fn slot(&self, r: usize) -> usize {
-        self.first + r * self.row_step
-    }
-
-    /// The rows of the group holding an entry in this vector, increasing.
-    #[inline(always)]
-    pub fn entry_rows(&self) -> impl Iterator<Item = usize> {
-        let mut rest = self.mask;
-        std::iter::from_fn(move || {
-            (rest != 0).then(|| {
-                let r = rest.trailing_zeros() as usize;
-                rest &= rest - 1;
-                r
-            })
-        })
-    }
-}
-
-/// What ME-BCRS and SR-BCRS share: rows cut into groups of [`ColumnVectors::height`] rows
-/// (windows, vector-rows), each group listing its column vectors in increasing column order.
-/// The formats differ only in where a vector's values sit and in padding vectors, which
-/// [`ColumnVectors::for_each_vector`] reports. Conversions back to CSR, the value order and the
-/// CPU kernels are written once against this trait.
-pub trait ColumnVectors<T: Scalar>: SparseFormat<T> + Sync {
-    /// What a group is called in errors.
-    const GROUP_NAME: &'static str;
-
-    /// Rows per vector, at most [`MAX_VECTOR_HEIGHT`].
-    fn height(&self) -> usize;
-
-    /// Number of groups: rows / height, rounded up.
-    fn groups(&self) -> usize {
-        self.rows().div_ceil(self.height())
-    }
-
-    /// The rows of group `g`; the last group may be short.
-    fn group_rows(&self, g: usize) -> Range<usize> {
-        let h = self.height();
-        g * h..((g + 1) * h).min(self.rows())
-    }
-
-    /// The slots of group `g`, padding included. Groups own consecutive ranges, in order.
-    fn group_slots(&self, g: usize) -> Range<usize>;
-
-    /// The stored values, indexed by slot.
-    fn slot_values(&self) -> &[T];
-
-    /// Visits every stored vector of group `g` in storage order: the real vectors by increasing
-    /// column, then any padding vectors (empty mask). Together they cover the group's slots once.
-    fn for_each_vector(&self, g: usize, visit: impl FnMut(VectorSlots));
-}
+use crate::rejected::{validated, Rejected};
 
 /// Window height and vectors per tensor-core block of an ME-BCRS matrix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -165,6 +98,13 @@ impl MeBcrsShape {
     fn mask_bytes(self) -> usize {
         self.window / 8
     }
+    /// Windows of vectors in tiles of `block`: the tensor-core blocks.
+    fn tiles(self) -> VectorTiles {
+        VectorTiles {
+            height: self.window,
+            tile: self.block,
+        }
+    }
 }
 
 impl From<MeBcrsShape> for BlockShape {
@@ -207,66 +147,27 @@ impl<T: Scalar> MeBcrs<T> {
         shape: MeBcrsShape,
         limit: FillLimit,
     ) -> Result<Self> {
-        check_dimensions::<u32>(a.rows(), a.cols())?;
-        fits_u32("number of entries", a.nnz())?;
-        let (h, k, mask_bytes) = (shape.window, shape.block, shape.mask_bytes());
-        let windows = a.rows().div_ceil(h);
-        let window_rows = |w: usize| w * h..((w + 1) * h).min(a.rows());
-        let counts: Vec<usize> = (0..windows)
-            .into_par_iter()
-            .map(|w| {
-                let mut n = 0;
-                for_each_csr_vector(a, window_rows(w), |_, _, _| n += 1);
-                n
-            })
-            .collect();
+        check_source(a)?;
+        let tiles = shape.tiles();
+        let counts = tiles.count_csr_vectors(a);
         let vectors: usize = counts.iter().sum();
         fits_u32("number of vectors", vectors)?;
-        let slots = checked_slots(vectors, h)?;
+        let slots = checked_slots(vectors, shape.window)?;
         limit.check(Format::MeBcrs, slots, a.nnz())?;
 
-        let mut window_ptr = Vec::with_capacity(windows + 1);
-        window_ptr.push(0u32);
-        let mut total = 0;
-        for &n in &counts {
-            total += n;
-            // Fits: total <= vectors, checked above.
-            window_ptr.push(total as u32);
-        }
+        let window_ptr = offsets(counts.iter().copied());
+        let mask_bytes = shape.mask_bytes();
         let mut vec_col = vec![0u32; vectors];
-        let mut values = vec![T::default(); slots];
         let mut vec_mask = vec![0u8; vectors * mask_bytes];
-        let col_parts = split_lengths(&mut vec_col, counts.iter().copied());
-        let value_parts = split_lengths(&mut values, counts.iter().map(|&n| n * h));
-        let mask_parts = split_lengths(&mut vec_mask, counts.iter().map(|&n| n * mask_bytes));
-        let source = a.values();
-        col_parts
-            .into_par_iter()
-            .zip(value_parts)
-            .zip(mask_parts)
-            .enumerate()
-            .for_each(|(w, ((cols, vals), masks))| {
-                let n = cols.len();
-                let mut j = 0;
-                for_each_csr_vector(a, window_rows(w), |col, mask, entries| {
-                    // Fits: col < cols, which fits u32 (checked above).
-                    cols[j] = col as u32;
-                    masks[j * mask_bytes..(j + 1) * mask_bytes]
-                        .copy_from_slice(&mask.to_le_bytes()[..mask_bytes]);
-                    let block_start = j - j % k;
-                    let width = k.min(n - block_start);
-                    let v = VectorSlots {
-                        col,
-                        mask,
-                        first: block_start * h + (j - block_start),
-                        row_step: width,
-                    };
-                    for r in v.entry_rows() {
-                        vals[v.slot(r)] = source[entries[r]];
-                    }
-                    j += 1;
-                });
-            });
+        let mut values = vec![T::default(); slots];
+        tiles.fill_from_csr(
+            a,
+            &counts,
+            mask_bytes,
+            &mut vec_col,
+            &mut vec_mask,
+            &mut values,
+        );
         Ok(MeBcrs {
             rows: a.rows(),
             cols: a.cols(),
@@ -291,13 +192,7 @@ impl<T: Scalar> MeBcrs<T> {
     ) -> Result<Self, Rejected<MeBcrsParts<T>>> {
         // SAFETY: validated before it is handed out; on failure the arrays go back to the caller.
         let m = unsafe { Self::new_unchecked(rows, cols, shape, parts) };
-        match m.validate() {
-            Ok(()) => Ok(m),
-            Err(error) => Err(Rejected {
-                parts: m.into_parts(),
-                error,
-            }),
-        }
+        validated(m, Self::validate, Self::into_parts)
     }
 
     /// # Safety
@@ -321,18 +216,14 @@ impl<T: Scalar> MeBcrs<T> {
         }
     }
 
-    /// Checks that the dimensions and the entry count fit u32; array lengths; `window_ptr` from 0 to the vector count, never decreasing; columns
-    /// in range and strictly increasing within a window; every vector with at least one entry
-    /// and none in rows past the last; zero in every slot without an entry.
+    /// Checks that the dimensions and the entry count fit u32; array lengths; `window_ptr` from
+    /// 0 to the vector count, never decreasing; columns in range and strictly increasing within
+    /// a window; every vector with at least one entry and none in rows past the last; zero in
+    /// every slot without an entry.
     pub fn validate(&self) -> Result<()> {
-        check_dimensions::<u32>(self.rows, self.cols)?;
-        fits_u32("number of entries", self.nnz)?;
-        self.check_structure()
-            .and_then(|()| check_slots(self))
-            .map_err(|error| Error::InvalidStructure {
-                format: Format::MeBcrs,
-                error,
-            })
+        validate_format(Format::MeBcrs, (self.rows, self.cols), self.nnz, || {
+            self.check_structure().and_then(|()| check_slots(self))
+        })
     }
 
     fn check_structure(&self) -> Result<(), StructureError> {
@@ -361,22 +252,16 @@ impl<T: Scalar> MeBcrs<T> {
             });
         }
         if let Some(w) = (0..windows).find(|&w| self.window_ptr[w + 1] < self.window_ptr[w]) {
-            return Err(other(format!("window_ptr decreases at window {w}")));
+            return Err(StructureError::Other(format!(
+                "window_ptr decreases at window {w}"
+            )));
         }
-        for w in 0..windows {
-            let mut previous = None;
-            for v in self.window_range(w) {
-                let col = self.vec_col[v] as usize;
-                check_column(col, previous, self.cols, "window", w, v)?;
-                if self.mask(v) == 0 {
-                    return Err(other(format!(
-                        "window {w}: vector {v} (column {col}) has no entry"
-                    )));
-                }
-                previous = Some(col);
-            }
-        }
-        Ok(())
+        (0..windows).try_for_each(|w| {
+            let col = |v: usize| self.vec_col[v] as usize;
+            check_vectors("window", w, self.window_range(w), self.cols, col, |v| {
+                self.mask(v)
+            })
+        })
     }
 
     pub fn rows(&self) -> usize {
@@ -465,20 +350,12 @@ impl<T: Scalar> ColumnVectors<T> for MeBcrs<T> {
         &self.values
     }
     #[inline(always)]
-    fn for_each_vector(&self, g: usize, mut visit: impl FnMut(VectorSlots)) {
-        let (h, k) = (self.shape.window, self.shape.block);
-        let window = self.window_range(g);
-        for block_start in window.clone().step_by(k) {
-            let width = k.min(window.end - block_start);
-            for v in block_start..block_start + width {
-                visit(VectorSlots {
-                    col: self.vec_col[v] as usize,
-                    mask: self.mask(v),
-                    first: block_start * h + (v - block_start),
-                    row_step: width,
-                });
-            }
-        }
+    fn for_each_vector(&self, g: usize, visit: impl FnMut(VectorSlots)) {
+        let col = |v: usize| self.vec_col[v] as usize;
+        let vectors = self.window_range(g);
+        self.shape
+            .tiles()
+            .for_each_vector(vectors, col, |v| self.mask(v), visit);
     }
 }
 
@@ -526,240 +403,6 @@ impl<T: Scalar> fmt::Debug for MeBcrs<T> {
     }
 }
 
-/// Walks the column vectors of `rows` (at most [`MAX_VECTOR_HEIGHT`] of them) of `a` in
-/// increasing column order: for each column holding an entry in one of the rows,
-/// `visit(col, mask, entries)` gets bit `r` of `mask` set and `entries[r]` = the CSR entry for
-/// every row `rows.start + r` that has one.
-pub(crate) fn for_each_csr_vector<T, I: SpIndex>(
-    a: CsrRef<'_, T, I>,
-    rows: Range<usize>,
-    mut visit: impl FnMut(usize, u16, &[usize; MAX_VECTOR_HEIGHT]),
-) {
-    let height = rows.len();
-    let mut next = [0usize; MAX_VECTOR_HEIGHT];
-    let mut end = [0usize; MAX_VECTOR_HEIGHT];
-    for (r, i) in rows.enumerate() {
-        let range = a.row_range(i);
-        (next[r], end[r]) = (range.start, range.end);
-    }
-    let col_idx = a.col_idx();
-    let mut entries = [0usize; MAX_VECTOR_HEIGHT];
-    loop {
-        let lowest = (0..height)
-            .filter(|&r| next[r] < end[r])
-            .map(|r| col_idx[next[r]].to_usize())
-            .min();
-        let Some(col) = lowest else { return };
-        let mut mask = 0u16;
-        for r in 0..height {
-            if next[r] < end[r] && col_idx[next[r]].to_usize() == col {
-                entries[r] = next[r];
-                next[r] += 1;
-                mask |= 1 << r;
-            }
-        }
-        visit(col, mask, &entries);
-    }
-}
-
-/// Cuts `data` into consecutive pieces of the given lengths, which sum to at most its length.
-pub(crate) fn split_lengths<X>(
-    mut data: &mut [X],
-    lengths: impl IntoIterator<Item = usize>,
-) -> Vec<&mut [X]> {
-    lengths
-        .into_iter()
-        .map(|n| {
-            let (head, tail) = std::mem::take(&mut data).split_at_mut(n);
-            data = tail;
-            head
-        })
-        .collect()
-}
-
-/// Real entries marked in a mask array.
-pub(crate) fn count_entries(masks: &[u8]) -> usize {
-    masks.iter().map(|m| m.count_ones() as usize).sum()
-}
-
-/// `vectors * height` slots, or an error when that overflows.
-pub(crate) fn checked_slots(vectors: usize, height: usize) -> Result<usize> {
-    vectors.checked_mul(height).ok_or_else(|| {
-        Error::invalid(format!(
-            "{vectors} vectors of {height} rows hold more slots than usize counts"
-        ))
-    })
-}
-
-pub(crate) fn fits_u32(what: &str, n: usize) -> Result<()> {
-    u32::try_from(n)
-        .map(|_| ())
-        .map_err(|_| Error::overflow::<u32>(what, n))
-}
-
-pub(crate) fn other(message: String) -> StructureError {
-    StructureError::Other(message)
-}
-
-pub(crate) fn check_length(
-    array: &'static str,
-    expected: usize,
-    found: usize,
-) -> Result<(), StructureError> {
-    if expected == found {
-        Ok(())
-    } else {
-        Err(StructureError::Length {
-            array,
-            expected,
-            found,
-        })
-    }
-}
-
-/// A vector's column must lie in `0..cols` and above the previous vector's of its group.
-pub(crate) fn check_column(
-    col: usize,
-    previous: Option<usize>,
-    cols: usize,
-    group_name: &str,
-    group: usize,
-    vector: usize,
-) -> Result<(), StructureError> {
-    if col >= cols {
-        return Err(other(format!(
-            "{group_name} {group}: vector {vector} has column {col}, outside 0..{cols}"
-        )));
-    }
-    match previous {
-        Some(p) if col <= p => Err(other(format!(
-            "{group_name} {group}: vector {vector} has column {col}, not above the previous \
-             vector's {p} (columns must increase within a {group_name})"
-        ))),
-        _ => Ok(()),
-    }
-}
-
-/// The checks that need the value layout: no mask bit past the group's last row, and zero in
-/// every slot of a row without an entry (a tensor-core kernel multiplies them all).
-pub(crate) fn check_slots<T: Scalar, F: ColumnVectors<T>>(f: &F) -> Result<(), StructureError> {
-    let values = f.slot_values();
-    for g in 0..f.groups() {
-        let rows = f.group_rows(g).len();
-        let mut first_error = None;
-        let mut index = 0;
-        f.for_each_vector(g, |v| {
-            if first_error.is_some() {
-                return;
-            }
-            if u32::from(v.mask) >> rows != 0 {
-                first_error = Some(format!(
-                    "{group} {g}: its vector {index} has mask {:#b}, which marks rows past the \
-                     last of the {group}'s {rows} rows",
-                    v.mask,
-                    group = F::GROUP_NAME,
-                ));
-            } else if let Some(r) = (0..f.height())
-                .find(|&r| (v.mask >> r) & 1 == 0 && values[v.slot(r)] != T::default())
-            {
-                first_error = Some(format!(
-                    "{} {g}: its vector {index} holds a nonzero value in row {r}, which has no \
-                     entry",
-                    F::GROUP_NAME
-                ));
-            }
-            index += 1;
-        });
-        if let Some(message) = first_error {
-            return Err(other(message));
-        }
-    }
-    Ok(())
-}
-
-/// Row pointers (rows + 1) of the CSR form, counted from the masks in parallel over groups.
-fn row_starts<T: Scalar, F: ColumnVectors<T>>(f: &F) -> Vec<usize> {
-    let counts: Vec<[usize; MAX_VECTOR_HEIGHT]> = (0..f.groups())
-        .into_par_iter()
-        .map(|g| {
-            let mut counts = [0; MAX_VECTOR_HEIGHT];
-            f.for_each_vector(g, |v| v.entry_rows().for_each(|r| counts[r] += 1));
-            counts
-        })
-        .collect();
-    let mut starts = Vec::with_capacity(f.rows() + 1);
-    starts.push(0);
-    let mut total = 0;
-    for (g, counts) in counts.iter().enumerate() {
-        for &n in &counts[..f.group_rows(g).len()] {
-            total += n;
-            starts.push(total);
-        }
-    }
-    starts
-}
-
-/// The CSR form of a column-vector format, filled in parallel over groups.
-pub(crate) fn to_csr<T: Scalar, F: ColumnVectors<T>>(f: &F) -> Csr<T, u32> {
-    let starts = row_starts(f);
-    let nnz = starts[f.rows()];
-    let group_entries = |g: usize| {
-        let rows = f.group_rows(g);
-        starts[rows.end] - starts[rows.start]
-    };
-    let mut col_idx = vec![0u32; nnz];
-    let mut values = vec![T::default(); nnz];
-    let col_parts = split_lengths(&mut col_idx, (0..f.groups()).map(group_entries));
-    let value_parts = split_lengths(&mut values, (0..f.groups()).map(group_entries));
-    let slots = f.slot_values();
-    col_parts
-        .into_par_iter()
-        .zip(value_parts)
-        .enumerate()
-        .for_each(|(g, (cols, vals))| {
-            let rows = f.group_rows(g);
-            let mut next = [0usize; MAX_VECTOR_HEIGHT];
-            for (r, i) in rows.clone().enumerate() {
-                next[r] = starts[i] - starts[rows.start];
-            }
-            f.for_each_vector(g, |v| {
-                for r in v.entry_rows() {
-                    // Fits: a validated structure has cols <= u32::MAX.
-                    cols[next[r]] = v.col as u32;
-                    vals[next[r]] = slots[v.slot(r)];
-                    next[r] += 1;
-                }
-            });
-        });
-    // Fits: a validated structure has at most u32::MAX entries.
-    let row_ptr = starts.iter().map(|&s| s as u32).collect();
-    // SAFETY: each row receives its entries in the order the vectors are listed, which is
-    // strictly increasing in column (validated), with columns < cols; row_ptr counts them.
-    unsafe { Csr::new_unchecked(f.rows(), f.cols(), row_ptr, col_idx, values) }
-}
-
-/// For each slot, the CSR entry it holds, in parallel over groups.
-pub(crate) fn value_order<T: Scalar, F: ColumnVectors<T>>(f: &F) -> ValueOrder {
-    let starts = row_starts(f);
-    let mut slots = vec![ValueOrder::PADDING; f.stored_slots()];
-    let parts = split_lengths(&mut slots, (0..f.groups()).map(|g| f.group_slots(g).len()));
-    parts.into_par_iter().enumerate().for_each(|(g, part)| {
-        let base = f.group_slots(g).start;
-        let mut next = [0usize; MAX_VECTOR_HEIGHT];
-        for (r, i) in f.group_rows(g).enumerate() {
-            next[r] = starts[i];
-        }
-        f.for_each_vector(g, |v| {
-            for r in v.entry_rows() {
-                part[v.slot(r) - base] = next[r];
-                next[r] += 1;
-            }
-        });
-    });
-    ValueOrder::new(slots, starts[f.rows()])
-        .expect("a validated structure holds each entry in exactly one slot")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -780,28 +423,6 @@ mod tests {
             );
         }
         assert_eq!(BlockShape::from(MeBcrsShape::f16()), BlockShape::new(8, 8));
-    }
-
-    #[test]
-    fn csr_vectors_merge_rows_by_column() {
-        let a = csr(3, 6, &[(0, 1, 1.0), (0, 4, 2.0), (2, 1, 3.0), (2, 5, 4.0)]);
-        let mut seen = Vec::new();
-        for_each_csr_vector(a.as_ref(), 0..3, |col, mask, entries| {
-            let rows: Vec<usize> = (0..3).filter(|r| mask >> r & 1 == 1).collect();
-            seen.push((
-                col,
-                mask,
-                rows.iter().map(|&r| entries[r]).collect::<Vec<_>>(),
-            ));
-        });
-        assert_eq!(
-            seen,
-            vec![
-                (1, 0b101, vec![0, 2]),
-                (4, 0b001, vec![1]),
-                (5, 0b100, vec![3])
-            ]
-        );
     }
 
     #[test]

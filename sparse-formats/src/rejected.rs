@@ -2,12 +2,28 @@
 
 use std::fmt;
 
-use sparse_core::Error;
+use sparse_core::{Error, Result};
 
 /// A constructor refused its inputs; `parts` gives them back so nothing is lost.
 pub struct Rejected<P> {
     pub parts: P,
     pub error: Error,
+}
+
+/// What a checked constructor ends with: `m`, built without checks, when `validate` accepts it;
+/// otherwise its arrays, taken back by `into_parts`, with the error.
+pub(crate) fn validated<M, P>(
+    m: M,
+    validate: impl FnOnce(&M) -> Result<()>,
+    into_parts: impl FnOnce(M) -> P,
+) -> Result<M, Rejected<P>> {
+    match validate(&m) {
+        Ok(()) => Ok(m),
+        Err(error) => Err(Rejected {
+            parts: into_parts(m),
+            error,
+        }),
+    }
 }
 
 impl<P> fmt::Debug for Rejected<P> {

@@ -41,19 +41,18 @@
 use std::fmt;
 use std::ops::Range;
 
-use rayon::prelude::*;
 use sparse_core::{
-    check_dimensions, BlockShape, CsrRef, Error, Format, Result, Scalar, SpIndex, StructureError,
-    ValueOrder,
+    BlockShape, CsrRef, Error, Format, Result, Scalar, SpIndex, StructureError, ValueOrder,
 };
 
+use crate::checks::{check_length, check_source, checked_slots, fits_u32, validate_format};
+use crate::column_vectors::{
+    check_slots, check_vectors, count_entries, to_csr, value_order, ColumnVectors, VectorSlots,
+    VectorTiles,
+};
 use crate::csr::Csr;
 use crate::format::{FillLimit, SparseFormat};
-use crate::me_bcrs::{
-    check_column, check_length, check_slots, checked_slots, count_entries, fits_u32,
-    for_each_csr_vector, other, split_lengths, to_csr, value_order, ColumnVectors, VectorSlots,
-};
-use crate::rejected::Rejected;
+use crate::rejected::{validated, Rejected};
 
 /// The column of a padding vector.
 pub const SR_BCRS_PADDING: u32 = u32::MAX;
@@ -98,6 +97,13 @@ impl SrBcrsShape {
     pub fn stride(self) -> usize {
         self.stride
     }
+    /// Vector-rows of vectors in tiles of `stride`: the MMA's A fragments.
+    fn tiles(self) -> VectorTiles {
+        VectorTiles {
+            height: self.vector,
+            tile: self.stride,
+        }
+    }
 }
 
 impl From<SrBcrsShape> for BlockShape {
@@ -141,68 +147,35 @@ impl<T: Scalar> SrBcrs<T> {
         shape: SrBcrsShape,
         limit: FillLimit,
     ) -> Result<Self> {
-        check_dimensions::<u32>(a.rows(), a.cols())?;
-        fits_u32("number of entries", a.nnz())?;
+        check_source(a)?;
+        let tiles = shape.tiles();
         let (v, stride) = (shape.vector, shape.stride);
-        let vrows = a.rows().div_ceil(v);
-        let group_rows = |i: usize| i * v..((i + 1) * v).min(a.rows());
-        let counts: Vec<usize> = (0..vrows)
-            .into_par_iter()
-            .map(|i| {
-                let mut n = 0;
-                for_each_csr_vector(a, group_rows(i), |_, _, _| n += 1);
-                n
-            })
+        let counts = tiles.count_csr_vectors(a);
+        let padded: Vec<usize> = counts
+            .iter()
+            .map(|&n| n.div_ceil(stride) * stride)
             .collect();
-        let padded = |n: usize| n.div_ceil(stride) * stride;
-        let stored = counts.iter().try_fold(0usize, |total, &n| {
+        let stored = padded.iter().try_fold(0usize, |total, &n| {
             total
-                .checked_add(padded(n))
+                .checked_add(n)
                 .ok_or_else(|| Error::overflow::<usize>("number of stored vectors", total))
         })?;
         let slots = checked_slots(stored, v)?;
         limit.check(Format::SrBcrs, slots, a.nnz())?;
         fits_u32("number of stored vectors", stored)?;
 
-        let mut row_ptr = Vec::with_capacity(2 * vrows);
+        let mut row_ptr = Vec::with_capacity(2 * counts.len());
         let mut start = 0;
-        for &n in &counts {
+        for (&n, &padded_n) in counts.iter().zip(&padded) {
             // Fits: start + n <= stored, checked above.
             row_ptr.extend([start as u32, (start + n) as u32]);
-            start += padded(n);
+            start += padded_n;
         }
         let mut col_idx = vec![SR_BCRS_PADDING; stored];
-        let mut values = vec![T::default(); slots];
+        // One byte per vector: a vector-row spans at most 8 rows.
         let mut vec_mask = vec![0u8; stored];
-        let col_parts = split_lengths(&mut col_idx, counts.iter().map(|&n| padded(n)));
-        let value_parts = split_lengths(&mut values, counts.iter().map(|&n| padded(n) * v));
-        let mask_parts = split_lengths(&mut vec_mask, counts.iter().map(|&n| padded(n)));
-        let source = a.values();
-        col_parts
-            .into_par_iter()
-            .zip(value_parts)
-            .zip(mask_parts)
-            .enumerate()
-            .for_each(|(i, ((cols, vals), masks))| {
-                let mut p = 0;
-                for_each_csr_vector(a, group_rows(i), |col, mask, entries| {
-                    // Fits: col < cols, which fits u32 (checked above).
-                    cols[p] = col as u32;
-                    // Fits: a vector-row spans at most 8 rows.
-                    masks[p] = mask as u8;
-                    let group_start = p - p % stride;
-                    let vector = VectorSlots {
-                        col,
-                        mask,
-                        first: group_start * v + (p - group_start),
-                        row_step: stride,
-                    };
-                    for r in vector.entry_rows() {
-                        vals[vector.slot(r)] = source[entries[r]];
-                    }
-                    p += 1;
-                });
-            });
+        let mut values = vec![T::default(); slots];
+        tiles.fill_from_csr(a, &padded, 1, &mut col_idx, &mut vec_mask, &mut values);
         Ok(SrBcrs {
             rows: a.rows(),
             cols: a.cols(),
@@ -227,13 +200,7 @@ impl<T: Scalar> SrBcrs<T> {
     ) -> Result<Self, Rejected<SrBcrsParts<T>>> {
         // SAFETY: validated before it is handed out; on failure the arrays go back to the caller.
         let m = unsafe { Self::new_unchecked(rows, cols, shape, parts) };
-        match m.validate() {
-            Ok(()) => Ok(m),
-            Err(error) => Err(Rejected {
-                parts: m.into_parts(),
-                error,
-            }),
-        }
+        validated(m, Self::validate, Self::into_parts)
     }
 
     /// # Safety
@@ -263,14 +230,9 @@ impl<T: Scalar> SrBcrs<T> {
     /// multiple of the stride, marked by column [`SR_BCRS_PADDING`] and an empty mask; no mask
     /// bit past the last row; zero in every slot without an entry.
     pub fn validate(&self) -> Result<()> {
-        check_dimensions::<u32>(self.rows, self.cols)?;
-        fits_u32("number of entries", self.nnz)?;
-        self.check_structure()
-            .and_then(|()| check_slots(self))
-            .map_err(|error| Error::InvalidStructure {
-                format: Format::SrBcrs,
-                error,
-            })
+        validate_format(Format::SrBcrs, (self.rows, self.cols), self.nnz, || {
+            self.check_structure().and_then(|()| check_slots(self))
+        })
     }
 
     fn check_structure(&self) -> Result<(), StructureError> {
@@ -287,37 +249,29 @@ impl<T: Scalar> SrBcrs<T> {
                 self.row_ptr[2 * i + 1] as usize,
             );
             if start != expected_start {
-                return Err(other(format!(
+                return Err(StructureError::Other(format!(
                     "vector-row {i} starts at vector {start}, expected {expected_start}: each \
                      vector-row is padded exactly to a multiple of the stride {stride}"
                 )));
             }
             if real_end < start {
-                return Err(other(format!(
+                return Err(StructureError::Other(format!(
                     "vector-row {i} ends at vector {real_end}, before its start {start}"
                 )));
             }
             let padded_end = start + (real_end - start).div_ceil(stride) * stride;
             if padded_end > stored {
-                return Err(other(format!(
+                return Err(StructureError::Other(format!(
                     "vector-row {i} runs to vector {padded_end} with its padding, but col_idx \
                      holds {stored}"
                 )));
             }
-            let mut previous = None;
-            for p in start..real_end {
-                let col = self.col_idx[p] as usize;
-                check_column(col, previous, self.cols, "vector-row", i, p)?;
-                if self.vec_mask[p] == 0 {
-                    return Err(other(format!(
-                        "vector-row {i}: vector {p} (column {col}) has no entry"
-                    )));
-                }
-                previous = Some(col);
-            }
+            let col = |p: usize| self.col_idx[p] as usize;
+            let mask = |p: usize| u16::from(self.vec_mask[p]);
+            check_vectors("vector-row", i, start..real_end, self.cols, col, mask)?;
             for p in real_end..padded_end {
                 if self.col_idx[p] != SR_BCRS_PADDING || self.vec_mask[p] != 0 {
-                    return Err(other(format!(
+                    return Err(StructureError::Other(format!(
                         "vector-row {i}: padding vector {p} has column {} and mask {:#b}; \
                          padding has column u32::MAX and an empty mask",
                         self.col_idx[p], self.vec_mask[p]
@@ -327,7 +281,7 @@ impl<T: Scalar> SrBcrs<T> {
             expected_start = padded_end;
         }
         if expected_start != stored {
-            return Err(other(format!(
+            return Err(StructureError::Other(format!(
                 "col_idx holds {stored} vectors, but the vector-rows end at {expected_start}"
             )));
         }
@@ -414,19 +368,13 @@ impl<T: Scalar> ColumnVectors<T> for SrBcrs<T> {
         &self.values
     }
     #[inline(always)]
-    fn for_each_vector(&self, g: usize, mut visit: impl FnMut(VectorSlots)) {
-        let (v, stride) = (self.shape.vector, self.shape.stride);
-        let vectors = self.padded_range(g);
-        for group_start in vectors.clone().step_by(stride) {
-            for p in group_start..group_start + stride {
-                visit(VectorSlots {
-                    col: self.col_idx[p] as usize,
-                    mask: u16::from(self.vec_mask[p]),
-                    first: group_start * v + (p - group_start),
-                    row_step: stride,
-                });
-            }
-        }
+    fn for_each_vector(&self, g: usize, visit: impl FnMut(VectorSlots)) {
+        let col = |p: usize| self.col_idx[p] as usize;
+        let mask = |p: usize| u16::from(self.vec_mask[p]);
+        // Padded to a multiple of the stride, so every tile is full.
+        self.shape
+            .tiles()
+            .for_each_vector(self.padded_range(g), col, mask, visit);
     }
 }
 

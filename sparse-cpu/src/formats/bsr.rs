@@ -8,8 +8,7 @@ use rayon::prelude::*;
 use sparse_core::{Accumulator, DenseMut, DenseRef, Result, Scalar};
 use sparse_formats::{Bsr, BSR_MAX_BLOCK};
 
-use crate::kernels::{axpy_block, strides, update};
-use crate::shared_out::SharedOut;
+use crate::kernels::{axpy_block, update, SpmmOperands, SpmvOperands};
 
 /// `y = alpha*A*x + beta*y`. The caller has checked shapes and that `alpha != 0`.
 pub(crate) fn spmv<T: Scalar>(
@@ -19,9 +18,7 @@ pub(crate) fn spmv<T: Scalar>(
     beta: T::Acc,
     mut y: DenseMut<'_, T::Out>,
 ) -> Result<()> {
-    let xs = x.host("spmv x")?;
-    let incx = strides(&x).0;
-    let out = SharedOut::new(&mut y, "spmv y")?;
+    let SpmvOperands { xs, incx, out } = SpmvOperands::open(&x, &mut y)?;
     let (r, c) = (a.block_shape().rows, a.block_shape().cols);
     let full_row = a.full_row_mask();
     (0..a.block_rows()).into_par_iter().for_each(|br| {
@@ -72,9 +69,8 @@ pub(crate) fn spmm<T: Scalar>(
     mut c: DenseMut<'_, T::Out>,
 ) -> Result<()> {
     let n = b.cols();
-    let bs = b.host("spmm B")?;
-    let (b_row, b_col) = strides(&b);
-    let out = SharedOut::new(&mut c, "spmm C")?;
+    let SpmmOperands { bs, strides, out } = SpmmOperands::open(&b, &mut c)?;
+    let (b_row, b_col) = strides;
     let (r, bc) = (a.block_shape().rows, a.block_shape().cols);
     (0..a.block_rows()).into_par_iter().for_each(|br| {
         let rows = br * r..a.rows().min((br + 1) * r);

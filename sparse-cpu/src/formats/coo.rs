@@ -5,9 +5,8 @@ use rayon::prelude::*;
 use sparse_core::{Accumulator, CsrRef, DenseMut, DenseRef, Result, Scalar, SpIndex};
 use sparse_formats::Coo;
 
-use crate::kernels::{strides, update};
+use crate::kernels::{update, SpmvOperands};
 use crate::partition::balanced_rows;
-use crate::shared_out::SharedOut;
 
 /// Where a part starts: its first row and its first entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,9 +36,7 @@ pub(crate) fn spmv<T: Scalar>(
     beta: T::Acc,
     mut y: DenseMut<'_, T::Out>,
 ) -> Result<()> {
-    let xs = x.host("spmv x")?;
-    let incx = strides(&x).0;
-    let out = SharedOut::new(&mut y, "spmv y")?;
+    let SpmvOperands { xs, incx, out } = SpmvOperands::open(&x, &mut y)?;
     let (row_idx, col_idx, values) = (a.row_idx(), a.col_idx(), a.values());
     parts.par_windows(2).for_each(|w| {
         let mut e = w[0].entry;

@@ -10,8 +10,7 @@ use rayon::prelude::*;
 use sparse_core::{Accumulator, DenseMut, DenseRef, Result, Scalar};
 use sparse_formats::Ell;
 
-use crate::kernels::{strides, update};
-use crate::shared_out::SharedOut;
+use crate::kernels::{update, SpmvOperands};
 
 /// Rows summed together by one task: their sums stay in registers or L1.
 pub(crate) const ROW_BLOCK: usize = 64;
@@ -37,9 +36,7 @@ pub(crate) fn spmv_then<T: Scalar>(
     mut y: DenseMut<'_, T::Out>,
     rest: impl Fn(Range<usize>, &mut [T::Acc]) + Sync,
 ) -> Result<()> {
-    let xs = x.host("spmv x")?;
-    let incx = strides(&x).0;
-    let out = SharedOut::new(&mut y, "spmv y")?;
+    let SpmvOperands { xs, incx, out } = SpmvOperands::open(&x, &mut y)?;
     let rows = a.rows();
     (0..rows.div_ceil(ROW_BLOCK))
         .into_par_iter()
@@ -85,8 +82,8 @@ pub(crate) mod tests {
     use sparse_formats::{generate, Csr, FillLimit};
 
     /// Integer-valued matrices with the awkward features: sizes that are not multiples of the
-    /// row block or of any block size, empty rows, one very long row, explicit zeros, dense
-    /// stretches, empty shapes.
+    /// row block, of any block size or of a Tiled16 tile, empty rows and tiles, one very long
+    /// row, explicit zeros, dense stretches, empty shapes.
     pub(crate) fn matrices() -> Vec<Csr<f64>> {
         let integral = |mut a: Csr<f64>| {
             for (k, v) in a.values_mut().iter_mut().enumerate() {

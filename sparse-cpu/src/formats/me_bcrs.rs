@@ -1,5 +1,6 @@
 //! rayon kernels for ME-BCRS, written once for every column-vector format
-//! ([`ColumnVectors`]: ME-BCRS and SR-BCRS differ only in where a vector's values sit).
+//! ([`ColumnVectors`]: ME-BCRS and SR-BCRS differ only in where a vector's values sit), so
+//! [`super::sr_bcrs`] runs them too.
 //!
 //! One task per group of rows (window, vector-row): it walks the group's vectors in column
 //! order and writes each of the group's output rows (SpMV, SpMM) or slots (SDDMM) once, so each
@@ -9,59 +10,22 @@
 
 use rayon::prelude::*;
 use sparse_core::{Accumulator, DenseMut, DenseRef, Result, Scalar};
-use sparse_formats::{ColumnVectors, MeBcrs, MAX_VECTOR_HEIGHT};
+use sparse_formats::{ColumnVectors, MAX_VECTOR_HEIGHT};
 
-use crate::kernels::{strides, update};
+use crate::kernels::{
+    axpy_block, update, SddmmFactors, SpmmOperands, SpmvOperands, SPMM_COLUMN_BLOCK,
+};
 use crate::shared_out::SharedOut;
 
 /// `y = alpha*A*x + beta*y`.
-pub(crate) fn spmv<T: Scalar>(
-    a: &MeBcrs<T>,
-    alpha: T::Acc,
-    x: DenseRef<'_, T>,
-    beta: T::Acc,
-    y: DenseMut<'_, T::Out>,
-) -> Result<()> {
-    spmv_vectors(a, alpha, x, beta, y)
-}
-
-/// `C = alpha*A*B + beta*C`, B and C in either layout.
-pub(crate) fn spmm<T: Scalar>(
-    a: &MeBcrs<T>,
-    alpha: T::Acc,
-    b: DenseRef<'_, T>,
-    beta: T::Acc,
-    c: DenseMut<'_, T::Out>,
-) -> Result<()> {
-    spmm_vectors(a, alpha, b, beta, c)
-}
-
-/// `c = alpha*(X*Y^T) ∘ spy(S) + beta*c` with `c` in S's slot order (stored_slots x 1); slots
-/// without an entry are written 0.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn sddmm<T: Scalar>(
-    s: &MeBcrs<T>,
-    alpha: T::Acc,
-    x: DenseRef<'_, T>,
-    y: DenseRef<'_, T>,
-    beta: T::Acc,
-    c: DenseMut<'_, T::Out>,
-    scale_by_values: bool,
-) -> Result<()> {
-    sddmm_vectors(s, alpha, x, y, beta, c, scale_by_values)
-}
-
-/// SpMV over any column-vector format.
-pub(crate) fn spmv_vectors<T: Scalar, F: ColumnVectors<T>>(
+pub(crate) fn spmv<T: Scalar, F: ColumnVectors<T>>(
     a: &F,
     alpha: T::Acc,
     x: DenseRef<'_, T>,
     beta: T::Acc,
     mut y: DenseMut<'_, T::Out>,
 ) -> Result<()> {
-    let xs = x.host("spmv x")?;
-    let incx = strides(&x).0;
-    let out = SharedOut::new(&mut y, "spmv y")?;
+    let SpmvOperands { xs, incx, out } = SpmvOperands::open(&x, &mut y)?;
     let values = a.slot_values();
     (0..a.groups()).into_par_iter().for_each(|g| {
         let mut sums = [T::Acc::ZERO; MAX_VECTOR_HEIGHT];
@@ -84,23 +48,8 @@ pub(crate) fn spmv_vectors<T: Scalar, F: ColumnVectors<T>>(
     Ok(())
 }
 
-/// Columns of C computed together, so their sums stay in registers.
-const SPMM_COLUMN_BLOCK: usize = 32;
-
-/// `acc[t] += v * b[t*stride]` over a block; called with a literal stride 1 for row-major B so
-/// the loop is vectorised.
-///
-/// # Safety
-/// `b` holds at least `(acc.len() - 1) * stride + 1` elements.
-#[inline(always)]
-unsafe fn axpy_block<T: Scalar>(acc: &mut [T::Acc], v: T::Acc, b: &[T], stride: usize) {
-    for (t, a) in acc.iter_mut().enumerate() {
-        *a = a.madd(v, b.get_unchecked(t * stride).to_acc());
-    }
-}
-
-/// SpMM over any column-vector format.
-pub(crate) fn spmm_vectors<T: Scalar, F: ColumnVectors<T>>(
+/// `C = alpha*A*B + beta*C`, B and C in either layout.
+pub(crate) fn spmm<T: Scalar, F: ColumnVectors<T>>(
     a: &F,
     alpha: T::Acc,
     b: DenseRef<'_, T>,
@@ -108,9 +57,8 @@ pub(crate) fn spmm_vectors<T: Scalar, F: ColumnVectors<T>>(
     mut c: DenseMut<'_, T::Out>,
 ) -> Result<()> {
     let n = b.cols();
-    let bs = b.host("spmm B")?;
-    let (b_row, b_col) = strides(&b);
-    let out = SharedOut::new(&mut c, "spmm C")?;
+    let SpmmOperands { bs, strides, out } = SpmmOperands::open(&b, &mut c)?;
+    let (b_row, b_col) = strides;
     let values = a.slot_values();
     (0..a.groups()).into_par_iter().for_each(|g| {
         let rows = a.group_rows(g);
@@ -154,10 +102,11 @@ pub(crate) fn spmm_vectors<T: Scalar, F: ColumnVectors<T>>(
     Ok(())
 }
 
-/// SDDMM over any column-vector format: every slot of every group is written once, real ones
-/// with the sampled product, the others with 0.
+/// `c = alpha*(X*Y^T) ∘ spy(S) + beta*c` with `c` in S's slot order (stored_slots x 1): every
+/// slot of every group is written once, real ones with the sampled product, the others (padding
+/// and rows without an entry) with 0.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn sddmm_vectors<T: Scalar, F: ColumnVectors<T>>(
+pub(crate) fn sddmm<T: Scalar, F: ColumnVectors<T>>(
     s: &F,
     alpha: T::Acc,
     x: DenseRef<'_, T>,
@@ -166,9 +115,7 @@ pub(crate) fn sddmm_vectors<T: Scalar, F: ColumnVectors<T>>(
     mut c: DenseMut<'_, T::Out>,
     scale_by_values: bool,
 ) -> Result<()> {
-    let k = x.cols();
-    let (xs, ys) = (x.host("sddmm X")?, y.host("sddmm Y")?);
-    let ((x_row, x_col), (y_row, y_col)) = (strides(&x), strides(&y));
+    let factors = SddmmFactors::new(&x, &y, scale_by_values)?;
     let out = SharedOut::new(&mut c, "sddmm C")?;
     let values = s.slot_values();
     let height = s.height();
@@ -178,21 +125,9 @@ pub(crate) fn sddmm_vectors<T: Scalar, F: ColumnVectors<T>>(
             for r in 0..height {
                 let slot = v.slot(r);
                 let result = if (v.mask >> r) & 1 == 1 {
-                    let (i, j) = (first_row + r, v.col);
-                    let mut dot = T::Acc::ZERO;
-                    for t in 0..k {
-                        // SAFETY: row r holds an entry, so i < rows = x.rows() and j < cols =
-                        // y.rows() (validated structure); t < k: inside both spans.
-                        unsafe {
-                            dot = dot.madd(
-                                xs.get_unchecked(i * x_row + t * x_col).to_acc(),
-                                ys.get_unchecked(j * y_row + t * y_col).to_acc(),
-                            );
-                        }
-                    }
-                    if scale_by_values {
-                        dot = T::Acc::ZERO.madd(dot, values[slot].to_acc());
-                    }
+                    // SAFETY: row r holds an entry, so first_row + r < rows = x.rows() and
+                    // v.col < cols = y.rows() (validated structure).
+                    let dot = unsafe { factors.sample(first_row + r, v.col, values[slot]) };
                     // SAFETY: slot < stored_slots = c.rows(), and it belongs to group g alone.
                     update(alpha, dot, beta, || unsafe { out.read(slot, 0) })
                 } else {
@@ -210,7 +145,7 @@ pub(crate) fn sddmm_vectors<T: Scalar, F: ColumnVectors<T>>(
 pub(crate) mod tests {
     use super::*;
     use sparse_core::{bf16, f16, Dense, Layout};
-    use sparse_formats::{generate, Csr, FillLimit, MeBcrsShape, SparseFormat, ValueOrder};
+    use sparse_formats::{generate, Csr, FillLimit, MeBcrs, MeBcrsShape, SparseFormat, ValueOrder};
 
     /// Matrices with the awkward features: dimensions that are not multiples of 8/16/32, empty
     /// rows and windows, one very long row, explicit zeros, empty shapes. Integer values, so f64
@@ -300,10 +235,10 @@ pub(crate) mod tests {
         let expected =
             crate::reference::spmv(a.as_ref(), alpha, x.as_ref(), beta, Some(y0.as_ref())).unwrap();
         let mut y = operand::<T::Out>(m, 1, Layout::ColMajor, 2);
-        spmv_vectors(f, acc(alpha), x.as_ref(), acc(beta), y.as_mut()).unwrap();
+        spmv(f, acc(alpha), x.as_ref(), acc(beta), y.as_mut()).unwrap();
         assert_eq!(output(y), rounded::<T::Out>(&expected), "{what}: spmv");
         let mut y = nan_output::<T::Out>(m, 1, Layout::ColMajor);
-        spmv_vectors(f, acc(alpha), x.as_ref(), acc(0.0), y.as_mut()).unwrap();
+        spmv(f, acc(alpha), x.as_ref(), acc(0.0), y.as_mut()).unwrap();
         let expected = crate::reference::spmv(a.as_ref(), alpha, x.as_ref(), 0.0, None).unwrap();
         assert_eq!(
             output(y),
@@ -324,10 +259,10 @@ pub(crate) mod tests {
                     crate::reference::spmm(a.as_ref(), alpha, b.as_ref(), beta, Some(c0.as_ref()))
                         .unwrap();
                 let mut c = operand::<T::Out>(m, cols, c_layout, 4);
-                spmm_vectors(f, acc(alpha), b.as_ref(), acc(beta), c.as_mut()).unwrap();
+                spmm(f, acc(alpha), b.as_ref(), acc(beta), c.as_mut()).unwrap();
                 assert_eq!(output(c), rounded::<T::Out>(&output(expected)), "{what}");
                 let mut c = nan_output::<T::Out>(m, cols, c_layout);
-                spmm_vectors(f, acc(alpha), b.as_ref(), acc(0.0), c.as_mut()).unwrap();
+                spmm(f, acc(alpha), b.as_ref(), acc(0.0), c.as_mut()).unwrap();
                 let expected =
                     crate::reference::spmm(a.as_ref(), alpha, b.as_ref(), 0.0, None).unwrap();
                 let expected = rounded::<T::Out>(&output(expected));
@@ -360,12 +295,12 @@ pub(crate) mod tests {
                 };
                 let mut c = operand::<T::Out>(slots, 1, Layout::ColMajor, 7);
                 let (x, y) = (xd.as_ref(), yd.as_ref());
-                sddmm_vectors(f, acc(alpha), x, y, acc(beta), c.as_mut(), scale).unwrap();
+                sddmm(f, acc(alpha), x, y, acc(beta), c.as_mut(), scale).unwrap();
                 let expected = sddmm_reference(beta, Some(prior_csr.as_ref()));
                 check_slots(order, output(c), &expected, &what);
 
                 let mut c = nan_output::<T::Out>(slots, 1, Layout::ColMajor);
-                sddmm_vectors(f, acc(alpha), x, y, acc(0.0), c.as_mut(), scale).unwrap();
+                sddmm(f, acc(alpha), x, y, acc(0.0), c.as_mut(), scale).unwrap();
                 let expected = sddmm_reference(0.0, None);
                 check_slots(order, output(c), &expected, &format!("{what}, beta = 0"));
             }
@@ -420,7 +355,7 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn entry_wrappers_run_the_shared_kernels() {
+    fn kernels_give_the_results_worked_out_by_hand() {
         let a =
             Csr::<f64>::from_triplets(10, 6, &[(0, 1, 2.0), (9, 5, 3.0), (9, 1, -1.0)]).unwrap();
         let m = me(&a, MeBcrsShape::f16());

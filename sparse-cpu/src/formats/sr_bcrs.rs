@@ -2,54 +2,14 @@
 //! vector-row. Padding vectors have empty masks, so SpMV and SpMM skip them and SDDMM writes
 //! their slots 0.
 
-use sparse_core::{DenseMut, DenseRef, Result, Scalar};
-use sparse_formats::SrBcrs;
-
-use super::me_bcrs::{sddmm_vectors, spmm_vectors, spmv_vectors};
-
-/// `y = alpha*A*x + beta*y`.
-pub(crate) fn spmv<T: Scalar>(
-    a: &SrBcrs<T>,
-    alpha: T::Acc,
-    x: DenseRef<'_, T>,
-    beta: T::Acc,
-    y: DenseMut<'_, T::Out>,
-) -> Result<()> {
-    spmv_vectors(a, alpha, x, beta, y)
-}
-
-/// `C = alpha*A*B + beta*C`, B and C in either layout.
-pub(crate) fn spmm<T: Scalar>(
-    a: &SrBcrs<T>,
-    alpha: T::Acc,
-    b: DenseRef<'_, T>,
-    beta: T::Acc,
-    c: DenseMut<'_, T::Out>,
-) -> Result<()> {
-    spmm_vectors(a, alpha, b, beta, c)
-}
-
-/// `c = alpha*(X*Y^T) ∘ spy(S) + beta*c` with `c` in S's slot order (stored_slots x 1); padding
-/// slots and slots without an entry are written 0.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn sddmm<T: Scalar>(
-    s: &SrBcrs<T>,
-    alpha: T::Acc,
-    x: DenseRef<'_, T>,
-    y: DenseRef<'_, T>,
-    beta: T::Acc,
-    c: DenseMut<'_, T::Out>,
-    scale_by_values: bool,
-) -> Result<()> {
-    sddmm_vectors(s, alpha, x, y, beta, c, scale_by_values)
-}
+pub(crate) use super::me_bcrs::{sddmm, spmm, spmv};
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::formats::me_bcrs::tests::{check_kernels, matrices};
-    use sparse_core::{bf16, f16, Dense, Layout};
-    use sparse_formats::{Csr, FillLimit, SparseFormat, SrBcrsShape};
+    use sparse_core::{bf16, f16, Dense, DenseMut, DenseRef, Layout, Scalar};
+    use sparse_formats::{Csr, FillLimit, SparseFormat, SrBcrs, SrBcrsShape};
 
     fn sr<T: Scalar>(a: &Csr<T>, shape: SrBcrsShape) -> SrBcrs<T> {
         SrBcrs::from_csr(a.as_ref(), shape, FillLimit::UNLIMITED).unwrap()

@@ -7,8 +7,7 @@ use rayon::prelude::*;
 use sparse_core::{Accumulator, DenseMut, DenseRef, Result, Scalar};
 use sparse_formats::{Tiled16, TILED16_TILE as TILE};
 
-use crate::kernels::{strides, update};
-use crate::shared_out::SharedOut;
+use crate::kernels::{update, SpmvOperands};
 
 /// `y = alpha*A*x + beta*y`. The caller has checked shapes and that `alpha != 0`.
 pub(crate) fn spmv<T: Scalar>(
@@ -18,9 +17,7 @@ pub(crate) fn spmv<T: Scalar>(
     beta: T::Acc,
     mut y: DenseMut<'_, T::Out>,
 ) -> Result<()> {
-    let xs = x.host("spmv x")?;
-    let incx = strides(&x).0;
-    let out = SharedOut::new(&mut y, "spmv y")?;
+    let SpmvOperands { xs, incx, out } = SpmvOperands::open(&x, &mut y)?;
     let deferred = a.deferred().map(|d| d.as_ref());
     (0..a.tile_rows()).into_par_iter().for_each(|tr| {
         let mut sums = [T::Acc::ZERO; TILE];
@@ -54,8 +51,9 @@ pub(crate) fn spmv<T: Scalar>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::formats::ell::tests::matrices;
     use sparse_core::{Dense, Layout, Memory};
-    use sparse_formats::{generate, Csr, DeferredCoo, FillLimit, TileFormat, TileSelection};
+    use sparse_formats::{Csr, DeferredCoo, FillLimit, TileFormat, TileSelection};
 
     fn selections() -> Vec<TileSelection> {
         let deferred = TileSelection {
@@ -68,40 +66,6 @@ mod tests {
         let mut all = vec![TileSelection::default(), deferred];
         all.extend(TileFormat::ALL.map(TileSelection::forced));
         all
-    }
-
-    /// Integer-valued matrices: edges not multiples of 16, empty rows and tiles, one long row,
-    /// explicit zeros, dense stretches, empty shapes.
-    fn matrices() -> Vec<Csr<f64>> {
-        let integral = |a: Csr<f64>| {
-            let mut a = a;
-            for (k, v) in a.values_mut().iter_mut().enumerate() {
-                *v = ((k * 7) % 9) as f64 - 4.0;
-            }
-            a
-        };
-        let mut long_row: Vec<_> = (0..300).map(|c| (5, c, (c % 5) as f64 - 2.0)).collect();
-        long_row.extend(
-            (0..70)
-                .filter(|r| r % 3 == 0)
-                .map(|r| (r, (r * 11) % 300, 3.0)),
-        );
-        let blocks: Vec<_> = (0..45)
-            .flat_map(|r| (0..37).map(move |c| (r, c)))
-            .filter(|&(r, c)| (r / 4 + c / 9) % 2 == 0 || r == 40)
-            .map(|(r, c)| (r, c, ((r + c) % 4) as f64))
-            .collect();
-        vec![
-            integral(generate::uniform::<f64, u32>(83, 61, 6, 11).unwrap()),
-            integral(generate::rmat::<f64, u32>(7, 5, 2).unwrap()),
-            generate::poisson2d::<f64, u32>(9).unwrap(),
-            Csr::from_triplets(70, 300, &long_row).unwrap(),
-            Csr::from_triplets(45, 37, &blocks).unwrap(),
-            Csr::zeros(0, 0),
-            Csr::zeros(9, 0),
-            Csr::zeros(0, 9),
-            Csr::zeros(20, 35),
-        ]
     }
 
     /// Runs the kernel and the reference with `y` starting at `y0`; both results.

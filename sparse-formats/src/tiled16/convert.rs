@@ -4,11 +4,13 @@
 //! into its own stretch of the preallocated arrays.
 
 use rayon::prelude::*;
-use sparse_core::{check_dimensions, CsrRef, Error, Format, Result, Scalar, SpIndex};
+use sparse_core::{CsrRef, Format, Result, Scalar, SpIndex};
 
 use super::payload::{encode, payload_len, TileEntries, TileFormat, TILE};
 use super::select::TileSelection;
 use super::{Tiled16, Tiled16Parts};
+use crate::assembly::split_lengths;
+use crate::checks::{check_source, to_u32};
 use crate::csr::Csr;
 use crate::format::FillLimit;
 
@@ -172,23 +174,6 @@ fn fill_tile_row<T: Scalar, I: SpIndex>(
     }
 }
 
-/// Cuts `all` into consecutive stretches of the given lengths (which sum to at most its length).
-fn split_lengths<X>(all: &mut [X], lengths: impl IntoIterator<Item = usize>) -> Vec<&mut [X]> {
-    let mut rest = all;
-    lengths
-        .into_iter()
-        .map(|n| {
-            let (head, tail) = std::mem::take(&mut rest).split_at_mut(n);
-            rest = tail;
-            head
-        })
-        .collect()
-}
-
-fn to_u32(what: &str, v: usize) -> Result<u32> {
-    u32::try_from(v).map_err(|_| Error::overflow::<u32>(what, v))
-}
-
 /// Level 1 of the result and the sizes of each tile row's stretches of the level-2 arrays.
 struct Placed {
     tile_ptr: Vec<u32>,
@@ -266,8 +251,7 @@ pub(super) fn from_csr<T: Scalar, I: SpIndex>(
     selection: &TileSelection,
     limit: FillLimit,
 ) -> Result<Tiled16<T>> {
-    check_dimensions::<u32>(a.rows(), a.cols())?;
-    to_u32("number of entries", a.nnz())?;
+    check_source(a)?;
     selection.check()?;
     let deferred_max_nnz = selection.deferred_max_nnz(a.nnz());
     let plans: Vec<TileRowPlan> = (0..a.rows().div_ceil(TILE))

@@ -54,9 +54,10 @@ use sparse_core::{
     check_dimensions, CsrRef, Error, Format, Result, Scalar, SpIndex, StructureError,
 };
 
+use crate::checks::check_length;
 use crate::csr::Csr;
 use crate::format::{FillLimit, SparseFormat};
-use crate::rejected::Rejected;
+use crate::rejected::{validated, Rejected};
 use payload::TILE;
 
 pub use payload::{PackedNibbles, TileCoo, TileEll, TileFormat, TilePayload, TILE as TILED16_TILE};
@@ -190,42 +191,25 @@ impl<T: Scalar> Tiled16<T> {
     ) -> Result<Self, Rejected<Tiled16Parts<T>>> {
         // SAFETY: validated right away; nothing reads the arrays before.
         let m = unsafe { Tiled16::new_unchecked(rows, cols, parts) };
-        match m.validate() {
-            Ok(()) => Ok(m),
-            Err(error) => Err(Rejected {
-                parts: m.into_parts(),
-                error,
-            }),
-        }
+        validated(m, Self::validate, Self::into_parts)
     }
 
     /// # Safety
     /// The arrays must satisfy the invariants [`Tiled16::validate`] checks: kernels index dense
     /// operands with the tile and in-tile indices without bounds checks.
     pub unsafe fn new_unchecked(rows: usize, cols: usize, parts: Tiled16Parts<T>) -> Self {
-        let Tiled16Parts {
-            tile_ptr,
-            tile_col,
-            tile_nnz,
-            tile_format,
-            byte_ptr,
-            value_ptr,
-            payload_bytes,
-            values,
-            deferred,
-        } = parts;
         Tiled16 {
             rows,
             cols,
-            tile_ptr,
-            tile_col,
-            tile_nnz,
-            tile_format,
-            byte_ptr,
-            value_ptr,
-            payload_bytes,
-            values,
-            deferred,
+            tile_ptr: parts.tile_ptr,
+            tile_col: parts.tile_col,
+            tile_nnz: parts.tile_nnz,
+            tile_format: parts.tile_format,
+            byte_ptr: parts.byte_ptr,
+            value_ptr: parts.value_ptr,
+            payload_bytes: parts.payload_bytes,
+            values: parts.values,
+            deferred: parts.deferred,
         }
     }
 
@@ -264,13 +248,7 @@ impl<T: Scalar> Tiled16<T> {
             self.tile_rows() + 1,
             Some(tiles),
         )?;
-        if self.tile_format.len() != tiles {
-            return Err(StructureError::Length {
-                array: "tile_format",
-                expected: tiles,
-                found: self.tile_format.len(),
-            });
-        }
+        check_length("tile_format", tiles, self.tile_format.len())?;
         check_offsets("tile_nnz", &self.tile_nnz, tiles + 1, None)?;
         check_offsets(
             "byte_ptr",
@@ -473,13 +451,7 @@ fn check_offsets(
     len: usize,
     total: Option<usize>,
 ) -> Result<(), StructureError> {
-    if offsets.len() != len {
-        return Err(StructureError::Length {
-            array,
-            expected: len,
-            found: offsets.len(),
-        });
-    }
+    check_length(array, len, offsets.len())?;
     if offsets[0] != 0 {
         return Err(StructureError::Other(format!(
             "{array}[0] is {}, expected 0",

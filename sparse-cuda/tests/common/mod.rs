@@ -1,0 +1,313 @@
+//! What the GPU tests against the oracle share: skipping without a GPU, host operands with
+//! NaN padding, SpMM and SDDMM cases run on a backend and on the oracle, and collecting every
+//! disagreement before failing.
+
+use sparse_core::{
+    Accumulator, BackendKind, Dense, DenseRef, Error, Executor, Layout, Memory, Precision, Scalar,
+    SddmmPlan, SpmmPlan,
+};
+use sparse_cpu::bound::{self, Expectation};
+use sparse_formats::Csr;
+
+/// The backend `made` by `new(0)`, or `None` after printing `skipped: <reason>`. A missing GPU
+/// or library must be refused as `DeviceUnavailable` for `kind`; with `SPARSE_REQUIRE_GPU=1` it
+/// fails the test instead.
+pub fn available<B>(kind: BackendKind, made: Result<B, Error>) -> Option<B> {
+    match made {
+        Ok(b) => Some(b),
+        Err(e) => {
+            assert!(
+                matches!(e, Error::DeviceUnavailable { backend, .. } if backend == kind),
+                "a missing GPU or library must be DeviceUnavailable for {kind}: {e}"
+            );
+            if std::env::var("SPARSE_REQUIRE_GPU").as_deref() == Ok("1") {
+                panic!("SPARSE_REQUIRE_GPU=1 but {e}");
+            }
+            eprintln!("skipped: {e}");
+            None
+        }
+    }
+}
+
+/// Values in [-1.2, 1.4) that f16 (and f32) store inexactly, so rounding shows.
+pub fn value(i: usize, j: usize) -> f64 {
+    ((i * 7 + j * 3) % 19) as f64 / 7.3 - 1.2
+}
+
+/// `v` in the accumulator type of `T`.
+pub fn acc<T: Scalar>(v: f64) -> T::Acc {
+    <T::Acc as Accumulator>::from_f64(v)
+}
+
+/// Every pair of layouts, for two operands.
+pub fn layouts() -> impl Iterator<Item = (Layout, Layout)> {
+    let both = [Layout::RowMajor, Layout::ColMajor];
+    both.into_iter()
+        .flat_map(move |a| both.into_iter().map(move |b| (a, b)))
+}
+
+/// A host dense operand with `pad` extra elements per leading dimension, holding NaN.
+pub struct Host<T> {
+    data: Vec<T>,
+    rows: usize,
+    cols: usize,
+    ld: usize,
+    layout: Layout,
+}
+
+impl<T: Scalar> Host<T> {
+    pub fn new(
+        (rows, cols): (usize, usize),
+        layout: Layout,
+        pad: usize,
+        f: impl Fn(usize, usize) -> f64,
+    ) -> Self {
+        let (outer, inner) = match layout {
+            Layout::RowMajor => (rows, cols),
+            Layout::ColMajor => (cols, rows),
+        };
+        let ld = inner.max(1) + pad;
+        let mut h = Host {
+            data: vec![T::from_f64(f64::NAN); outer * ld],
+            rows,
+            cols,
+            ld,
+            layout,
+        };
+        for i in 0..rows {
+            for j in 0..cols {
+                let at = h.offset(i, j);
+                h.data[at] = T::from_f64(f(i, j));
+            }
+        }
+        h
+    }
+
+    fn offset(&self, i: usize, j: usize) -> usize {
+        match self.layout {
+            Layout::RowMajor => i * self.ld + j,
+            Layout::ColMajor => i + j * self.ld,
+        }
+    }
+
+    pub fn view(&self) -> DenseRef<'_, T> {
+        DenseRef::try_new(
+            Memory::Host(&self.data),
+            self.rows,
+            self.cols,
+            self.ld,
+            self.layout,
+        )
+        .expect("consistent geometry")
+    }
+
+    /// The entries of `got` (downloaded from what was uploaded from `self`) in row-major order,
+    /// and whether every padding element is still NaN.
+    fn read(&self, got: &Dense<T>) -> (Vec<f64>, bool) {
+        let data = got.as_ref().host("read").expect("downloaded").to_vec();
+        let mut inside = vec![false; data.len()];
+        let mut entries = Vec::with_capacity(self.rows * self.cols);
+        for i in 0..self.rows {
+            for j in 0..self.cols {
+                let at = self.offset(i, j);
+                inside[at] = true;
+                entries.push(data[at].to_f64());
+            }
+        }
+        let padding_kept = data
+            .iter()
+            .zip(&inside)
+            .all(|(v, &entry)| entry || v.to_f64().is_nan());
+        (entries, padding_kept)
+    }
+}
+
+/// The operands of one `C = alpha*A*B + beta*C`, on the host.
+pub struct SpmmCase<T> {
+    pub alpha: f64,
+    pub b: Host<T>,
+    pub beta: f64,
+    pub c: Host<T>,
+}
+
+impl<T: Scalar<Out = T>> SpmmCase<T> {
+    /// The case every SpMM sweep runs for an `a_rows x a_cols` A: B (`a_cols x n`) and C
+    /// (`a_rows x n`) in these layouts with `pad` extra elements per leading dimension, filled
+    /// from [`value`]; C all NaN when `nan` (`beta == 0` must not read it).
+    pub fn from_values(
+        (a_rows, a_cols): (usize, usize),
+        n: usize,
+        (b_layout, c_layout): (Layout, Layout),
+        pad: usize,
+        (alpha, beta, nan): (f64, f64, bool),
+    ) -> Self {
+        SpmmCase {
+            alpha,
+            b: Host::new((a_cols, n), b_layout, pad, value),
+            beta,
+            c: Host::new((a_rows, n), c_layout, pad, |i, j| {
+                if nan {
+                    f64::NAN
+                } else {
+                    value(j, i)
+                }
+            }),
+        }
+    }
+
+    /// Runs `plan` on copies of B and C uploaded to `backend`; C downloaded.
+    pub fn run(
+        &self,
+        backend: &impl Executor,
+        plan: &mut dyn SpmmPlan<T>,
+    ) -> Result<Dense<T>, Error> {
+        let bd = backend.upload(self.b.view())?;
+        let mut cd = backend.upload(self.c.view())?;
+        plan.run(
+            acc::<T>(self.alpha),
+            bd.as_ref(),
+            acc::<T>(self.beta),
+            cd.as_mut(),
+        )?;
+        backend.download(&cd)
+    }
+
+    /// What the oracle expects of C for `a` at `precision`.
+    pub fn expected(&self, a: &Csr<T>, precision: Precision) -> Expectation {
+        bound::spmm(
+            a.as_ref(),
+            precision,
+            self.alpha,
+            self.b.view(),
+            self.beta,
+            Some(self.c.view()),
+        )
+        .expect("oracle")
+    }
+}
+
+/// The operands of one `C = alpha*(X*Y^T) ∘ spy(S) + beta*C`, on the host; C holds S's
+/// entries in CSR order.
+pub struct SddmmCase<T> {
+    pub alpha: f64,
+    pub x: Host<T>,
+    pub y: Host<T>,
+    pub beta: f64,
+    pub c: Host<T>,
+    /// Whether the plan scales each product by its entry's value.
+    pub scale_by_values: bool,
+}
+
+impl<T: Scalar<Out = T>> SddmmCase<T> {
+    /// The case every SDDMM sweep runs for `s`: X (`rows x k`), Y (`cols x k`) and C (`nnz x 1`)
+    /// in these layouts with `pad` extra elements per leading dimension, filled from [`value`];
+    /// C all NaN when `nan` (`beta == 0` must not read it).
+    pub fn from_values(
+        s: &Csr<T>,
+        k: usize,
+        (x_layout, y_layout, c_layout): (Layout, Layout, Layout),
+        pad: usize,
+        (alpha, beta, nan): (f64, f64, bool),
+        scale_by_values: bool,
+    ) -> Self {
+        SddmmCase {
+            alpha,
+            x: Host::new((s.rows(), k), x_layout, pad, value),
+            y: Host::new((s.cols(), k), y_layout, pad, |i, j| value(j, i)),
+            beta,
+            c: Host::new((s.nnz(), 1), c_layout, pad, |e, _| {
+                if nan {
+                    f64::NAN
+                } else {
+                    value(e, 1)
+                }
+            }),
+            scale_by_values,
+        }
+    }
+
+    /// Runs `plan` on copies of X, Y and C uploaded to `backend`; C downloaded.
+    pub fn run(
+        &self,
+        backend: &impl Executor,
+        plan: &mut dyn SddmmPlan<T>,
+    ) -> Result<Dense<T>, Error> {
+        let xd = backend.upload(self.x.view())?;
+        let yd = backend.upload(self.y.view())?;
+        let mut cd = backend.upload(self.c.view())?;
+        plan.run(
+            acc::<T>(self.alpha),
+            xd.as_ref(),
+            yd.as_ref(),
+            acc::<T>(self.beta),
+            cd.as_mut(),
+        )?;
+        backend.download(&cd)
+    }
+
+    /// What the oracle expects of C for `s` at `precision`.
+    pub fn expected(&self, s: &Csr<T>, precision: Precision) -> Expectation {
+        bound::sddmm(
+            s.as_ref(),
+            precision,
+            self.alpha,
+            self.x.view(),
+            self.y.view(),
+            self.beta,
+            Some(self.c.view()),
+            self.scale_by_values,
+        )
+        .expect("oracle")
+    }
+}
+
+/// Collects disagreements instead of stopping at the first.
+#[derive(Default)]
+pub struct Failures(pub Vec<String>);
+
+impl Failures {
+    /// Checks the output a run left (`ran`: downloaded after being uploaded from `prior`)
+    /// against the oracle, padding included, or records why the run failed.
+    pub fn check_run<T: Scalar>(
+        &mut self,
+        what: &str,
+        expected: &Expectation,
+        prior: &Host<T>,
+        ran: Result<Dense<T>, Error>,
+    ) {
+        let got = match ran {
+            Ok(got) => got,
+            Err(e) => return self.error(what, e),
+        };
+        let (got, padding_kept) = prior.read(&got);
+        match expected.check(&got) {
+            Ok(v) if v.passed() && padding_kept => {}
+            Ok(v) => self.0.push(format!(
+                "{what}: {} of {} entries off (first {:?}, max ratio {:.3}){}",
+                v.failures,
+                v.entries,
+                v.first_failure,
+                v.max_ratio,
+                if padding_kept {
+                    ""
+                } else {
+                    ", padding written"
+                }
+            )),
+            Err(e) => self.0.push(format!("{what}: {e}")),
+        }
+    }
+
+    pub fn error(&mut self, what: &str, e: Error) {
+        self.0.push(format!("{what}: {e}"));
+    }
+
+    pub fn assert_none(self) {
+        assert!(
+            self.0.is_empty(),
+            "{} failures:\n{}",
+            self.0.len(),
+            self.0.join("\n")
+        );
+    }
+}
