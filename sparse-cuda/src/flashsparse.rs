@@ -45,7 +45,7 @@ use sparse_formats::{MeBcrs, MeBcrsShape};
 use crate::compile::sources;
 use crate::device::{driver_error, Device};
 use crate::executor::CudaBackend;
-use crate::operand::{input, output, sddmm_inner, strides, suffix, to_u32, AccArg};
+use crate::operand::{input, output, sddmm_inner, spmm_width, strides, suffix, to_u32, AccArg};
 use crate::spmm::scale_dense;
 use build::DeviceMeBcrs;
 use work::{upload, Chunks, Tiles, CHUNK_VECTORS};
@@ -235,11 +235,7 @@ impl<T: Scalar> SpmmPlan<T> for FlashSparseSpmmPlan<T> {
         mut c: DenseMut<'_, T::Out>,
     ) -> Result<()> {
         let (rows, cols) = (self.a.rows, self.a.cols);
-        let width = b.cols();
-        b.expect_shape("spmm B", (cols as usize, width))?;
-        c.expect_shape("spmm C", (rows as usize, width))?;
-        let n = to_u32("spmm width (columns of B)", width)?;
-        to_u32("spmm B leading dimension", b.ld())?;
+        let n = spmm_width((rows as usize, cols as usize), &b, &c)?;
         let c_layout = c.layout();
         let c_ld = to_u32("spmm C leading dimension", c.ld())?;
         let (b_rs, b_cs) = strides(b.layout(), b.ld());

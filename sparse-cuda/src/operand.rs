@@ -26,6 +26,20 @@ pub fn strides(layout: Layout, ld: usize) -> (u32, u32) {
     }
 }
 
+/// Checks the operands of an SpMM by a `rows x cols` matrix: B is cols x N, C rows x N, and N
+/// and B's leading dimension fit the kernels' u32 arguments. Returns N.
+pub fn spmm_width<T: Scalar, O: Scalar>(
+    (rows, cols): (usize, usize),
+    b: &DenseRef<'_, T>,
+    c: &DenseMut<'_, O>,
+) -> Result<u32> {
+    let width = b.cols();
+    b.expect_shape("spmm B", (cols, width))?;
+    c.expect_shape("spmm C", (rows, width))?;
+    to_u32("spmm B leading dimension", b.ld())?;
+    to_u32("spmm width (columns of B)", width)
+}
+
 /// Checks the operands of an SDDMM over a `rows x cols` pattern whose output has `slots` values:
 /// X is rows x K, Y cols x K, C slots x 1, and K and the leading dimensions of X and Y fit the
 /// kernels' u32 arguments. Returns K.

@@ -32,7 +32,7 @@ use sparse_core::{
 use crate::compile::sources;
 use crate::device::{driver_error, Device};
 use crate::matrix::DeviceCsr;
-use crate::operand::{input, output, sddmm_inner, strides, suffix, to_u32, AccArg};
+use crate::operand::{input, output, sddmm_inner, spmm_width, strides, suffix, to_u32, AccArg};
 use crate::spmm::{scale_dense, Variants};
 use decomposition::{Decomposition, TILE};
 
@@ -335,11 +335,8 @@ impl<T: Scalar> SpmmPlan<T> for RodeSpmmPlan<T> {
         mut c: DenseMut<'_, T::Out>,
     ) -> Result<()> {
         let a = &self.a;
-        let width = b.cols();
-        b.expect_shape("spmm B", (a.cols as usize, width))?;
-        c.expect_shape("spmm C", (a.rows as usize, width))?;
-        let n = to_u32("spmm width (columns of B)", width)?;
-        to_u32("spmm B leading dimension", b.ld())?;
+        let n = spmm_width((a.rows as usize, a.cols as usize), &b, &c)?;
+        let width = n as usize;
         let c_layout = c.layout();
         let c_ld = to_u32("spmm C leading dimension", c.ld())?;
         let (b_strides, c_strides) = (strides(b.layout(), b.ld()), strides(c_layout, c.ld()));

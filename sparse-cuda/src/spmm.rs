@@ -21,7 +21,7 @@ use sparse_core::{
 use crate::compile::{sources, KernelSource};
 use crate::device::{driver_error, Device};
 use crate::matrix::DeviceCsr;
-use crate::operand::{input, output, strides, suffix, to_u32, AccArg};
+use crate::operand::{input, output, spmm_width, strides, suffix, to_u32, AccArg};
 
 const BLOCK: u32 = 256;
 /// Columns of C one sub-warp of the column-major kernel computes (`COLMAJOR_COLS` in spmm.cu).
@@ -208,11 +208,8 @@ impl<T: Scalar> SpmmPlan<T> for CudaSpmmPlan<T> {
         mut c: DenseMut<'_, T::Out>,
     ) -> Result<()> {
         let a = &self.a;
-        let width = b.cols();
-        b.expect_shape("spmm B", (a.cols as usize, width))?;
-        c.expect_shape("spmm C", (a.rows as usize, width))?;
-        let n = to_u32("spmm width (columns of B)", width)?;
-        to_u32("spmm B leading dimension", b.ld())?;
+        let n = spmm_width((a.rows as usize, a.cols as usize), &b, &c)?;
+        let width = n as usize;
         let c_layout = c.layout();
         let c_ld = to_u32("spmm C leading dimension", c.ld())?;
         let ((b_rs, b_cs), (c_rs, c_cs)) =
