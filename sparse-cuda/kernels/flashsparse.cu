@@ -23,7 +23,7 @@
 // one pair of adjacent elements of a B row and the 8 lanes of one thread-in-group read 16
 // consecutive elements (32 bytes for f16: one sector). The same permutation makes each lane's
 // outputs adjacent columns of C, stored as pairs. In SDDMM the inner dimension is permuted the
-// same way (any order sums the same products), so each lane reads 2*VPL consecutive elements.
+// same way (any order sums the same products), so each lane reads consecutive elements.
 
 #define FS_WARPS 4
 #define FS_THREADS (FS_WARPS * 32)
@@ -88,10 +88,18 @@ __device__ __forceinline__ void fs_load(const T* p, u32 stride, bool vector, u32
 }
 
 // ------------------------------------------------------------------------------------------
-// SpMM: one warp per (chunk of a window, NT tiles of 16 columns of C). A chunk is whole blocks
-// of one window; a window with more vectors than one chunk holds is split, its chunks write
-// partial sums to a workspace slot each (f32, `ws_ld` per row) and fs_spmm_combine adds them in
-// order. The others update C directly.
+// SpMM: one warp per (chunk of a window, G groups of columns of C). A chunk is whole blocks of
+// one window; a window with more vectors than one chunk holds is split, its chunks write partial
+// sums to a workspace slot each (f32, `ws_ld` per row) and fs_spmm_combine adds them in order.
+// The others update C directly.
+//
+// Lane runs: for each vector, a lane reads P consecutive elements of the vector's B row (16
+// bytes when P * sizeof(T) == 16), and the 8 lanes of one thread-in-group read 8 * P
+// consecutive elements, a group. Element j of lane g's run is column P*g + j of the group and
+// feeds MMA tile j / 2 (16 columns each): as row g (j even) or g + 8 (j odd) of the dense side
+// when H = 8, as the first (j even) or second (j odd) of the two MMAs side by side when H = 16.
+// The outputs come back as runs too: R = P columns of rows 2t and 2t+1 (H = 8), or R = 2P
+// columns of rows g and g+8 (H = 16). P = 2 is the pair mapping described at the top.
 
 // One block's sparse operands as a lane holds them: the values of rows g (lo) and g + 8 (hi,
 // H = 16) at its vectors t*VPL + i, their columns (0 past the block's width, whose values are 0
@@ -117,16 +125,39 @@ template <typename T, int H> struct fs_block {
     }
 };
 
-template <typename T, int H, int NT>
+// The B runs of one block: per vector of the lane and per group, P elements (zeros past the
+// block's width and past N).
+template <typename T, int H, int P, int G> struct fs_dense {
+    static const int VPL = fs_mma<T>::VPL;
+    T run[VPL][G][P];
+
+    __device__ __forceinline__ void fetch(const fs_block<T, H>& s, const T* b, u32 b_rs, u32 b_cs, bool b_vec,
+                                          u32 n, u32 first_col, u32 t) {
+#pragma unroll
+        for (int i = 0; i < VPL; ++i) {
+            const bool live = t * VPL + i < s.width;
+            const T* row = b + (u64)s.col[i] * b_rs;
+#pragma unroll
+            for (int q = 0; q < G; ++q) {
+                const u32 col = first_col + q * 8 * P;
+                const u32 left = live && col < n ? n - col : 0;
+                fs_load<T, P>(row + (u64)col * b_cs, b_cs, b_vec, left, run[i][q]);
+            }
+        }
+    }
+};
+
+template <typename T, int H, int P, int G>
 __device__ __forceinline__ void fs_spmm(u32 chunks, const u32* chunk_window, const u32* chunk_start,
                                         const u32* chunk_slot, u32 chunk_len, const u32* window_ptr,
                                         const u32* vec_col, const T* values, u32 rows, u32 n, const T* b, u32 b_rs,
-                                        u32 b_cs, u32 b_pairs, T* c, u32 c_rs, u32 c_cs, u32 c_vec, float alpha,
+                                        u32 b_cs, u32 b_vec, T* c, u32 c_rs, u32 c_cs, u32 c_vec, float alpha,
                                         float beta, float* ws, u32 ws_ld) {
     typedef fs_mma<T> M;
     const int K = M::K, VPL = M::VPL;
-    // Accumulators per 16-column tile: one MMA (H = 8) or two side by side (H = 16).
-    const int ACC = 4 * H / 8;
+    // MMA tiles of 16 columns per group, and accumulators per tile: one MMA (H = 8) or two
+    // side by side (H = 16).
+    const int TILES = P / 2, ACC = 4 * H / 8, WARP_COLS = 8 * P * G;
     const u32 lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const u32 chunk = blockIdx.x * FS_WARPS + threadIdx.x / 32;
     if (chunk >= chunks) return;
@@ -134,73 +165,85 @@ __device__ __forceinline__ void fs_spmm(u32 chunks, const u32* chunk_window, con
     const u32 window_end = window_ptr[w + 1];
     const u32 end = min(start + chunk_len, window_end);
     const u32 row0 = w * H;
-    for (u32 n0 = blockIdx.y * (NT * 16); n0 < n; n0 += gridDim.y * (NT * 16)) {
-        float acc[NT][ACC];
+    for (u32 n0 = blockIdx.y * WARP_COLS; n0 < n; n0 += gridDim.y * WARP_COLS) {
+        const u32 lane_col = n0 + P * g;
+        float acc[G][TILES][ACC];
 #pragma unroll
-        for (int q = 0; q < NT; ++q)
+        for (int q = 0; q < G; ++q)
 #pragma unroll
-            for (int i = 0; i < ACC; ++i) acc[q][i] = 0.0f;
-        // The sparse operands of a block are loaded one block ahead, so that their latency
-        // (column indices, then the B rows they name) overlaps the current block's B loads.
-        fs_block<T, H> cur, next;
-        if (start < end) cur.fetch(values, vec_col, start, window_end, g, t);
+            for (int p = 0; p < TILES; ++p)
+#pragma unroll
+                for (int i = 0; i < ACC; ++i) acc[q][p][i] = 0.0f;
+        // A three-stage pipeline over the blocks, so that no load waits for the one before it
+        // within a step: the MMAs of block i run on B runs loaded during step i-1, whose
+        // columns were loaded during step i-2. Windows hold few blocks, so this is what keeps
+        // several of a warp's loads in flight.
+        fs_block<T, H> cur, next, after;
+        fs_dense<T, H, P, G> bcur, bnext;
+        if (start < end) {
+            cur.fetch(values, vec_col, start, window_end, g, t);
+            bcur.fetch(cur, b, b_rs, b_cs, b_vec, n, lane_col, t);
+        }
+        if (start + K < end) next.fetch(values, vec_col, start + K, window_end, g, t);
         for (u32 v = start; v < end; v += K) {
-            if (v + K < end) next.fetch(values, vec_col, v + K, window_end, g, t);
-            const u32 width = cur.width, j0 = t * VPL;
-            const T* brow[VPL];
+            if (v + K < end) bnext.fetch(next, b, b_rs, b_cs, b_vec, n, lane_col, t);
+            if (v + 2 * K < end) after.fetch(values, vec_col, v + 2 * K, window_end, g, t);
 #pragma unroll
-            for (int i = 0; i < VPL; ++i) brow[i] = b + (u64)cur.col[i] * b_rs;
+            for (int q = 0; q < G; ++q) {
 #pragma unroll
-            for (int q = 0; q < NT; ++q) {
-                const u32 col = n0 + q * 16 + 2 * g;
-                const u32 cols_left = col < n ? n - col : 0;
-                T x[VPL], y[VPL];
+                for (int p = 0; p < TILES; ++p) {
+                    T x[VPL], y[VPL];
 #pragma unroll
-                for (int i = 0; i < VPL; ++i) {
-                    T pair[2];
-                    fs_load<T, 2>(brow[i] + (u64)col * b_cs, b_cs, b_pairs, j0 + i < width ? cols_left : 0, pair);
-                    x[i] = pair[0];
-                    y[i] = pair[1];
-                }
-                if constexpr (H == 8) {
-                    // A = B^T (rows: columns 2g and 2g+1 of the tile), B = the sparse block^T.
-                    M::run(acc[q], x, y, cur.lo);
-                } else {
-                    // A = the sparse block, B = B's columns 2n (first MMA) and 2n+1 (second).
-                    M::run(acc[q], cur.lo, cur.hi, x);
-                    M::run(acc[q] + ACC / 2, cur.lo, cur.hi, y);
+                    for (int i = 0; i < VPL; ++i) {
+                        x[i] = bcur.run[i][q][2 * p];
+                        y[i] = bcur.run[i][q][2 * p + 1];
+                    }
+                    if constexpr (H == 8) {
+                        // A = B^T (rows g and g+8: columns 2p and 2p+1 of the runs), B = the
+                        // sparse block^T.
+                        M::run(acc[q][p], x, y, cur.lo);
+                    } else {
+                        // A = the sparse block, B = the runs' even (first MMA) and odd columns.
+                        M::run(acc[q][p], cur.lo, cur.hi, x);
+                        M::run(acc[q][p] + ACC / 2, cur.lo, cur.hi, y);
+                    }
                 }
             }
             cur = next;
+            next = after;
+            bcur = bnext;
         }
-        // Each lane holds runs of R = H / 4 adjacent columns of two rows of the window.
-        const int R = H / 4;
+        const int R = H == 8 ? P : 2 * P;
 #pragma unroll
-        for (int q = 0; q < NT; ++q) {
-            u32 r[2], col;
-            float run[2][R];
+        for (int q = 0; q < G; ++q) {
+            u32 r[2];
+            float out[2][R];
+            const u32 col = n0 + q * 8 * P + (H == 8 ? P * g : 2 * P * t);
             if constexpr (H == 8) {
-                // d0, d2: row 2t at columns 2g, 2g+1; d1, d3: row 2t+1.
-                col = n0 + q * 16 + 2 * g;
+                // Tile p's d0, d2: row 2t at columns 2p, 2p+1 of the run; d1, d3: row 2t+1.
                 r[0] = 2 * t;
                 r[1] = 2 * t + 1;
-                run[0][0] = acc[q][0];
-                run[0][1] = acc[q][2];
-                run[1][0] = acc[q][1];
-                run[1][1] = acc[q][3];
+#pragma unroll
+                for (int p = 0; p < TILES; ++p) {
+                    out[0][2 * p] = acc[q][p][0];
+                    out[0][2 * p + 1] = acc[q][p][2];
+                    out[1][2 * p] = acc[q][p][1];
+                    out[1][2 * p + 1] = acc[q][p][3];
+                }
             } else {
-                // MMA p's column n is tile column 2n + p: row g holds columns 4t .. 4t+3 as
-                // (first d0, second d0, first d1, second d1); row g+8 the same from d2, d3.
-                col = n0 + q * 16 + 4 * t;
+                // MMA e of tile p holds run columns 2p + e (its n = 2t: d0 row g, d2 row g+8)
+                // and P + 2p + e (n = 2t+1: d1, d3).
                 r[0] = g;
                 r[1] = g + 8;
 #pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    run[h][0] = acc[q][2 * h];
-                    run[h][1] = acc[q][ACC / 2 + 2 * h];
-                    run[h][2] = acc[q][2 * h + 1];
-                    run[h][3] = acc[q][ACC / 2 + 2 * h + 1];
-                }
+                for (int p = 0; p < TILES; ++p)
+#pragma unroll
+                    for (int h = 0; h < 2; ++h)
+#pragma unroll
+                        for (int e = 0; e < 2; ++e) {
+                            out[h][2 * p + e] = acc[q][p][e * ACC / 2 + 2 * h];
+                            out[h][P + 2 * p + e] = acc[q][p][e * ACC / 2 + 2 * h + 1];
+                        }
             }
             if (col >= n) continue;
             const u32 count = min((u32)R, n - col);
@@ -209,9 +252,9 @@ __device__ __forceinline__ void fs_spmm(u32 chunks, const u32* chunk_window, con
                 const u32 row = row0 + r[h];
                 if (row >= rows) continue;
                 if (slot == FS_NONE) {
-                    update_span<T, R>(c + (u64)row * c_rs + (u64)col * c_cs, c_cs, c_vec, count, alpha, run[h], beta);
+                    update_span<T, R>(c + (u64)row * c_rs + (u64)col * c_cs, c_cs, c_vec, count, alpha, out[h], beta);
                 } else {
-                    update_span<float, R>(ws + ((u64)slot * H + r[h]) * ws_ld + col, 1, true, count, 1.0f, run[h],
+                    update_span<float, R>(ws + ((u64)slot * H + r[h]) * ws_ld + col, 1, true, count, 1.0f, out[h],
                                           0.0f);
                 }
             }
@@ -242,9 +285,10 @@ __device__ __forceinline__ void fs_spmm_combine(u32 split, const u32* split_wind
 // ------------------------------------------------------------------------------------------
 // SDDMM: one warp per tile of a window's vectors, 16 of them (H = 8: the MMA's m side, C^T =
 // Y_sub X_sub^T) or 8 (H = 16: the n side, C = X_sub Y_sub^T), over the whole inner dimension.
-// Tiles never share an output, so long windows need no combining. Each step covers 4 * 2*VPL
-// inner elements as two MMAs; the result lands in ME-BCRS slot order, 0 in slots without an
-// entry, so it can feed an SpMM plan's values directly.
+// Tiles never share an output, so long windows need no combining. In each step a lane reads
+// 16 bytes of each of its rows (L = 8 f16 or 4 f32 consecutive inner elements), fed to L / VPL
+// MMAs, so a step covers 4 * L inner elements; the result lands in ME-BCRS slot order, 0 in
+// slots without an entry, so it can feed an SpMM plan's values directly.
 
 template <typename T, int H>
 __device__ __forceinline__ void fs_sddmm(u32 tiles, const u32* tile_window, const u32* tile_start,
@@ -253,7 +297,7 @@ __device__ __forceinline__ void fs_sddmm(u32 tiles, const u32* tile_window, cons
                                          u32 x_rs, u32 x_cs, u32 x_vec, const T* y, u32 y_rs, u32 y_cs, u32 y_vec,
                                          T* c, u32 c_inc, float alpha, float beta) {
     typedef fs_mma<T> M;
-    const int K = M::K, VPL = M::VPL, L = 2 * VPL;
+    const int K = M::K, VPL = M::VPL, L = 16 / sizeof(T);
     const u32 lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const u32 tile = blockIdx.x * FS_WARPS + threadIdx.x / 32;
     if (tile >= tiles) return;
@@ -297,8 +341,8 @@ __device__ __forceinline__ void fs_sddmm(u32 tiles, const u32* tile_window, cons
             fs_load<T, L>(lo_row + (u64)kk * lo_stride, lo_stride, lo_vec, lo_ok ? left : 0, a_lo);
             fs_load<T, L>(hi_row + (u64)kk * hi_stride, hi_stride, hi_vec, hi_ok ? left : 0, a_hi);
             fs_load<T, L>(b_row + (u64)kk * b_stride, b_stride, b_vec, b_ok ? left : 0, bb);
-            M::run(d, a_lo, a_hi, bb);
-            M::run(d, a_lo + VPL, a_hi + VPL, bb + VPL);
+#pragma unroll
+            for (int m = 0; m < L; m += VPL) M::run(d, a_lo + m, a_hi + m, bb + m);
         }
     }
     // D's (m, n) is (vector, row) for H = 8 and (row, vector) for H = 16.
@@ -472,20 +516,25 @@ __device__ __forceinline__ void fs_build_fill(u32 nnz, u32 rows, u32 h, u32 k, c
 }
 
 // ------------------------------------------------------------------------------------------
-// Entry points: NAME_H for the window heights, NT in {1, 2, 4} tiles of 16 columns per warp.
+// Entry points: fs_spmm_NAME_hH_pP_gG for the window heights H and the lane runs (P elements,
+// G groups per warp) the host picks by N; fs_sddmm_NAME_hH.
 
 #define FS_SPMM_ARGS(T)                                                                                                \
     u32 chunks, const u32 *chunk_window, const u32 *chunk_start, const u32 *chunk_slot, u32 chunk_len,               \
         const u32 *window_ptr, const u32 *vec_col, const T *values, u32 rows, u32 n, const T *b, u32 b_rs, u32 b_cs, \
-        u32 b_pairs, T *c, u32 c_rs, u32 c_cs, u32 c_vec, float alpha, float beta, float *ws, u32 ws_ld
+        u32 b_vec, T *c, u32 c_rs, u32 c_cs, u32 c_vec, float alpha, float beta, float *ws, u32 ws_ld
 #define FS_SPMM_PASS                                                                                                  \
     chunks, chunk_window, chunk_start, chunk_slot, chunk_len, window_ptr, vec_col, values, rows, n, b, b_rs, b_cs,   \
-        b_pairs, c, c_rs, c_cs, c_vec, alpha, beta, ws, ws_ld
+        b_vec, c, c_rs, c_cs, c_vec, alpha, beta, ws, ws_ld
 
-#define FS_SPMM_ENTRY(NAME, T, H, NT)                                                                                 \
-    extern "C" __global__ void __launch_bounds__(FS_THREADS) fs_spmm_##NAME##_h##H##_t##NT(FS_SPMM_ARGS(T)) {           \
-        fs_spmm<T, H, NT>(FS_SPMM_PASS);                                                                             \
+#define FS_SPMM_ENTRY(NAME, T, H, P, G)                                                                               \
+    extern "C" __global__ void __launch_bounds__(FS_THREADS)                                                          \
+        fs_spmm_##NAME##_h##H##_p##P##_g##G(FS_SPMM_ARGS(T)) {                                                        \
+        fs_spmm<T, H, P, G>(FS_SPMM_PASS);                                                                            \
     }
+
+// 16 and 32 columns per warp: runs of 2 and 4 elements.
+#define FS_SPMM_NARROW(NAME, T, H) FS_SPMM_ENTRY(NAME, T, H, 2, 1) FS_SPMM_ENTRY(NAME, T, H, 4, 1)
 
 #define FS_SDDMM_ENTRY(NAME, T, H)                                                                                    \
     extern "C" __global__ void __launch_bounds__(FS_THREADS) fs_sddmm_##NAME##_h##H(                                 \
@@ -497,12 +546,11 @@ __device__ __forceinline__ void fs_build_fill(u32 nnz, u32 rows, u32 h, u32 k, c
                        kdim, x, x_rs, x_cs, x_vec, y, y_rs, y_cs, y_vec, c, c_inc, alpha, beta);                      \
     }
 
-#define FS_HEIGHT(NAME, T, H)                                                                                         \
-    FS_SPMM_ENTRY(NAME, T, H, 1) FS_SPMM_ENTRY(NAME, T, H, 2) FS_SPMM_ENTRY(NAME, T, H, 4) FS_SDDMM_ENTRY(NAME, T, H)
-
 #define FS_TYPE(NAME, T)                                                                                              \
-    FS_HEIGHT(NAME, T, 8)                                                                                             \
-    FS_HEIGHT(NAME, T, 16)                                                                                            \
+    FS_SPMM_NARROW(NAME, T, 8)                                                                                        \
+    FS_SPMM_NARROW(NAME, T, 16)                                                                                       \
+    FS_SDDMM_ENTRY(NAME, T, 8)                                                                                        \
+    FS_SDDMM_ENTRY(NAME, T, 16)                                                                                       \
     extern "C" __global__ void fs_spmm_combine_##NAME(u32 split, const u32 *split_window, const u32 *split_slot,     \
                                                       const u32 *window_ptr, u32 chunk_len, u32 h, u32 rows, u32 n,   \
                                                       const float *ws, u32 ws_ld, T *c, u32 c_rs, u32 c_cs,           \
@@ -519,3 +567,11 @@ __device__ __forceinline__ void fs_build_fill(u32 nnz, u32 rows, u32 h, u32 k, c
 
 FS_TYPE(f16, half_t)
 FS_TYPE(f32, float)
+// 64 and 128 columns per warp (64 at most for 16-row windows, whose accumulators are twice as
+// many): 16-byte runs, 8 f16 or 4 f32.
+FS_SPMM_ENTRY(f16, half_t, 8, 8, 1)
+FS_SPMM_ENTRY(f16, half_t, 8, 8, 2)
+FS_SPMM_ENTRY(f16, half_t, 16, 8, 1)
+FS_SPMM_ENTRY(f32, float, 8, 4, 2)
+FS_SPMM_ENTRY(f32, float, 8, 4, 4)
+FS_SPMM_ENTRY(f32, float, 16, 4, 2)

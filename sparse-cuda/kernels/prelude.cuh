@@ -76,7 +76,8 @@ __device__ __forceinline__ A subwarp_allsum(unsigned mask, A v) {
     return v;
 }
 
-// The widest load type for V consecutive elements of T, up to 16 bytes.
+// The widest load type for V consecutive elements of T, up to 16 bytes (several of them for
+// longer runs).
 template <typename T, int V> struct vec;
 template <> struct vec<float, 1> { typedef float type; };
 template <> struct vec<float, 2> { typedef float2 type; };
@@ -87,6 +88,10 @@ template <> struct vec<double, 4> { typedef double2 type; };
 template <> struct vec<half_t, 1> { typedef unsigned short type; };
 template <> struct vec<half_t, 2> { typedef unsigned int type; };
 template <> struct vec<half_t, 4> { typedef uint2 type; };
+template <> struct vec<half_t, 8> { typedef uint4 type; };
+template <> struct vec<half_t, 16> { typedef uint4 type; };
+template <> struct vec<float, 8> { typedef float4 type; };
+template <> struct vec<float, 16> { typedef float4 type; };
 
 // V elements of T as the vector loads that carry them.
 template <typename T, int V> union span {

@@ -53,8 +53,13 @@ use work::{upload, Chunks, Tiles, CHUNK_VECTORS};
 /// Warps per block of the SpMM and SDDMM kernels (`FS_WARPS`).
 const WARPS: u32 = 4;
 const THREADS: u32 = WARPS * 32;
-/// Columns of C one MMA covers.
-const MMA_COLS: u32 = 16;
+/// Columns of C a warp covers per pass, narrowest first: the SpMM kernels instantiated per
+/// window height (`fs_spmm_*_hH_pP_gG` in flashsparse.cu). 16-row windows stop at 64 columns:
+/// their accumulators are twice as many.
+const WARP_COLS: [u32; 4] = [16, 32, 64, 128];
+const WARP_COLS_16X1: usize = 3;
+/// Bytes a lane loads of one B row at once, at most: a 16-byte vector.
+const RUN_BYTES: u32 = 16;
 /// The largest grid.y; the kernels stride over what lies beyond.
 const MAX_GRID_Y: u32 = 65_535;
 /// A null device pointer, for the workspace of a run without split windows (never read).
@@ -131,6 +136,39 @@ fn kernel_suffix<T: Scalar>(op: OpKind) -> Result<&'static str> {
     suffix(T::DTYPE).ok_or_else(|| Error::invalid(format!("no FlashSparse {op} for {}", T::DTYPE)))
 }
 
+/// How a SpMM warp covers its columns: groups of 8 lanes, each lane loading a run of `run`
+/// consecutive elements of a B row per vector (flashsparse.cu, "Lane runs").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct SpmmTiling {
+    run: u32,
+    groups: u32,
+}
+
+impl SpmmTiling {
+    /// `columns` per warp (a power of two from 16) with elements of `bytes`: runs as long as
+    /// the columns and a 16-byte load allow, then as many groups as the columns need.
+    fn new(columns: u32, bytes: u32) -> Self {
+        let run = (columns / 8).min(RUN_BYTES / bytes);
+        SpmmTiling {
+            run,
+            groups: columns / (8 * run),
+        }
+    }
+
+    fn columns(self) -> u32 {
+        8 * self.run * self.groups
+    }
+
+    /// Consecutive columns of C a lane writes: its run (8-row windows) or two (16-row).
+    fn output_run(self, window: u32) -> u32 {
+        if window == 16 {
+            2 * self.run
+        } else {
+            self.run
+        }
+    }
+}
+
 /// A planned FlashSparse SpMM.
 pub struct FlashSparseSpmmPlan<T> {
     device: Arc<Device>,
@@ -143,8 +181,8 @@ pub struct FlashSparseSpmmPlan<T> {
     split_slot: CudaSlice<u32>,
     split: u32,
     slots: u32,
-    /// The kernels for 1, 2 and 4 tiles of 16 columns per warp.
-    kernels: [CudaFunction; 3],
+    /// The kernels for each of the plan's [`WARP_COLS`], with their lane run lengths.
+    kernels: Vec<(SpmmTiling, CudaFunction)>,
     combine: CudaFunction,
     /// `scale_matrix` of spmm.cu, for alpha == 0.
     scale: CudaFunction,
@@ -170,8 +208,20 @@ impl<T: Scalar> FlashSparseSpmmPlan<T> {
         let (split_window, split) = upload(device, &c.split_window)?;
         let (split_slot, _) = upload(device, &c.split_slot)?;
         let h = shape.window();
-        let kernel =
-            |nt: u32| device.function(sources::FLASHSPARSE, &format!("fs_spmm_{sfx}_h{h}_t{nt}"));
+        let widths = if h == 16 {
+            WARP_COLS_16X1
+        } else {
+            WARP_COLS.len()
+        };
+        let kernels = WARP_COLS[..widths]
+            .iter()
+            .map(|&cols| {
+                let tiling = SpmmTiling::new(cols, size_of::<T>() as u32);
+                let (p, g) = (tiling.run, tiling.groups);
+                let name = format!("fs_spmm_{sfx}_h{h}_p{p}_g{g}");
+                Ok((tiling, device.function(sources::FLASHSPARSE, &name)?))
+            })
+            .collect::<Result<Vec<_>>>()?;
         let info = PlanInfo {
             backend: BackendKind::Cuda,
             op: OpKind::Spmm,
@@ -182,7 +232,7 @@ impl<T: Scalar> FlashSparseSpmmPlan<T> {
             deterministic: true,
         };
         Ok(FlashSparseSpmmPlan {
-            kernels: [kernel(1)?, kernel(2)?, kernel(4)?],
+            kernels,
             combine: device.function(sources::FLASHSPARSE, &format!("fs_spmm_combine_{sfx}"))?,
             scale: device.function(sources::SPMM, &format!("scale_matrix_{sfx}"))?,
             device: device.clone(),
@@ -241,10 +291,20 @@ impl<T: Scalar> SpmmPlan<T> for FlashSparseSpmmPlan<T> {
         let (b_rs, b_cs) = strides(b.layout(), b.ld());
         let (c_rs, c_cs) = strides(c_layout, c.ld());
         let h = self.a.shape.window() as u32;
-        // Adjacent pairs of B are aligned when rows are contiguous and start at even offsets;
-        // runs of h / 4 outputs likewise.
-        let b_pairs = u32::from(b.layout() == Layout::RowMajor && b.ld() % 2 == 0);
-        let c_vec = u32::from(c_layout == Layout::RowMajor && c.ld() % (h as usize / 4) == 0);
+        // The narrowest pass that covers N, else the widest, striding over N.
+        let pick = self
+            .kernels
+            .iter()
+            .position(|(t, _)| t.columns() >= n)
+            .unwrap_or(self.kernels.len() - 1);
+        let tiling = self.kernels[pick].0;
+        // Runs of B and of C are vector-accessed when rows are contiguous and their leading
+        // dimension keeps every run aligned.
+        let aligned = |layout: Layout, ld: usize, run: u32| {
+            u32::from(layout == Layout::RowMajor && ld % run as usize == 0)
+        };
+        let b_vec = aligned(b.layout(), b.ld(), tiling.run);
+        let c_vec = aligned(c_layout, c.ld(), tiling.output_run(h));
         let bb = input(&b, &self.device, "spmm B")?;
         let cb = output(&mut c, &self.device, "spmm C")?;
         if rows == 0 || n == 0 {
@@ -263,18 +323,13 @@ impl<T: Scalar> SpmmPlan<T> for FlashSparseSpmmPlan<T> {
             );
         }
         let (alpha, beta) = (alpha as f32, beta as f32);
-        // Tiles of 16 columns per warp: more share the sparse loads, fewer spread narrow N.
-        let (kernel, nt) = match n {
-            0..=16 => (0, 1),
-            17..=32 => (1, 2),
-            _ => (2, 4),
-        };
-        let ws_ld = n.next_multiple_of(4);
+        // Partial sums are stored as whole output runs (16 floats at most), aligned.
+        let ws_ld = n.next_multiple_of(16);
         let chunk_len = CHUNK_VECTORS;
         self.grow_workspace(ws_ld)?;
         let workspace = self.workspace.as_ref();
         let stream = &self.device.stream;
-        let mut args = stream.launch_builder(&self.kernels[kernel]);
+        let mut args = stream.launch_builder(&self.kernels[pick].1);
         args.arg(&self.chunks)
             .arg(&self.chunk_window)
             .arg(&self.chunk_start)
@@ -288,7 +343,7 @@ impl<T: Scalar> SpmmPlan<T> for FlashSparseSpmmPlan<T> {
             .arg(&bb.bytes)
             .arg(&b_rs)
             .arg(&b_cs)
-            .arg(&b_pairs)
+            .arg(&b_vec)
             .arg(&cb.bytes)
             .arg(&c_rs)
             .arg(&c_cs)
@@ -303,7 +358,7 @@ impl<T: Scalar> SpmmPlan<T> for FlashSparseSpmmPlan<T> {
         let config = LaunchConfig {
             grid_dim: (
                 self.chunks.div_ceil(WARPS).max(1),
-                n.div_ceil(nt * MMA_COLS).min(MAX_GRID_Y),
+                n.div_ceil(tiling.columns()).min(MAX_GRID_Y),
                 1,
             ),
             block_dim: (THREADS, 1, 1),
@@ -311,10 +366,11 @@ impl<T: Scalar> SpmmPlan<T> for FlashSparseSpmmPlan<T> {
         };
         // SAFETY: arguments match fs_spmm's entry; chunks lie inside their windows and hold
         // whole blocks, so every value read is a slot below vectors * h and every column < cols;
-        // B spans cols x n and C rows x n at their strides (checked by the Dense views); pairs
-        // and runs are vector-accessed only when the flags above make them aligned (allocations
-        // are 256-byte aligned); chunks with a slot write slots * h rows of ws_ld floats, which
-        // the workspace holds.
+        // B spans cols x n and C rows x n at their strides (checked by the Dense views); runs
+        // start at multiples of their length and are vector-accessed only when the flags above
+        // make them aligned (allocations are 256-byte aligned) and whole (inside N); chunks
+        // with a slot write slots * h rows of ws_ld floats, which the workspace holds, in runs
+        // that ws_ld (a multiple of 16) keeps aligned.
         unsafe { args.launch(config) }.map_err(launched("fs_spmm"))?;
         if let Some(w) = workspace {
             let mut args = stream.launch_builder(&self.combine);
@@ -429,8 +485,8 @@ impl<T: Scalar> SddmmPlan<T> for FlashSparseSddmmPlan<T> {
         let (c_inc, _) = strides(c.layout(), c.ld());
         let (x_rs, x_cs) = strides(x.layout(), x.ld());
         let (y_rs, y_cs) = strides(y.layout(), y.ld());
-        // Each lane reads 2 * VPL consecutive elements of the inner dimension: 4 f16, 2 f32.
-        let run = if T::DTYPE == DType::F16 { 4 } else { 2 };
+        // Each lane reads 16 bytes of the inner dimension at once: 8 f16 or 4 f32.
+        let run = (RUN_BYTES as usize) / size_of::<T>();
         let aligned =
             |d: &DenseRef<'_, T>| u32::from(d.layout() == Layout::RowMajor && d.ld() % run == 0);
         let (x_vec, y_vec) = (aligned(&x), aligned(&y));
@@ -512,5 +568,21 @@ mod tests {
             Err(Error::Unsupported { .. })
         ));
         assert!(supports(Precision::TF32) && supports(f16) && !supports(Precision::F32));
+    }
+
+    #[test]
+    fn warps_take_16_byte_runs_then_groups() {
+        let tiling = |cols, bytes| {
+            let t = SpmmTiling::new(cols, bytes);
+            assert_eq!(t.columns(), cols);
+            (t.run, t.groups)
+        };
+        assert_eq!(tiling(16, 2), (2, 1));
+        assert_eq!(tiling(32, 2), (4, 1));
+        assert_eq!(tiling(64, 2), (8, 1));
+        assert_eq!(tiling(128, 2), (8, 2));
+        assert_eq!(tiling(64, 4), (4, 2));
+        assert_eq!(tiling(128, 4), (4, 4));
+        assert_eq!(SpmmTiling::new(64, 2).output_run(16), 16);
     }
 }

@@ -108,10 +108,11 @@ const EXPECTED: &[(&str, &[&str])] = &[
     (
         "flashsparse",
         &[
-            ".entry fs_spmm_f16_h8_t4",
-            ".entry fs_spmm_f32_h8_t1",
-            ".entry fs_spmm_f16_h16_t2",
-            ".entry fs_spmm_f32_h16_t4",
+            ".entry fs_spmm_f16_h8_p2_g1",
+            ".entry fs_spmm_f16_h8_p8_g2",
+            ".entry fs_spmm_f32_h8_p4_g4",
+            ".entry fs_spmm_f16_h16_p8_g1",
+            ".entry fs_spmm_f32_h16_p4_g2",
             ".entry fs_spmm_combine_f16",
             ".entry fs_sddmm_f16_h8",
             ".entry fs_sddmm_f32_h16",
@@ -125,7 +126,9 @@ const EXPECTED: &[(&str, &[&str])] = &[
             "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32",
             "mma.sync.aligned.m16n8k4.row.col.f32.tf32.tf32.f32",
             "cvt.rna.tf32.f32",
-            // pairs of adjacent B elements (the coalesced mapping) and of C elements
+            // runs of adjacent B elements (the coalesced mapping, 16 bytes a lane) and of C
+            "ld.global.nc.v4.u32",
+            "ld.global.nc.v4.f32",
             "ld.global.nc.v2.f32",
             "st.global.v2.f32",
             "st.global.v4.f32",
