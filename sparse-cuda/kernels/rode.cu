@@ -16,7 +16,7 @@
 // than one part (empty rows, and split rows) is listed too, with the first of its segments'
 // workspace slots.
 //
-// SpMM, block kernel: a sub-warp of W lanes per segment (W, a power of two from 4 to 32, is a
+// SpMM, block segments: a sub-warp of W lanes per segment (W, a power of two from 4 to 32, is a
 // run-time argument, so one kernel serves every width); lane l owns V columns of a tile of W*V
 // columns of C, grid.y striding over the column tiles. The segment's tiles (column indices and
 // values) go through two shared-memory buffers per sub-warp, filled by cp.async one tile ahead, so
@@ -24,9 +24,13 @@
 // rode_sub<T>::N entries (a sub-block) at a time into a 2-deep register buffer: the loads of
 // sub-block s+1 are issued before the FMAs of sub-block s. Only the lanes of one sub-warp
 // cooperate, so they synchronise with __syncwarp on their mask, never __syncthreads.
-// SpMM, residual kernel: the same per-tile work over one tile read with plain loads (a residual is
-// short and unaligned); it runs on a second stream, concurrently with the block kernel.
-// Shared memory is dynamic, sized by the host for RODE_BLOCK / W sub-warps (rode.rs).
+// SpMM, residuals: the same per-tile work over one tile read with plain loads (a residual is
+// short and unaligned), into the first of the sub-warp's two buffers.
+// Segments and residuals run in one launch, the segments' blocks first in the grid so that the
+// long work starts first and the residuals' blocks fill the device behind it. The two parts still
+// run concurrently, and a run pays no fork and join of a second stream (about 10 us a run,
+// measured on small matrices). Every sub-warp gets the two tiles a segment needs; the host sizes
+// the dynamic shared memory for RODE_BLOCK / W sub-warps (rode.rs).
 //
 // A part that is its row's only part writes its sums directly (alpha*sum + beta*C). The segments
 // of a split row are combined in one of two ways, chosen by the host:
@@ -39,13 +43,13 @@
 // Empty rows are listed rows with no slot: those kernels also give them beta*C (zero when
 // beta == 0, C not read).
 //
-// SDDMM: the same decomposition, a sub-warp of W >= rode_sub<T>::N lanes per segment or residual
-// and lanes across K (V elements each); the X row's first W*V elements stay in registers. Entries
-// are taken a sub-block of S = rode_sub<T>::N at a time, pipelined as in SpMM; each lane's partial
-// dot products of the sub-block are summed over the sub-warp by a halving exchange that leaves
-// entry i's total in lane i (S - 1 + log2(W/S) shuffles for S entries instead of S*log2(W)), so S
-// lanes write S consecutive outputs. Every output belongs to exactly one part: no atomics and no
-// combining.
+// SDDMM: the same decomposition and the same one launch, a sub-warp of W >= rode_sub<T>::N lanes
+// per segment or residual and lanes across K (V elements each); the X row's first W*V elements stay
+// in registers. Entries are taken a sub-block of S = rode_sub<T>::N at a time, pipelined as in
+// SpMM; each lane's partial dot products of the sub-block are summed over the sub-warp by a halving
+// exchange that leaves entry i's total in lane i (S - 1 + log2(W/S) shuffles for S entries instead
+// of S*log2(W)), so S lanes write S consecutive outputs. Every output belongs to exactly one part:
+// no atomics and no combining.
 
 #define RODE_TILE 32
 #define RODE_ALIGN 4
@@ -262,19 +266,23 @@ extern "C" __global__ void __launch_bounds__(RODE_PRE_THREADS)
 }
 
 // ---------------------------------------------------------------------------------------------
-// Tiles in dynamic shared memory, RODE_BLOCK / W sub-warps each owning `buffers` tiles: first
-// all the column-index tiles, then (SpMM) all the value tiles. rode.rs sizes it the same way.
+// Tiles in dynamic shared memory, RODE_BLOCK / W sub-warps each owning RODE_BUFFERS tiles: first
+// all the column-index tiles, then (SpMM) all the value tiles. rode.rs sizes it the same way. One
+// launch sizes every block alike, so a residual's sub-warp has the two tiles a segment's sub-warp
+// needs, and uses the first.
+
+#define RODE_BUFFERS 2
 
 extern __shared__ __align__(16) unsigned char rode_shared[];
 
-__device__ __forceinline__ u32* tile_cols(const Subwarp& w, u32 buffers, u32 buffer) {
-    return reinterpret_cast<u32*>(rode_shared) + (w.index * buffers + buffer) * RODE_TILE;
+__device__ __forceinline__ u32* tile_cols(const Subwarp& w, u32 buffer) {
+    return reinterpret_cast<u32*>(rode_shared) + (w.index * RODE_BUFFERS + buffer) * RODE_TILE;
 }
 
 template <typename T>
-__device__ __forceinline__ T* tile_vals(const Subwarp& w, u32 buffers, u32 buffer) {
-    const u32 cols_bytes = RODE_BLOCK / w.width * buffers * RODE_TILE * sizeof(u32);
-    return reinterpret_cast<T*>(rode_shared + cols_bytes) + (w.index * buffers + buffer) * RODE_TILE;
+__device__ __forceinline__ T* tile_vals(const Subwarp& w, u32 buffer) {
+    const u32 cols_bytes = RODE_BLOCK / w.width * RODE_BUFFERS * RODE_TILE * sizeof(u32);
+    return reinterpret_cast<T*>(rode_shared + cols_bytes) + (w.index * RODE_BUFFERS + buffer) * RODE_TILE;
 }
 
 // The block segment a sub-warp works on: its row, first entry and length (whole tiles but for the
@@ -453,23 +461,23 @@ __device__ __forceinline__ void write_segment(const SpmmOut<T>& o, typename acc_
         if (t < (int)count) p[t] = sum[t];
 }
 
-// One sub-warp per block segment. Grid: x covers the segments (RODE_BLOCK / W per block), y
-// strides over the column tiles of W*V columns; two tiles of shared memory per sub-warp.
+// One sub-warp per block segment, RODE_BLOCK / W segments for the block `cta` of the parts' grid;
+// grid.y strides over the column tiles of W*V columns. Both tiles of the sub-warp's shared memory.
 template <typename T, int V>
-__device__ void rode_spmm_block(u32 lanes, u32 segments, const u32* seg_row, const u32* seg_start, const u32* seg_slot,
-                                u32 seg_len, const u32* row_ptr, const u32* col_idx, const T* values,
-                                typename acc_of<T>::type* partials, const SpmmOut<T>& o) {
+__device__ void rode_spmm_block(u32 cta, u32 lanes, u32 segments, const u32* seg_row, const u32* seg_start,
+                                const u32* seg_slot, u32 seg_len, const u32* row_ptr, const u32* col_idx,
+                                const T* values, typename acc_of<T>::type* partials, const SpmmOut<T>& o) {
     typedef typename acc_of<T>::type A;
     const Subwarp w = subwarp_of(lanes);
-    const u64 s = (u64)blockIdx.x * (RODE_BLOCK / lanes) + w.index;
+    const u64 s = (u64)cta * (RODE_BLOCK / lanes) + w.index;
     // The whole sub-warp leaves together; no other sub-warp waits for it.
     if (s >= segments) return;
     const Segment g = segment_at(s, seg_row, seg_start, row_ptr, seg_len);
     const u32 tiles = tile_count(g), slot = load(seg_slot + s);
     auto stage = [&](u32 t) {
         const u32 at = g.start + t * RODE_TILE, count = tile_hi(g, t);
-        stage_tile<u32>(tile_cols(w, 2, t & 1), col_idx + at, count, w);
-        stage_tile<T>(tile_vals<T>(w, 2, t & 1), values + at, count, w);
+        stage_tile<u32>(tile_cols(w, t & 1), col_idx + at, count, w);
+        stage_tile<T>(tile_vals<T>(w, t & 1), values + at, count, w);
     };
     for (u32 col_tile = blockIdx.y; col_tile < column_tiles<T, V>(o, w); col_tile += gridDim.y) {
         u64 first;
@@ -481,7 +489,7 @@ __device__ void rode_spmm_block(u32 lanes, u32 segments, const u32* seg_row, con
         cp_async_commit();
         for (u32 t = 0; t < tiles; ++t) {
             next_tile(t, tiles, w, stage);
-            spmm_tile<T, V>(tile_cols(w, 2, t & 1), tile_vals<T>(w, 2, t & 1), tile_lo(g, t), tile_hi(g, t),
+            spmm_tile<T, V>(tile_cols(w, t & 1), tile_vals<T>(w, t & 1), tile_lo(g, t), tile_hi(g, t),
                             o.b + first * o.b_cs, o.b_rs, count, sum);
             // Every lane is done reading this buffer before the next step refills it.
             __syncwarp(w.mask);
@@ -490,18 +498,19 @@ __device__ void rode_spmm_block(u32 lanes, u32 segments, const u32* seg_row, con
     }
 }
 
-// One sub-warp per residual, the only part of its row. Grid as rode_spmm_block's, over the
-// residuals; one tile of shared memory per sub-warp.
+// One sub-warp per residual, the only part of its row, as rode_spmm_block over the residuals; the
+// first tile of the sub-warp's shared memory.
 template <typename T, int V>
-__device__ void rode_spmm_residual(u32 lanes, u32 residuals, const u32* res_row, const u32* row_ptr,
+__device__ void rode_spmm_residual(u32 cta, u32 lanes, u32 residuals, const u32* res_row, const u32* row_ptr,
                                    const u32* col_idx, const T* values, const SpmmOut<T>& o) {
     typedef typename acc_of<T>::type A;
     const Subwarp w = subwarp_of(lanes);
-    const u64 r = (u64)blockIdx.x * (RODE_BLOCK / lanes) + w.index;
+    const u64 r = (u64)cta * (RODE_BLOCK / lanes) + w.index;
+    // The whole sub-warp leaves together; no other sub-warp waits for it.
     if (r >= residuals) return;
     const Residual g = residual_at(r, res_row, row_ptr);
-    u32* cols = tile_cols(w, 1, 0);
-    T* vals = tile_vals<T>(w, 1, 0);
+    u32* cols = tile_cols(w, 0);
+    T* vals = tile_vals<T>(w, 0);
     for (u32 e = w.lane; e < g.length; e += lanes) {
         cols[e] = load(col_idx + g.begin + e);
         vals[e] = load(values + g.begin + e);
@@ -681,42 +690,45 @@ __device__ __forceinline__ const T* load_x_row(const SddmmArgs<T>& g, const Subw
     return x_row;
 }
 
-// One sub-warp per block segment, its column-index tiles double-buffered as in rode_spmm_block.
-// Grid: x covers the segments (RODE_BLOCK / W per block).
+// One sub-warp per block segment, RODE_BLOCK / W segments for the block `cta` of the parts' grid,
+// its column-index tiles double-buffered as in rode_spmm_block.
 template <typename T, int V>
-__device__ void rode_sddmm_block(u32 lanes, u32 segments, const u32* seg_row, const u32* seg_start, u32 seg_len,
-                                 const u32* row_ptr, const SddmmArgs<T>& g) {
+__device__ void rode_sddmm_block(u32 cta, u32 lanes, u32 segments, const u32* seg_row, const u32* seg_start,
+                                 u32 seg_len, const u32* row_ptr, const SddmmArgs<T>& g) {
     typedef typename acc_of<T>::type A;
     const Subwarp w = subwarp_of(lanes);
-    const u64 s = (u64)blockIdx.x * (RODE_BLOCK / lanes) + w.index;
+    const u64 s = (u64)cta * (RODE_BLOCK / lanes) + w.index;
+    // The whole sub-warp leaves together: the reductions' shuffles involve only its lanes.
     if (s >= segments) return;
     const Segment seg = segment_at(s, seg_row, seg_start, row_ptr, seg_len);
     const u32 tiles = tile_count(seg);
     A x_first[V];
     const T* x_row = load_x_row<T, V>(g, w, seg.row, x_first);
     auto stage = [&](u32 t) {
-        stage_tile<u32>(tile_cols(w, 2, t & 1), g.col_idx + seg.start + t * RODE_TILE, tile_hi(seg, t), w);
+        stage_tile<u32>(tile_cols(w, t & 1), g.col_idx + seg.start + t * RODE_TILE, tile_hi(seg, t), w);
     };
     stage(0);
     cp_async_commit();
     for (u32 t = 0; t < tiles; ++t) {
         next_tile(t, tiles, w, stage);
-        sddmm_tile<T, V>(g, w, tile_cols(w, 2, t & 1), tile_lo(seg, t), tile_hi(seg, t), seg.start + t * RODE_TILE,
+        sddmm_tile<T, V>(g, w, tile_cols(w, t & 1), tile_lo(seg, t), tile_hi(seg, t), seg.start + t * RODE_TILE,
                          x_row, x_first);
         __syncwarp(w.mask);
     }
 }
 
-// One sub-warp per residual. Grid: x covers the residuals (RODE_BLOCK / W per block).
+// One sub-warp per residual, as rode_sddmm_block over the residuals; the first tile of the
+// sub-warp's shared memory.
 template <typename T, int V>
-__device__ void rode_sddmm_residual(u32 lanes, u32 residuals, const u32* res_row, const u32* row_ptr,
+__device__ void rode_sddmm_residual(u32 cta, u32 lanes, u32 residuals, const u32* res_row, const u32* row_ptr,
                                     const SddmmArgs<T>& g) {
     typedef typename acc_of<T>::type A;
     const Subwarp w = subwarp_of(lanes);
-    const u64 r = (u64)blockIdx.x * (RODE_BLOCK / lanes) + w.index;
+    const u64 r = (u64)cta * (RODE_BLOCK / lanes) + w.index;
+    // The whole sub-warp leaves together: the reductions' shuffles involve only its lanes.
     if (r >= residuals) return;
     const Residual res = residual_at(r, res_row, row_ptr);
-    u32* cols = tile_cols(w, 1, 0);
+    u32* cols = tile_cols(w, 0);
     for (u32 e = w.lane; e < res.length; e += lanes) cols[e] = load(g.col_idx + res.begin + e);
     __syncwarp(w.mask);
     A x_first[V];
@@ -725,8 +737,12 @@ __device__ void rode_sddmm_residual(u32 lanes, u32 residuals, const u32* res_row
 }
 
 // ---------------------------------------------------------------------------------------------
-// Entry points: rode_{spmm,sddmm}_{block,residual}_<type>_v<V> (the sub-warp width is their first
-// argument), rode_combine_<type>, and rode_scale_rows_<type> for the types combined by atomics.
+// Entry points: rode_{spmm,sddmm}_<type>_v<V> (the sub-warp width is their first argument),
+// rode_combine_<type>, and rode_scale_rows_<type> for the types combined by atomics.
+//
+// The parts' grid: blocks 0 .. block_ctas - 1 take the segments, RODE_BLOCK / W each, and the
+// blocks after them the residuals. A block is all segments or all residuals, so the branch is
+// uniform over it.
 
 #define RODE_SPMM_OPERANDS(T)                                                                                          \
     u32 n, const T *b, u32 b_rs, u32 b_cs, T *c, u32 c_rs, u32 c_cs, acc_of<T>::type alpha, acc_of<T>::type beta
@@ -738,29 +754,26 @@ __device__ void rode_sddmm_residual(u32 lanes, u32 residuals, const u32* res_row
     SddmmArgs<T> args = {col_idx, s_values, scale_by_values, k, x, x_rs, x_cs, y, y_rs, y_cs, c, c_inc, alpha, beta}
 
 #define RODE_KERNELS(NAME, T, V)                                                                                       \
-    extern "C" __global__ void __launch_bounds__(RODE_BLOCK) rode_spmm_block_##NAME##_v##V(                            \
-        u32 lanes, u32 segments, const u32 *seg_row, const u32 *seg_start, const u32 *seg_slot, u32 seg_len,           \
-        const u32 *row_ptr, const u32 *col_idx, const T *values, acc_of<T>::type *partials, RODE_SPMM_OPERANDS(T)) {   \
+    extern "C" __global__ void __launch_bounds__(RODE_BLOCK) rode_spmm_##NAME##_v##V(                                  \
+        u32 lanes, u32 block_ctas, u32 segments, const u32 *seg_row, const u32 *seg_start, const u32 *seg_slot,        \
+        u32 seg_len, u32 residuals, const u32 *res_row, const u32 *row_ptr, const u32 *col_idx, const T *values,       \
+        acc_of<T>::type *partials, RODE_SPMM_OPERANDS(T)) {                                                            \
         RODE_SPMM_OUT(T);                                                                                              \
-        rode_spmm_block<T, V>(lanes, segments, seg_row, seg_start, seg_slot, seg_len, row_ptr, col_idx, values,        \
-                              partials, out);                                                                          \
+        if (blockIdx.x < block_ctas)                                                                                   \
+            rode_spmm_block<T, V>(blockIdx.x, lanes, segments, seg_row, seg_start, seg_slot, seg_len, row_ptr,         \
+                                  col_idx, values, partials, out);                                                     \
+        else                                                                                                           \
+            rode_spmm_residual<T, V>(blockIdx.x - block_ctas, lanes, residuals, res_row, row_ptr, col_idx, values,     \
+                                     out);                                                                             \
     }                                                                                                                  \
-    extern "C" __global__ void __launch_bounds__(RODE_BLOCK)                                                           \
-        rode_spmm_residual_##NAME##_v##V(u32 lanes, u32 residuals, const u32 *res_row, const u32 *row_ptr,             \
-                                         const u32 *col_idx, const T *values, RODE_SPMM_OPERANDS(T)) {                 \
-        RODE_SPMM_OUT(T);                                                                                              \
-        rode_spmm_residual<T, V>(lanes, residuals, res_row, row_ptr, col_idx, values, out);                            \
-    }                                                                                                                  \
-    extern "C" __global__ void __launch_bounds__(RODE_BLOCK) rode_sddmm_block_##NAME##_v##V(                           \
-        u32 lanes, u32 segments, const u32 *seg_row, const u32 *seg_start, u32 seg_len, const u32 *row_ptr,            \
-        RODE_SDDMM_OPERANDS(T)) {                                                                                      \
+    extern "C" __global__ void __launch_bounds__(RODE_BLOCK) rode_sddmm_##NAME##_v##V(                                 \
+        u32 lanes, u32 block_ctas, u32 segments, const u32 *seg_row, const u32 *seg_start, u32 seg_len,                \
+        u32 residuals, const u32 *res_row, const u32 *row_ptr, RODE_SDDMM_OPERANDS(T)) {                               \
         RODE_SDDMM_ARGS(T);                                                                                            \
-        rode_sddmm_block<T, V>(lanes, segments, seg_row, seg_start, seg_len, row_ptr, args);                           \
-    }                                                                                                                  \
-    extern "C" __global__ void __launch_bounds__(RODE_BLOCK) rode_sddmm_residual_##NAME##_v##V(                        \
-        u32 lanes, u32 residuals, const u32 *res_row, const u32 *row_ptr, RODE_SDDMM_OPERANDS(T)) {                    \
-        RODE_SDDMM_ARGS(T);                                                                                            \
-        rode_sddmm_residual<T, V>(lanes, residuals, res_row, row_ptr, args);                                           \
+        if (blockIdx.x < block_ctas)                                                                                   \
+            rode_sddmm_block<T, V>(blockIdx.x, lanes, segments, seg_row, seg_start, seg_len, row_ptr, args);           \
+        else                                                                                                           \
+            rode_sddmm_residual<T, V>(blockIdx.x - block_ctas, lanes, residuals, res_row, row_ptr, args);              \
     }
 
 #define INSTANTIATE(NAME, T)                                                                                           \

@@ -12,18 +12,17 @@
 //! - `rode-deterministic`: each segment stores its sums in a workspace slot and a last kernel
 //!   adds a row's slots in order.
 //!
-//! The residual kernel runs on a second stream, forked from the device's stream and joined back
-//! with events, so it overlaps the block kernel while a run stays one ordered step of the
-//! device's stream. SDDMM writes every output from exactly one part: both algorithms are the
-//! same deterministic kernels.
+//! Segments and residuals run in one launch on the device's stream, the segments' blocks first in
+//! the grid so that the long work starts first: the two parts still run concurrently, and a run
+//! pays no fork and join of a second stream (about 10 us a run, measured on small matrices).
+//! SDDMM writes every output from exactly one part: both algorithms are the same deterministic
+//! kernels.
 
 mod decomposition;
 
 use std::sync::Arc;
 
-use cudarc::driver::{
-    CudaEvent, CudaFunction, CudaSlice, CudaStream, LaunchArgs, LaunchConfig, PushKernelArg,
-};
+use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use sparse_core::{
     Accumulator, Algorithm, BackendKind, CsrRef, DType, DenseMut, DenseRef, Error, Format, Layout,
     OpKind, PlanInfo, Precision, Result, RowStats, Scalar, SddmmPlan, SpIndex, SpmmPlan,
@@ -46,8 +45,13 @@ const MIN_SEGMENT: u32 = 2 * TILE;
 const SEGMENTS_PER_SM: u64 = 64;
 /// Threads per block of the SpMM and SDDMM kernels (`RODE_BLOCK` in rode.cu).
 const BLOCK: u32 = 128;
+/// The largest grid.x; both parts' blocks must fit in it.
+const MAX_GRID_X: u32 = (1 << 31) - 1;
 /// The largest grid.y; the SpMM kernels stride over the column tiles beyond it.
 const MAX_GRID_Y: u32 = 65_535;
+/// Tiles of shared memory per sub-warp (`RODE_BUFFERS` in rode.cu): the double buffer of a
+/// segment, and a residual's one tile in the first of them.
+const BUFFERS: u32 = 2;
 /// Lanes the SDDMM kernels need at least: their reduction leaves one entry of a sub-block of 8
 /// (`rode_sub<T>::N`) in each lane.
 const SDDMM_MIN_LANES: u32 = 8;
@@ -80,12 +84,12 @@ const AUTO_RODE: Algorithm = Algorithm::RodeDeterministic;
 /// a row of at least [`AUTO_LONG_ROW`] entries, or fewer than [`AUTO_SMALL_NNZ`] entries, and for
 /// SDDMM also for one whose mean row has at least [`AUTO_SDDMM_MEAN_ROW`]; `vector` otherwise.
 ///
-/// `vector` gives a row to one sub-warp, which walks it one dependent load after another, so
-/// its time follows the longest row: on a matrix too small to fill the device that is the whole
-/// time, a load latency per entry. RoDe's time follows the entries (segments of at most
-/// [`SEGMENT`], tiles copied ahead), plus a fixed cost: a second launch, a stream fork and join,
-/// masked tile ends. Measured on an H100 (f32; SpMM N = 32 and 128, SDDMM K = 32; the 49 corpus
-/// matrices and two generated ones of 26M and 34M entries; docs/results/rode.md):
+/// `vector` gives a row to one sub-warp, which walks it one dependent load after another, so its
+/// time follows the longest row: on a matrix too small to fill the device that is the whole time, a
+/// load latency per entry. RoDe's time follows the entries (segments of at most [`SEGMENT`], tiles
+/// copied ahead), plus a fixed cost: the kernels that scale or combine split rows, masked tile
+/// ends. Measured on an H100 (f32; SpMM N = 32 and 128, SDDMM K = 32; the 49 corpus matrices and
+/// two generated ones of 26M and 34M entries; docs/results/rode.md):
 /// - a longest row of 96 or more: RoDe faster in all 66 cases, 1.07x to 53x;
 /// - fewer than 100k entries and rows under 96: RoDe faster in 42 of 48 cases (SDDMM in all;
 ///   the 6 others are SpMM at 0.64x to 0.95x, a few microseconds);
@@ -150,59 +154,39 @@ impl Lanes {
         }
     }
 
-    /// One sub-warp per part over grid.x, `col_tiles` over grid.y; `tiles` tiles of shared
-    /// memory per sub-warp of `bytes_per_entry` (the size rode.cu's `tile_cols`/`tile_vals` carve).
-    fn config(self, parts: u32, col_tiles: u32, tiles: u32, bytes_per_entry: u32) -> LaunchConfig {
+    /// The parts' launch: one sub-warp per segment, then one per residual, over grid.x,
+    /// `col_tiles` over grid.y; [`BUFFERS`] tiles of shared memory per sub-warp of
+    /// `bytes_per_entry` (the size rode.cu's `tile_cols`/`tile_vals` carve). Returns the
+    /// segments' blocks (the first ones) with it.
+    fn config(
+        self,
+        segments: u32,
+        residuals: u32,
+        col_tiles: u32,
+        bytes_per_entry: u32,
+    ) -> Result<(u32, LaunchConfig)> {
         let subwarps = BLOCK / self.lanes;
-        LaunchConfig {
-            // At most 2^32 parts over at least 4 sub-warps per block: within grid.x's limit.
-            grid_dim: (parts.div_ceil(subwarps), col_tiles.clamp(1, MAX_GRID_Y), 1),
-            block_dim: (BLOCK, 1, 1),
-            // At most 32 sub-warps * 2 tiles * 32 entries * 12 bytes = 24 KiB, under the 48 KiB
-            // a kernel gets without opting in.
-            shared_mem_bytes: subwarps * tiles * TILE * bytes_per_entry,
-        }
-    }
-}
-
-/// A second stream for the residual kernels, forked from the device's stream before they are
-/// launched and joined back after, with events.
-struct Fork {
-    side: Arc<CudaStream>,
-    forked: CudaEvent,
-    joined: CudaEvent,
-}
-
-impl Fork {
-    fn new(device: &Device) -> Result<Self> {
-        let err = |e| driver_error("creating RoDe's second stream", e);
-        Ok(Fork {
-            side: device.ctx.new_stream().map_err(err)?,
-            forked: device.ctx.new_event(None).map_err(err)?,
-            joined: device.ctx.new_event(None).map_err(err)?,
-        })
-    }
-
-    /// Runs `side_work` on the second stream and `main_work` on `main`, concurrently, both
-    /// after everything issued to `main` before and before anything issued to it after. The
-    /// streams are joined even when a launch fails.
-    fn run(
-        &self,
-        main: &Arc<CudaStream>,
-        side_work: impl FnOnce(&Arc<CudaStream>) -> Result<()>,
-        main_work: impl FnOnce(&Arc<CudaStream>) -> Result<()>,
-    ) -> Result<()> {
-        let err = |e| driver_error("forking RoDe's second stream", e);
-        self.forked.record(main).map_err(err)?;
-        self.side.wait(&self.forked).map_err(err)?;
-        let side = side_work(&self.side);
-        let ran = main_work(main);
-        let joined = self
-            .joined
-            .record(&self.side)
-            .and_then(|()| main.wait(&self.joined))
-            .map_err(|e| driver_error("joining RoDe's second stream", e));
-        side.and(ran).and(joined)
+        let block_ctas = segments.div_ceil(subwarps);
+        let ctas = u64::from(block_ctas) + u64::from(residuals.div_ceil(subwarps));
+        let ctas = u32::try_from(ctas)
+            .ok()
+            .filter(|&ctas| ctas <= MAX_GRID_X)
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "RoDe's {segments} segments and {residuals} residuals need {ctas} blocks, \
+                     more than grid.x's {MAX_GRID_X}"
+                ))
+            })?;
+        Ok((
+            block_ctas,
+            LaunchConfig {
+                grid_dim: (ctas, col_tiles.clamp(1, MAX_GRID_Y), 1),
+                block_dim: (BLOCK, 1, 1),
+                // At most 32 sub-warps * 2 tiles * 32 entries * 12 bytes = 24 KiB, under the
+                // 48 KiB a kernel gets without opting in.
+                shared_mem_bytes: subwarps * BUFFERS * TILE * bytes_per_entry,
+            },
+        ))
     }
 }
 
@@ -223,12 +207,11 @@ pub struct RodeSpmmPlan<T> {
     device: Arc<Device>,
     a: DeviceCsr<T>,
     parts: Decomposition,
-    block: PerVector,
-    residual: PerVector,
+    /// `rode_spmm`: segments and residuals.
+    kernel: PerVector,
     /// `scale_matrix` of spmm.cu, for alpha == 0.
     scale: CudaFunction,
     combining: Combining,
-    fork: Fork,
     info: PlanInfo,
 }
 
@@ -276,45 +259,18 @@ impl<T: Scalar> RodeSpmmPlan<T> {
             deterministic: !(atomics && split_rows),
         };
         Ok(RodeSpmmPlan {
-            block: PerVector::load(device, |v| format!("rode_spmm_block_{sfx}_v{v}"))?,
-            residual: PerVector::load(device, |v| format!("rode_spmm_residual_{sfx}_v{v}"))?,
+            kernel: PerVector::load(device, |v| format!("rode_spmm_{sfx}_v{v}"))?,
             scale: device.function(sources::SPMM, &format!("scale_matrix_{sfx}"))?,
             device: device.clone(),
             a: dev,
             parts,
             combining,
-            fork: Fork::new(device)?,
             info,
         })
     }
 }
 
-/// What both SpMM part kernels take last (`RODE_SPMM_OPERANDS` in rode.cu).
-struct SpmmOperands<'r> {
-    n: u32,
-    b: &'r CudaSlice<u8>,
-    b_strides: (u32, u32),
-    c: &'r CudaSlice<u8>,
-    c_strides: (u32, u32),
-    alpha: AccArg,
-    beta: AccArg,
-}
-
-impl<'r> SpmmOperands<'r> {
-    fn push<'a>(&'a self, args: &mut LaunchArgs<'a>) {
-        args.arg(&self.n)
-            .arg(self.b)
-            .arg(&self.b_strides.0)
-            .arg(&self.b_strides.1)
-            .arg(self.c)
-            .arg(&self.c_strides.0)
-            .arg(&self.c_strides.1);
-        self.alpha.push(args);
-        self.beta.push(args);
-    }
-}
-
-/// The block kernel's `partials` argument for atomics.
+/// `rode_spmm`'s `partials` argument for atomics.
 const NULL: u64 = 0;
 
 /// A launch error with the kernel's name.
@@ -366,6 +322,9 @@ impl<T: Scalar> SpmmPlan<T> for RodeSpmmPlan<T> {
             .ok_or_else(|| Error::invalid("unreachable: SpMM decompositions list split rows"))?;
         let shape = Lanes::new(width, &[b_row_major], 4);
         let col_tiles = n.div_ceil(shape.lanes * shape.values);
+        let value_bytes = size_of::<T>() as u32;
+        let (block_ctas, parts_config) =
+            shape.config(parts.segments, parts.residuals, col_tiles, 4 + value_bytes)?;
         let main = &self.device.stream;
         // Listed rows over grid.y, N columns over grid.x, as rode_scale_rows and rode_combine
         // take them.
@@ -410,27 +369,17 @@ impl<T: Scalar> SpmmPlan<T> for RodeSpmmPlan<T> {
             Combining::Atomics { .. } => None,
             Combining::Partials { workspace, .. } => workspace.as_ref(),
         };
-        let operands = SpmmOperands {
-            n,
-            b: &bb.bytes,
-            b_strides,
-            c: &cb.bytes,
-            c_strides,
-            alpha: acc_alpha,
-            beta: acc_beta,
-        };
-        let value_bytes = size_of::<T>() as u32;
-        let block = |stream: &Arc<CudaStream>| -> Result<()> {
-            if parts.segments == 0 {
-                return Ok(());
-            }
-            let mut args = stream.launch_builder(self.block.get(shape.values));
+        if parts.segments > 0 || parts.residuals > 0 {
+            let mut args = main.launch_builder(self.kernel.get(shape.values));
             args.arg(&shape.lanes)
+                .arg(&block_ctas)
                 .arg(&parts.segments)
                 .arg(&parts.seg_row)
                 .arg(&parts.seg_start)
                 .arg(&combine.seg_slot)
                 .arg(&parts.seg_len)
+                .arg(&parts.residuals)
+                .arg(&parts.res_row)
                 .arg(&a.row_ptr)
                 .arg(&a.col_idx)
                 .arg(&a.values.bytes);
@@ -438,42 +387,27 @@ impl<T: Scalar> SpmmPlan<T> for RodeSpmmPlan<T> {
                 Some(workspace) => args.arg(workspace),
                 None => args.arg(&NULL),
             };
-            operands.push(&mut args);
-            // SAFETY: arguments match rode_spmm_block; the lists come from this matrix's
-            // decomposition, so every segment reads entries from its row's aligned start (at
-            // most 3 before the row) to at most the row's end, and columns < cols; B spans
-            // cols x n and C rows x n at their strides (checked by the Dense views); V > 1 only
-            // when V divides B's leading dimension (allocations are 256-byte aligned), so full
-            // vector spans are aligned; the workspace holds slots x n accumulation values; shared
-            // memory is what the kernel carves for BLOCK / W sub-warps of two tiles.
-            unsafe { args.launch(shape.config(parts.segments, col_tiles, 2, 4 + value_bytes)) }
-                .map_err(launched("rode_spmm_block"))
-                .map(drop)
-        };
-        let residual = |stream: &Arc<CudaStream>| -> Result<()> {
-            if parts.residuals == 0 {
-                return Ok(());
-            }
-            let mut args = stream.launch_builder(self.residual.get(shape.values));
-            args.arg(&shape.lanes)
-                .arg(&parts.residuals)
-                .arg(&parts.res_row)
-                .arg(&a.row_ptr)
-                .arg(&a.col_idx)
-                .arg(&a.values.bytes);
-            operands.push(&mut args);
-            // SAFETY: as for the block kernel; a residual is a whole row of fewer than TILE
-            // entries, read with plain loads, and the kernel's shared memory is one tile per
-            // sub-warp.
-            unsafe { args.launch(shape.config(parts.residuals, col_tiles, 1, 4 + value_bytes)) }
-                .map_err(launched("rode_spmm_residual"))
-                .map(drop)
-        };
-        if parts.segments > 0 && parts.residuals > 0 {
-            self.fork.run(main, residual, block)?;
-        } else {
-            block(main)?;
-            residual(main)?;
+            args.arg(&n)
+                .arg(&bb.bytes)
+                .arg(&b_strides.0)
+                .arg(&b_strides.1)
+                .arg(&cb.bytes)
+                .arg(&c_strides.0)
+                .arg(&c_strides.1);
+            acc_alpha.push(&mut args);
+            acc_beta.push(&mut args);
+            // SAFETY: arguments match rode_spmm; the lists come from this matrix's
+            // decomposition, and the grid's first block_ctas blocks cover the `segments`
+            // segments, BLOCK / W each, the others the `residuals` residuals, so a sub-warp past
+            // either list's end leaves before reading it. A segment reads entries from its row's
+            // aligned start (at most 3 before the row) to at most the row's end, a residual its
+            // whole row of fewer than TILE entries, and columns < cols; B spans cols x n and C
+            // rows x n at their strides (checked by the Dense views); V > 1 only when V divides
+            // B's leading dimension (allocations are 256-byte aligned), so full vector spans are
+            // aligned; the workspace holds slots x n accumulation values; shared memory is what
+            // the kernel carves for BLOCK / W sub-warps of BUFFERS tiles, whichever part a block
+            // runs.
+            unsafe { args.launch(parts_config) }.map_err(launched("rode_spmm"))?;
         }
         if let (Combining::Partials { combine: f, .. }, Some(workspace)) =
             (&self.combining, partials)
@@ -493,8 +427,7 @@ impl<T: Scalar> SpmmPlan<T> for RodeSpmmPlan<T> {
                 acc_alpha.push(&mut args);
                 acc_beta.push(&mut args);
                 // SAFETY: the listed rows' slots are below `slots`, the workspace holds
-                // slots x n values written by the block kernel before, on this stream (the
-                // second stream was joined back); C as above.
+                // slots x n values written by rode_spmm before, on this stream; C as above.
                 unsafe { args.launch(rows_config) }.map_err(launched("rode_combine"))?;
             }
         }
@@ -507,12 +440,11 @@ pub struct RodeSddmmPlan<T> {
     device: Arc<Device>,
     s: DeviceCsr<T>,
     parts: Decomposition,
-    block: PerVector,
-    residual: PerVector,
+    /// `rode_sddmm`: segments and residuals.
+    kernel: PerVector,
     /// `scale_matrix` of spmm.cu, for alpha == 0 (C is a dense nnz x 1 matrix).
     scale: CudaFunction,
     scale_by_values: bool,
-    fork: Fork,
     info: PlanInfo,
 }
 
@@ -550,51 +482,14 @@ impl<T: Scalar> RodeSddmmPlan<T> {
             deterministic: true,
         };
         Ok(RodeSddmmPlan {
-            block: PerVector::load(device, |v| format!("rode_sddmm_block_{sfx}_v{v}"))?,
-            residual: PerVector::load(device, |v| format!("rode_sddmm_residual_{sfx}_v{v}"))?,
+            kernel: PerVector::load(device, |v| format!("rode_sddmm_{sfx}_v{v}"))?,
             scale: device.function(sources::SPMM, &format!("scale_matrix_{sfx}"))?,
             device: device.clone(),
             s: dev,
             parts,
             scale_by_values,
-            fork: Fork::new(device)?,
             info,
         })
-    }
-}
-
-/// What both SDDMM part kernels take after their part lists (`RODE_SDDMM_OPERANDS` in rode.cu).
-struct SddmmOperands<'r> {
-    col_idx: &'r CudaSlice<u32>,
-    values: &'r CudaSlice<u8>,
-    scale_by_values: u32,
-    k: u32,
-    x: &'r CudaSlice<u8>,
-    x_strides: (u32, u32),
-    y: &'r CudaSlice<u8>,
-    y_strides: (u32, u32),
-    c: &'r CudaSlice<u8>,
-    c_inc: u32,
-    alpha: AccArg,
-    beta: AccArg,
-}
-
-impl<'r> SddmmOperands<'r> {
-    fn push<'a>(&'a self, args: &mut LaunchArgs<'a>) {
-        args.arg(self.col_idx)
-            .arg(self.values)
-            .arg(&self.scale_by_values)
-            .arg(&self.k)
-            .arg(self.x)
-            .arg(&self.x_strides.0)
-            .arg(&self.x_strides.1)
-            .arg(self.y)
-            .arg(&self.y_strides.0)
-            .arg(&self.y_strides.1)
-            .arg(self.c)
-            .arg(&self.c_inc);
-        self.alpha.push(args);
-        self.beta.push(args);
     }
 }
 
@@ -643,64 +538,51 @@ impl<T: Scalar> SddmmPlan<T> for RodeSddmmPlan<T> {
                 acc_beta,
             );
         }
-        let operands = SddmmOperands {
-            col_idx: &s.col_idx,
-            values: &s.values.bytes,
-            scale_by_values: u32::from(self.scale_by_values),
-            k,
-            x: &xb.bytes,
-            x_strides,
-            y: &yb.bytes,
-            y_strides,
-            c: &cb.bytes,
-            c_inc,
-            alpha: acc_alpha,
-            beta: acc_beta,
-        };
         let parts = &self.parts;
-        let block = |stream: &Arc<CudaStream>| -> Result<()> {
-            if parts.segments == 0 {
-                return Ok(());
-            }
-            let mut args = stream.launch_builder(self.block.get(shape.values));
-            args.arg(&shape.lanes)
-                .arg(&parts.segments)
-                .arg(&parts.seg_row)
-                .arg(&parts.seg_start)
-                .arg(&parts.seg_len)
-                .arg(&s.row_ptr);
-            operands.push(&mut args);
-            // SAFETY: arguments match rode_sddmm_block; the segments read column indices from
-            // their rows' aligned starts to at most their ends and write only their rows' entries;
-            // S is canonical with columns < cols = Y's rows; X spans rows x k, Y cols x k and C
-            // nnz elements at their strides (checked by the Dense views); V > 1 only when V
-            // divides both row-major leading dimensions; W >= 8 lanes as the reduction needs.
-            unsafe { args.launch(shape.config(parts.segments, 1, 2, 4)) }
-                .map_err(launched("rode_sddmm_block"))
-                .map(drop)
-        };
-        let residual = |stream: &Arc<CudaStream>| -> Result<()> {
-            if parts.residuals == 0 {
-                return Ok(());
-            }
-            let mut args = stream.launch_builder(self.residual.get(shape.values));
-            args.arg(&shape.lanes)
-                .arg(&parts.residuals)
-                .arg(&parts.res_row)
-                .arg(&s.row_ptr);
-            operands.push(&mut args);
-            // SAFETY: as for the block kernel, over the residuals (whole rows of fewer than
-            // TILE entries, one tile of shared memory per sub-warp).
-            unsafe { args.launch(shape.config(parts.residuals, 1, 1, 4)) }
-                .map_err(launched("rode_sddmm_residual"))
-                .map(drop)
-        };
-        if parts.segments > 0 && parts.residuals > 0 {
-            self.fork.run(&self.device.stream, residual, block)
-        } else {
-            block(&self.device.stream)?;
-            residual(&self.device.stream)
+        if parts.segments == 0 && parts.residuals == 0 {
+            return Ok(());
         }
+        let (block_ctas, parts_config) = shape.config(parts.segments, parts.residuals, 1, 4)?;
+        let scale_by_values = u32::from(self.scale_by_values);
+        let mut args = self
+            .device
+            .stream
+            .launch_builder(self.kernel.get(shape.values));
+        args.arg(&shape.lanes)
+            .arg(&block_ctas)
+            .arg(&parts.segments)
+            .arg(&parts.seg_row)
+            .arg(&parts.seg_start)
+            .arg(&parts.seg_len)
+            .arg(&parts.residuals)
+            .arg(&parts.res_row)
+            .arg(&s.row_ptr)
+            .arg(&s.col_idx)
+            .arg(&s.values.bytes)
+            .arg(&scale_by_values)
+            .arg(&k)
+            .arg(&xb.bytes)
+            .arg(&x_strides.0)
+            .arg(&x_strides.1)
+            .arg(&yb.bytes)
+            .arg(&y_strides.0)
+            .arg(&y_strides.1)
+            .arg(&cb.bytes)
+            .arg(&c_inc);
+        acc_alpha.push(&mut args);
+        acc_beta.push(&mut args);
+        // SAFETY: arguments match rode_sddmm; the grid's first block_ctas blocks cover the
+        // `segments` segments, BLOCK / W each, the others the `residuals` residuals, so a sub-warp
+        // past either list's end leaves before reading it. Segments read column indices from
+        // their rows' aligned starts to at most their ends, residuals their whole rows of fewer
+        // than TILE entries, and each part writes only its row's entries; S is canonical with
+        // columns < cols = Y's rows; X spans rows x k, Y cols x k and C nnz elements at their
+        // strides (checked by the Dense views); V > 1 only when V divides both row-major leading
+        // dimensions; W >= 8 lanes as the reduction needs; shared memory is what the kernel
+        // carves for BLOCK / W sub-warps of BUFFERS column-index tiles.
+        unsafe { args.launch(parts_config) }
+            .map_err(launched("rode_sddmm"))
+            .map(drop)
     }
 }
 
@@ -783,10 +665,33 @@ mod tests {
     }
 
     #[test]
+    fn the_parts_grid_puts_segments_first_and_fits_grid_x() {
+        let l = Lanes {
+            lanes: 8,
+            values: 1,
+        };
+        // 16 sub-warps per block: 3 blocks of segments, then 1 of residuals.
+        let (block_ctas, config) = l.config(33, 5, 70_000, 8).unwrap();
+        assert_eq!(block_ctas, 3);
+        assert_eq!(config.grid_dim, (4, MAX_GRID_Y, 1));
+        assert_eq!(config.shared_mem_bytes, 16 * BUFFERS * TILE * 8);
+        let (block_ctas, config) = l.config(0, 17, 0, 4).unwrap();
+        assert_eq!((block_ctas, config.grid_dim), (0, (2, 1, 1)));
+        // 4 sub-warps per block: grid.x overflows only when both lists near 2^32 parts.
+        let l = Lanes {
+            lanes: 32,
+            values: 1,
+        };
+        assert_eq!(l.config(u32::MAX, 0, 1, 4).unwrap().1.grid_dim.0, 1 << 30);
+        assert!(l.config(u32::MAX, u32::MAX - 4, 1, 4).is_ok());
+        assert!(l.config(u32::MAX, u32::MAX, 1, 4).is_err());
+    }
+
+    #[test]
     fn shared_memory_stays_under_the_static_limit() {
         for lanes in [4, 8, 16, 32] {
             let l = Lanes { lanes, values: 4 };
-            let bytes = l.config(1, 1, 2, 4 + 8).shared_mem_bytes;
+            let bytes = l.config(1, 1, 1, 4 + 8).unwrap().1.shared_mem_bytes;
             assert!(bytes <= 48 * 1024, "{lanes} lanes: {bytes} bytes");
         }
     }
