@@ -18,80 +18,132 @@
 // where VPL (values per lane) is 2 for f16 and 1 for tf32.
 //
 // Coalesced mapping of the dense operand (the paper's "memory-efficient thread mapping"): the
-// MMA's 16 dense rows need not be 16 consecutive columns of B in order. MMA row g stands for
-// column 2g of the warp's 16-column tile and row g + 8 for column 2g + 1, so each lane reads
-// one pair of adjacent elements of a B row and the 8 lanes of one thread-in-group read 16
-// consecutive elements (32 bytes for f16: one sector). The same permutation makes each lane's
-// outputs adjacent columns of C, stored as pairs. In SDDMM the inner dimension is permuted the
-// same way (any order sums the same products), so each lane reads consecutive elements.
+// MMA's 16 dense rows need not be 16 consecutive columns of B in order. In its simplest form
+// (the paper's), MMA row g stands for column 2g of a 16-column tile and row g + 8 for column
+// 2g + 1, so each lane reads a pair of adjacent elements of a B row and the 8 lanes of one
+// thread-in-group read 16 consecutive elements. Here the permutation spans several tiles, so
+// that a lane reads a run of up to 16 bytes ("Lane runs" below) and the 8 lanes read up to 128
+// consecutive bytes; each lane's outputs come out as runs of adjacent columns of C too. In
+// SDDMM the inner dimension is permuted the same way (any order sums the same products), so
+// each lane reads 16 consecutive bytes of its rows.
 
 #define FS_WARPS 4
 #define FS_THREADS (FS_WARPS * 32)
 #define FS_NONE 0xffffffffu
 
-__device__ __forceinline__ u32 fs_pack(half_t lo, half_t hi) { return (u32)lo.bits | ((u32)hi.bits << 16); }
+// Loads issued ahead of their use (the SpMM pipeline, the SDDMM operands of a step): predicated
+// in PTX into registers zeroed before, so that nothing consumes them before the step that uses
+// them. A plain `if` around a load, or a choice between a vector and an element-wise load,
+// compiles to a branch whose sides move their results into shared registers at its end, and
+// that move waits for the load: a warp would then have one load in flight at a time.
+__device__ __forceinline__ void fs_ld(u32 (&w)[1], const void* p, bool ok) {
+    asm("{.reg .pred q; setp.ne.b32 q, %2, 0; @q ld.global.nc.b32 %0, [%1];}" : "+r"(w[0]) : "l"(p), "r"((u32)ok));
+}
+__device__ __forceinline__ void fs_ld(u32 (&w)[2], const void* p, bool ok) {
+    asm("{.reg .pred q; setp.ne.b32 q, %3, 0; @q ld.global.nc.v2.b32 {%0, %1}, [%2];}"
+        : "+r"(w[0]), "+r"(w[1])
+        : "l"(p), "r"((u32)ok));
+}
+__device__ __forceinline__ void fs_ld(u32 (&w)[4], const void* p, bool ok) {
+    asm("{.reg .pred q; setp.ne.b32 q, %5, 0; @q ld.global.nc.v4.b32 {%0, %1, %2, %3}, [%4];}"
+        : "+r"(w[0]), "+r"(w[1]), "+r"(w[2]), "+r"(w[3])
+        : "l"(p), "r"((u32)ok));
+}
+// One element's bits, zero-extended to 32.
+__device__ __forceinline__ void fs_ld_elem(u32& w, const float* p, bool ok) {
+    u32 one[1] = {w};
+    fs_ld(one, p, ok);
+    w = one[0];
+}
+__device__ __forceinline__ void fs_ld_elem(u32& w, const u32* p, bool ok) {
+    u32 one[1] = {w};
+    fs_ld(one, p, ok);
+    w = one[0];
+}
+__device__ __forceinline__ void fs_ld_elem(u32& w, const half_t* p, bool ok) {
+    asm("{.reg .pred q; .reg .b16 h; setp.ne.b32 q, %2, 0; @q ld.global.nc.b16 h, [%1]; @q cvt.u32.u16 %0, h;}"
+        : "+r"(w)
+        : "l"(p), "r"((u32)ok));
+}
 
-__device__ __forceinline__ u32 fs_tf32(float f) {
+// A run of P elements of T at p as packed words (P * sizeof(T) / 4 of them), zeros where not
+// read. VEC: the run is whole or not read at all (`avail` >= P or 0), one access of up to 16
+// bytes, p aligned to it; else element by element `stride` apart, the first `avail` of them.
+template <typename T, int P, bool VEC>
+__device__ __forceinline__ void fs_run(const T* p, u32 stride, u32 avail, u32 (&w)[P * sizeof(T) / 4]) {
+    const int WORDS = P * sizeof(T) / 4;
+#pragma unroll
+    for (int i = 0; i < WORDS; ++i) w[i] = 0;
+    if constexpr (VEC) {
+        fs_ld(w, p, avail >= P);
+    } else {
+        const int PER_WORD = 4 / sizeof(T);
+#pragma unroll
+        for (int j = 0; j < P; ++j) {
+            u32 e = 0;
+            fs_ld_elem(e, p + (u64)j * stride, j < (int)avail);
+            w[j / PER_WORD] |= e << (32 / PER_WORD * (j % PER_WORD));
+        }
+    }
+}
+
+__device__ __forceinline__ u32 fs_tf32(u32 bits) {
     u32 r;
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(f));
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(__uint_as_float(bits)));
     return r;
 }
 
+// The MMA of a storage type and how its operand registers are made from loaded words.
 template <typename T> struct fs_mma;
 
 template <> struct fs_mma<half_t> {
     static const int K = 8;
     static const int VPL = 2;
-    static __device__ __forceinline__ half_t zero() {
-        half_t h;
-        h.bits = 0;
-        return h;
+    // A dense operand register: the element of column 2p + odd of the lane's two vectors (words
+    // p of their runs).
+    template <int G, int W>
+    static __device__ __forceinline__ u32 dense(const u32 (&run)[VPL][G][W], int q, int p, int odd) {
+        return __byte_perm(run[0][q][p], run[1][q][p], odd ? 0x7632 : 0x5410);
     }
-    // d += A B for A rows g (lo) and g+8 (hi) and B column g, each at this lane's k.
-    static __device__ __forceinline__ void run(float* d, const half_t* lo, const half_t* hi, const half_t* b) {
+    // A sparse operand register: the lane's two values (zero-extended halves).
+    static __device__ __forceinline__ u32 sparse(const u32 (&v)[VPL]) { return __byte_perm(v[0], v[1], 0x5410); }
+    // An inner-dimension register (SDDMM): word m of a run, two consecutive elements.
+    static __device__ __forceinline__ u32 inner(const u32 (&w)[4], int m) { return w[m]; }
+    // d += A B: A rows g (a0) and g+8 (a1), B column g.
+    static __device__ __forceinline__ void run(float* d, u32 a0, u32 a1, u32 b) {
         asm volatile(
             "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
             "{%0,%1,%2,%3};"
             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(fs_pack(lo[0], lo[1])), "r"(fs_pack(hi[0], hi[1])), "r"(fs_pack(b[0], b[1])));
+            : "r"(a0), "r"(a1), "r"(b));
     }
 };
 
 template <> struct fs_mma<float> {
     static const int K = 4;
     static const int VPL = 1;
-    static __device__ __forceinline__ float zero() { return 0.0f; }
-    static __device__ __forceinline__ void run(float* d, const float* lo, const float* hi, const float* b) {
+    template <int G, int W>
+    static __device__ __forceinline__ u32 dense(const u32 (&run)[VPL][G][W], int q, int p, int odd) {
+        return fs_tf32(run[0][q][2 * p + odd]);
+    }
+    static __device__ __forceinline__ u32 sparse(const u32 (&v)[VPL]) { return fs_tf32(v[0]); }
+    static __device__ __forceinline__ u32 inner(const u32 (&w)[4], int m) { return fs_tf32(w[m]); }
+    static __device__ __forceinline__ void run(float* d, u32 a0, u32 a1, u32 b) {
         asm volatile(
             "mma.sync.aligned.m16n8k4.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
             "{%0,%1,%2,%3};"
             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(fs_tf32(lo[0])), "r"(fs_tf32(hi[0])), "r"(fs_tf32(b[0])));
+            : "r"(a0), "r"(a1), "r"(b));
     }
 };
 
-// L elements at p (stride `stride`), the first `avail` of them read and the rest zero. One
-// vector access when `vector` (contiguous, L-aligned) and all L are available.
-template <typename T, int L>
-__device__ __forceinline__ void fs_load(const T* p, u32 stride, bool vector, u32 avail, T (&out)[L]) {
-    if (L > 1 && vector && avail >= L) {
-        span<T, L> s;
-        typedef typename span<T, L>::raw_t raw_t;
-#pragma unroll
-        for (int i = 0; i < span<T, L>::PARTS; ++i) s.raw[i] = __ldg(reinterpret_cast<const raw_t*>(p) + i);
-#pragma unroll
-        for (int i = 0; i < L; ++i) out[i] = s.v[i];
-    } else {
-#pragma unroll
-        for (int i = 0; i < L; ++i) out[i] = i < (int)avail ? load(p + (u64)i * stride) : fs_mma<T>::zero();
-    }
-}
-
 // ------------------------------------------------------------------------------------------
-// SpMM: one warp per (chunk of a window, G groups of columns of C). A chunk is whole blocks of
-// one window; a window with more vectors than one chunk holds is split, its chunks write partial
-// sums to a workspace slot each (f32, `ws_ld` per row) and fs_spmm_combine adds them in order.
-// The others update C directly.
+// SpMM: one warp per (task, G groups of columns of C). A task is up to 31 consecutive whole
+// windows, or one chunk of a window too long for one task (flashsparse.rs sizes them). The warp
+// streams the task's blocks, window after window, through one pipeline, so the latency of the
+// task's first loads is paid once for all its windows; each window's rows are written when its
+// last block is done. A chunk's window is split: its chunks write partial sums to a workspace
+// slot each (f32, `ws_ld` per row) and fs_spmm_combine adds them in order.
 //
 // Lane runs: for each vector, a lane reads P consecutive elements of the vector's B row (16
 // bytes when P * sizeof(T) == 16), and the 8 lanes of one thread-in-group read 8 * P
@@ -101,38 +153,52 @@ __device__ __forceinline__ void fs_load(const T* p, u32 stride, bool vector, u32
 // The outputs come back as runs too: R = P columns of rows 2t and 2t+1 (H = 8), or R = 2P
 // columns of rows g and g+8 (H = 16). P = 2 is the pair mapping described at the top.
 
-// One block's sparse operands as a lane holds them: the values of rows g (lo) and g + 8 (hi,
-// H = 16) at its vectors t*VPL + i, their columns (0 past the block's width, whose values are 0
-// and whose B elements are not read) and the block's width. Only a window's last block is
+// One block's columns as a lane holds them: those of its vectors t*VPL + i (0 past the block's
+// width, whose B elements are not read) and the block's width. Only a window's last block is
 // short; its width comes from the window pointers.
-template <typename T, int H> struct fs_block {
+template <typename T> struct fs_columns {
     static const int K = fs_mma<T>::K, VPL = fs_mma<T>::VPL;
-    T lo[VPL], hi[VPL];
     u32 col[VPL];
     u32 width;
 
-    __device__ __forceinline__ void fetch(const T* values, const u32* vec_col, u32 v, u32 window_end, u32 g,
-                                          u32 t) {
+    __device__ __forceinline__ void fetch(const u32* vec_col, u32 v, u32 window_end, u32 t) {
         width = min((u32)K, window_end - v);
         const u32 j0 = t * VPL;
-        const u32 avail = j0 < width ? width - j0 : 0;
-        // Full blocks start at a multiple of 8*K elements and have rows of K: aligned runs.
-        const T* block = values + (u64)v * H;
-        fs_load<T, VPL>(block + g * width + j0, 1, width == K, avail, lo);
-        if constexpr (H == 16) fs_load<T, VPL>(block + (g + 8) * width + j0, 1, width == K, avail, hi);
 #pragma unroll
-        for (int i = 0; i < VPL; ++i) col[i] = j0 + i < width ? load(vec_col + v + j0 + i) : 0;
+        for (int i = 0; i < VPL; ++i) {
+            col[i] = 0;
+            fs_ld_elem(col[i], vec_col + v + j0 + i, j0 + i < width);
+        }
     }
 };
 
-// The B runs of one block: per vector of the lane and per group, P elements (zeros past the
-// block's width and past N).
-template <typename T, int H, int P, int G> struct fs_dense {
+// One block's values as a lane holds them: rows g (lo) and g + 8 (hi, H = 16) at its vectors
+// t*VPL + i, each element's bits in a word, 0 past the block's width.
+template <typename T, int H> struct fs_values {
     static const int VPL = fs_mma<T>::VPL;
-    T run[VPL][G][P];
+    u32 lo[VPL], hi[VPL];
 
-    __device__ __forceinline__ void fetch(const fs_block<T, H>& s, const T* b, u32 b_rs, u32 b_cs, bool b_vec,
-                                          u32 n, u32 first_col, u32 t) {
+    __device__ __forceinline__ void fetch(const T* values, u32 v, u32 width, u32 g, u32 t) {
+        // A block's rows hold `width` values each (its vectors), row-major.
+        const T* block = values + (u64)v * H;
+#pragma unroll
+        for (int i = 0; i < VPL; ++i) {
+            const u32 j = t * VPL + i;
+            lo[i] = hi[i] = 0;
+            fs_ld_elem(lo[i], block + g * width + j, j < width);
+            if constexpr (H == 16) fs_ld_elem(hi[i], block + (g + 8) * width + j, j < width);
+        }
+    }
+};
+
+// The B runs of one block: per vector of the lane and per group, P elements as packed words
+// (zeros past the block's width and past N).
+template <typename T, int P, int G, bool VEC> struct fs_dense {
+    static const int VPL = fs_mma<T>::VPL, WORDS = P * sizeof(T) / 4;
+    u32 run[VPL][G][WORDS];
+
+    __device__ __forceinline__ void fetch(const fs_columns<T>& s, const T* b, u32 b_rs, u32 b_cs, u32 n,
+                                          u32 first_col, u32 t) {
 #pragma unroll
         for (int i = 0; i < VPL; ++i) {
             const bool live = t * VPL + i < s.width;
@@ -141,123 +207,185 @@ template <typename T, int H, int P, int G> struct fs_dense {
             for (int q = 0; q < G; ++q) {
                 const u32 col = first_col + q * 8 * P;
                 const u32 left = live && col < n ? n - col : 0;
-                fs_load<T, P>(row + (u64)col * b_cs, b_cs, b_vec, left, run[i][q]);
+                fs_run<T, P, VEC>(row + (u64)col * b_cs, b_cs, left, run[i][q]);
             }
         }
     }
 };
 
-template <typename T, int H, int P, int G>
-__device__ __forceinline__ void fs_spmm(u32 chunks, const u32* chunk_window, const u32* chunk_start,
-                                        const u32* chunk_slot, u32 chunk_len, const u32* window_ptr,
-                                        const u32* vec_col, const T* values, u32 rows, u32 n, const T* b, u32 b_rs,
-                                        u32 b_cs, u32 b_vec, T* c, u32 c_rs, u32 c_cs, u32 c_vec, float alpha,
-                                        float beta, float* ws, u32 ws_ld) {
+// The windows of a task: lane j holds the window pointer of its window j (j <= count), so the
+// window of a vector and a window's end are a ballot and a shuffle, no load.
+struct fs_windows {
+    u32 bound, count;
+
+    // The task's window holding vector v (< the task's end): the last boundary at or below v.
+    __device__ __forceinline__ u32 of(u32 v) const {
+        const u32 lane = threadIdx.x % 32;
+        return __popc(__ballot_sync(0xffffffffu, lane <= count && bound <= v)) - 1;
+    }
+    __device__ __forceinline__ u32 end(u32 j) const { return __shfl_sync(0xffffffffu, bound, j + 1); }
+};
+
+// Where a block of the task's stream starts: vector v of window j; `live` false past the end.
+struct fs_cursor {
+    u32 v, j;
+    bool live;
+
+    // The next block: K vectors on, or the start of the next window that has vectors.
+    __device__ __forceinline__ fs_cursor next(const fs_windows& ws, u32 k, u32 task_end) const {
+        fs_cursor c;
+        const u32 window_end = ws.end(j);
+        c.v = v + k < window_end ? v + k : window_end;
+        c.live = live && c.v < task_end;
+        c.j = c.live ? ws.of(c.v) : ws.count;
+        return c;
+    }
+};
+
+template <typename T, int H, int P, int G, bool VEC>
+__device__ __forceinline__ void fs_spmm(u32 tasks, const u32* task_window, const u32* task_windows,
+                                        const u32* task_start, const u32* task_end, const u32* task_slot,
+                                        const u32* window_ptr, const u32* vec_col, const T* values, u32 rows, u32 n,
+                                        const T* b, u32 b_rs, u32 b_cs, T* c, u32 c_rs, u32 c_cs,
+                                        u32 c_vec, float alpha, float beta, float* ws, u32 ws_ld) {
     typedef fs_mma<T> M;
-    const int K = M::K, VPL = M::VPL;
+    const int K = M::K;
     // MMA tiles of 16 columns per group, and accumulators per tile: one MMA (H = 8) or two
     // side by side (H = 16).
     const int TILES = P / 2, ACC = 4 * H / 8, WARP_COLS = 8 * P * G;
     const u32 lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const u32 chunk = blockIdx.x * FS_WARPS + threadIdx.x / 32;
-    if (chunk >= chunks) return;
-    const u32 w = chunk_window[chunk], start = chunk_start[chunk], slot = chunk_slot[chunk];
-    const u32 window_end = window_ptr[w + 1];
-    const u32 end = min(start + chunk_len, window_end);
-    const u32 row0 = w * H;
+    const u32 task = blockIdx.x * FS_WARPS + threadIdx.x / 32;
+    // The whole warp leaves together: the ballots and shuffles below involve all its lanes.
+    if (task >= tasks) return;
+    const u32 first = task_window[task], start = task_start[task], end = task_end[task], slot = task_slot[task];
+    fs_windows wins;
+    wins.count = task_windows[task];
+    wins.bound = lane <= wins.count ? window_ptr[first + lane] : 0;
     for (u32 n0 = blockIdx.y * WARP_COLS; n0 < n; n0 += gridDim.y * WARP_COLS) {
         const u32 lane_col = n0 + P * g;
         float acc[G][TILES][ACC];
+        // C rows of window j of the task = alpha * acc + beta * C (its slot's rows for a
+        // chunk), then the accumulators start again from zero.
+        auto flush = [&](u32 j) {
+            const u32 row0 = (first + j) * H;
+            const int R = H == 8 ? P : 2 * P;
+#pragma unroll
+            for (int q = 0; q < G; ++q) {
+                u32 r[2];
+                float out[2][R];
+                const u32 col = n0 + q * 8 * P + (H == 8 ? P * g : 2 * P * t);
+                if constexpr (H == 8) {
+                    // Tile p's d0, d2: row 2t at columns 2p, 2p+1 of the run; d1, d3: row 2t+1.
+                    r[0] = 2 * t;
+                    r[1] = 2 * t + 1;
+#pragma unroll
+                    for (int p = 0; p < TILES; ++p) {
+                        out[0][2 * p] = acc[q][p][0];
+                        out[0][2 * p + 1] = acc[q][p][2];
+                        out[1][2 * p] = acc[q][p][1];
+                        out[1][2 * p + 1] = acc[q][p][3];
+                    }
+                } else {
+                    // MMA e of tile p holds run columns 2p + e (its n = 2t: d0 row g, d2 row
+                    // g+8) and P + 2p + e (n = 2t+1: d1, d3).
+                    r[0] = g;
+                    r[1] = g + 8;
+#pragma unroll
+                    for (int p = 0; p < TILES; ++p)
+#pragma unroll
+                        for (int h = 0; h < 2; ++h)
+#pragma unroll
+                            for (int e = 0; e < 2; ++e) {
+                                out[h][2 * p + e] = acc[q][p][e * ACC / 2 + 2 * h];
+                                out[h][P + 2 * p + e] = acc[q][p][e * ACC / 2 + 2 * h + 1];
+                            }
+                }
+#pragma unroll
+                for (int p = 0; p < TILES; ++p)
+#pragma unroll
+                    for (int i = 0; i < ACC; ++i) acc[q][p][i] = 0.0f;
+                if (col >= n) continue;
+                const u32 count = min((u32)R, n - col);
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const u32 row = row0 + r[h];
+                    if (row >= rows) continue;
+                    if (slot == FS_NONE) {
+                        update_span<T, R>(c + (u64)row * c_rs + (u64)col * c_cs, c_cs, c_vec, count, alpha, out[h],
+                                          beta);
+                    } else {
+                        update_span<float, R>(ws + ((u64)slot * H + r[h]) * ws_ld + col, 1, true, count, 1.0f,
+                                              out[h], 0.0f);
+                    }
+                }
+            }
+        };
 #pragma unroll
         for (int q = 0; q < G; ++q)
 #pragma unroll
             for (int p = 0; p < TILES; ++p)
 #pragma unroll
                 for (int i = 0; i < ACC; ++i) acc[q][p][i] = 0.0f;
-        // A three-stage pipeline over the blocks, so that no load waits for the one before it
-        // within a step: the MMAs of block i run on B runs loaded during step i-1, whose
-        // columns were loaded during step i-2. Windows hold few blocks, so this is what keeps
-        // several of a warp's loads in flight.
-        fs_block<T, H> cur, next, after;
-        fs_dense<T, H, P, G> bcur, bnext;
-        if (start < end) {
-            cur.fetch(values, vec_col, start, window_end, g, t);
-            bcur.fetch(cur, b, b_rs, b_cs, b_vec, n, lane_col, t);
+        // A pipeline over the task's blocks, so that no load waits for the one before it
+        // within a step: the MMAs of block i run on values and B runs loaded during step i-1,
+        // with columns loaded during step i-2. Every stage has two buffers, used in turn by
+        // the two halves of the loop, so no register that a load is still filling is copied
+        // (a copy would wait for the load).
+        fs_cursor at;
+        at.v = start;
+        at.live = start < end;
+        at.j = at.live ? wins.of(start) : wins.count;
+        fs_cursor ahead = at.next(wins, K, end);
+        fs_columns<T> c0, c1;
+        fs_values<T, H> s0, s1;
+        fs_dense<T, P, G, VEC> d0, d1;
+        if (at.live) {
+            c0.fetch(vec_col, at.v, wins.end(at.j), t);
+            s0.fetch(values, at.v, c0.width, g, t);
+            d0.fetch(c0, b, b_rs, b_cs, n, lane_col, t);
         }
-        if (start + K < end) next.fetch(values, vec_col, start + K, window_end, g, t);
-        for (u32 v = start; v < end; v += K) {
-            if (v + K < end) bnext.fetch(next, b, b_rs, b_cs, b_vec, n, lane_col, t);
-            if (v + 2 * K < end) after.fetch(values, vec_col, v + 2 * K, window_end, g, t);
+        if (ahead.live) c1.fetch(vec_col, ahead.v, wins.end(ahead.j), t);
+        // Windows before the first block are empty: beta * C.
+        for (u32 j = 0; j < at.j; ++j) flush(j);
+        // Block i's MMAs on (s_now, d_now); c_now's columns (block i's, already used) become
+        // block i+2's; block i+1's values and B runs go to s_next and d_next.
+        auto step = [&](fs_columns<T>& c_now, fs_values<T, H>& s_now, fs_dense<T, P, G, VEC>& d_now,
+                        const fs_columns<T>& c_next, fs_values<T, H>& s_next, fs_dense<T, P, G, VEC>& d_next) {
+            const fs_cursor beyond = ahead.next(wins, K, end);
+            if (ahead.live) {
+                s_next.fetch(values, ahead.v, c_next.width, g, t);
+                d_next.fetch(c_next, b, b_rs, b_cs, n, lane_col, t);
+            }
+            if (beyond.live) c_now.fetch(vec_col, beyond.v, wins.end(beyond.j), t);
+            const u32 lo = M::sparse(s_now.lo);
+            const u32 hi = H == 16 ? M::sparse(s_now.hi) : 0;
 #pragma unroll
             for (int q = 0; q < G; ++q) {
 #pragma unroll
                 for (int p = 0; p < TILES; ++p) {
-                    T x[VPL], y[VPL];
-#pragma unroll
-                    for (int i = 0; i < VPL; ++i) {
-                        x[i] = bcur.run[i][q][2 * p];
-                        y[i] = bcur.run[i][q][2 * p + 1];
-                    }
+                    const u32 even = M::dense(d_now.run, q, p, 0), odd = M::dense(d_now.run, q, p, 1);
                     if constexpr (H == 8) {
                         // A = B^T (rows g and g+8: columns 2p and 2p+1 of the runs), B = the
                         // sparse block^T.
-                        M::run(acc[q][p], x, y, cur.lo);
+                        M::run(acc[q][p], even, odd, lo);
                     } else {
                         // A = the sparse block, B = the runs' even (first MMA) and odd columns.
-                        M::run(acc[q][p], cur.lo, cur.hi, x);
-                        M::run(acc[q][p] + ACC / 2, cur.lo, cur.hi, y);
+                        M::run(acc[q][p], lo, hi, even);
+                        M::run(acc[q][p] + ACC / 2, lo, hi, odd);
                     }
                 }
             }
-            cur = next;
-            next = after;
-            bcur = bnext;
-        }
-        const int R = H == 8 ? P : 2 * P;
-#pragma unroll
-        for (int q = 0; q < G; ++q) {
-            u32 r[2];
-            float out[2][R];
-            const u32 col = n0 + q * 8 * P + (H == 8 ? P * g : 2 * P * t);
-            if constexpr (H == 8) {
-                // Tile p's d0, d2: row 2t at columns 2p, 2p+1 of the run; d1, d3: row 2t+1.
-                r[0] = 2 * t;
-                r[1] = 2 * t + 1;
-#pragma unroll
-                for (int p = 0; p < TILES; ++p) {
-                    out[0][2 * p] = acc[q][p][0];
-                    out[0][2 * p + 1] = acc[q][p][2];
-                    out[1][2 * p] = acc[q][p][1];
-                    out[1][2 * p + 1] = acc[q][p][3];
-                }
-            } else {
-                // MMA e of tile p holds run columns 2p + e (its n = 2t: d0 row g, d2 row g+8)
-                // and P + 2p + e (n = 2t+1: d1, d3).
-                r[0] = g;
-                r[1] = g + 8;
-#pragma unroll
-                for (int p = 0; p < TILES; ++p)
-#pragma unroll
-                    for (int h = 0; h < 2; ++h)
-#pragma unroll
-                        for (int e = 0; e < 2; ++e) {
-                            out[h][2 * p + e] = acc[q][p][e * ACC / 2 + 2 * h];
-                            out[h][P + 2 * p + e] = acc[q][p][e * ACC / 2 + 2 * h + 1];
-                        }
-            }
-            if (col >= n) continue;
-            const u32 count = min((u32)R, n - col);
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const u32 row = row0 + r[h];
-                if (row >= rows) continue;
-                if (slot == FS_NONE) {
-                    update_span<T, R>(c + (u64)row * c_rs + (u64)col * c_cs, c_cs, c_vec, count, alpha, out[h], beta);
-                } else {
-                    update_span<float, R>(ws + ((u64)slot * H + r[h]) * ws_ld + col, 1, true, count, 1.0f, out[h],
-                                          0.0f);
-                }
-            }
+            // The window is done when the next block is another's (or none is left); the
+            // empty windows up to that one get beta * C.
+            if (ahead.j != at.j)
+                for (u32 j = at.j; j < ahead.j; ++j) flush(j);
+            at = ahead;
+            ahead = beyond;
+        };
+        while (at.live) {
+            step(c0, s0, d0, c1, s1, d1);
+            if (!at.live) break;
+            step(c1, s1, d1, c0, s0, d0);
         }
     }
 }
@@ -290,14 +418,14 @@ __device__ __forceinline__ void fs_spmm_combine(u32 split, const u32* split_wind
 // MMAs, so a step covers 4 * L inner elements; the result lands in ME-BCRS slot order, 0 in
 // slots without an entry, so it can feed an SpMM plan's values directly.
 
-template <typename T, int H>
+template <typename T, int H, bool VEC>
 __device__ __forceinline__ void fs_sddmm(u32 tiles, const u32* tile_window, const u32* tile_start,
                                          const u32* window_ptr, const u32* vec_col, const unsigned char* vec_mask,
                                          const T* values, u32 scale_by_values, u32 rows, u32 kdim, const T* x,
-                                         u32 x_rs, u32 x_cs, u32 x_vec, const T* y, u32 y_rs, u32 y_cs, u32 y_vec,
-                                         T* c, u32 c_inc, float alpha, float beta) {
+                                         u32 x_rs, u32 x_cs, const T* y, u32 y_rs, u32 y_cs, T* c, u32 c_inc,
+                                         float alpha, float beta) {
     typedef fs_mma<T> M;
-    const int K = M::K, VPL = M::VPL, L = 16 / sizeof(T);
+    const int K = M::K, L = 16 / sizeof(T);
     const u32 lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const u32 tile = blockIdx.x * FS_WARPS + threadIdx.x / 32;
     if (tile >= tiles) return;
@@ -308,7 +436,7 @@ __device__ __forceinline__ void fs_sddmm(u32 tiles, const u32* tile_window, cons
     // none (a vector past the window's end, a row past the matrix's).
     const T *lo_row, *hi_row, *b_row;
     u32 lo_stride, hi_stride, b_stride;
-    bool lo_vec, hi_vec, b_vec, lo_ok, hi_ok, b_ok;
+    bool lo_ok, hi_ok, b_ok;
     if constexpr (H == 8) {
         lo_ok = v0 + g < window_end;
         hi_ok = v0 + g + 8 < window_end;
@@ -317,9 +445,7 @@ __device__ __forceinline__ void fs_sddmm(u32 tiles, const u32* tile_window, cons
         hi_row = y + (u64)(hi_ok ? load(vec_col + v0 + g + 8) : 0) * y_rs;
         b_row = x + (u64)(b_ok ? row0 + g : 0) * x_rs;
         lo_stride = hi_stride = y_cs;
-        lo_vec = hi_vec = y_vec;
         b_stride = x_cs;
-        b_vec = x_vec;
     } else {
         lo_ok = row0 + g < rows;
         hi_ok = row0 + g + 8 < rows;
@@ -328,21 +454,22 @@ __device__ __forceinline__ void fs_sddmm(u32 tiles, const u32* tile_window, cons
         hi_row = x + (u64)(hi_ok ? row0 + g + 8 : 0) * x_rs;
         b_row = y + (u64)(b_ok ? load(vec_col + v0 + g) : 0) * y_rs;
         lo_stride = hi_stride = x_cs;
-        lo_vec = hi_vec = x_vec;
         b_stride = y_cs;
-        b_vec = y_vec;
     }
     float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     if (alpha != 0) {
+        // Two steps' loads in flight at once where K allows.
+#pragma unroll 2
         for (u32 k0 = 0; k0 < kdim; k0 += 4 * L) {
             const u32 kk = k0 + t * L;
             const u32 left = kk < kdim ? kdim - kk : 0;
-            T a_lo[L], a_hi[L], bb[L];
-            fs_load<T, L>(lo_row + (u64)kk * lo_stride, lo_stride, lo_vec, lo_ok ? left : 0, a_lo);
-            fs_load<T, L>(hi_row + (u64)kk * hi_stride, hi_stride, hi_vec, hi_ok ? left : 0, a_hi);
-            fs_load<T, L>(b_row + (u64)kk * b_stride, b_stride, b_vec, b_ok ? left : 0, bb);
+            u32 a_lo[4], a_hi[4], bb[4];
+            fs_run<T, L, VEC>(lo_row + (u64)kk * lo_stride, lo_stride, lo_ok ? left : 0, a_lo);
+            fs_run<T, L, VEC>(hi_row + (u64)kk * hi_stride, hi_stride, hi_ok ? left : 0, a_hi);
+            fs_run<T, L, VEC>(b_row + (u64)kk * b_stride, b_stride, b_ok ? left : 0, bb);
+            // Word m of each run feeds one MMA: 2 consecutive f16 (k = 8) or 1 tf32 (k = 4).
 #pragma unroll
-            for (int m = 0; m < L; m += VPL) M::run(d, a_lo + m, a_hi + m, bb + m);
+            for (int m = 0; m < 4; ++m) M::run(d, M::inner(a_lo, m), M::inner(a_hi, m), M::inner(bb, m));
         }
     }
     // D's (m, n) is (vector, row) for H = 8 and (row, vector) for H = 16.
@@ -517,34 +644,40 @@ __device__ __forceinline__ void fs_build_fill(u32 nnz, u32 rows, u32 h, u32 k, c
 
 // ------------------------------------------------------------------------------------------
 // Entry points: fs_spmm_NAME_hH_pP_gG for the window heights H and the lane runs (P elements,
-// G groups per warp) the host picks by N; fs_sddmm_NAME_hH.
+// G groups per warp) the host picks by N; fs_sddmm_NAME_hH. Each in two variants: _vec reads
+// whole runs with one access (row-major operands whose leading dimension and width the run
+// length divides), _elem reads element by element (any layout, any width).
 
 #define FS_SPMM_ARGS(T)                                                                                                \
-    u32 chunks, const u32 *chunk_window, const u32 *chunk_start, const u32 *chunk_slot, u32 chunk_len,               \
-        const u32 *window_ptr, const u32 *vec_col, const T *values, u32 rows, u32 n, const T *b, u32 b_rs, u32 b_cs, \
-        u32 b_vec, T *c, u32 c_rs, u32 c_cs, u32 c_vec, float alpha, float beta, float *ws, u32 ws_ld
+    u32 tasks, const u32 *task_window, const u32 *task_windows, const u32 *task_start, const u32 *task_end,          \
+        const u32 *task_slot, const u32 *window_ptr, const u32 *vec_col, const T *values, u32 rows, u32 n, const T *b, u32 b_rs, u32 b_cs, \
+        T *c, u32 c_rs, u32 c_cs, u32 c_vec, float alpha, float beta, float *ws, u32 ws_ld
 #define FS_SPMM_PASS                                                                                                  \
-    chunks, chunk_window, chunk_start, chunk_slot, chunk_len, window_ptr, vec_col, values, rows, n, b, b_rs, b_cs,   \
-        b_vec, c, c_rs, c_cs, c_vec, alpha, beta, ws, ws_ld
+    tasks, task_window, task_windows, task_start, task_end, task_slot, window_ptr, vec_col, values, rows, n, b, b_rs, b_cs,   \
+        c, c_rs, c_cs, c_vec, alpha, beta, ws, ws_ld
 
 #define FS_SPMM_ENTRY(NAME, T, H, P, G)                                                                               \
     extern "C" __global__ void __launch_bounds__(FS_THREADS)                                                          \
-        fs_spmm_##NAME##_h##H##_p##P##_g##G(FS_SPMM_ARGS(T)) {                                                        \
-        fs_spmm<T, H, P, G>(FS_SPMM_PASS);                                                                            \
+        fs_spmm_##NAME##_h##H##_p##P##_g##G##_vec(FS_SPMM_ARGS(T)) {                                                  \
+        fs_spmm<T, H, P, G, true>(FS_SPMM_PASS);                                                                      \
+    }                                                                                                                 \
+    extern "C" __global__ void __launch_bounds__(FS_THREADS)                                                          \
+        fs_spmm_##NAME##_h##H##_p##P##_g##G##_elem(FS_SPMM_ARGS(T)) {                                                 \
+        fs_spmm<T, H, P, G, false>(FS_SPMM_PASS);                                                                     \
     }
 
 // 16 and 32 columns per warp: runs of 2 and 4 elements.
 #define FS_SPMM_NARROW(NAME, T, H) FS_SPMM_ENTRY(NAME, T, H, 2, 1) FS_SPMM_ENTRY(NAME, T, H, 4, 1)
 
-#define FS_SDDMM_ENTRY(NAME, T, H)                                                                                    \
-    extern "C" __global__ void __launch_bounds__(FS_THREADS) fs_sddmm_##NAME##_h##H(                                 \
+#define FS_SDDMM_VARIANT(NAME, T, H, VARIANT, VEC)                                                                     \
+    extern "C" __global__ void __launch_bounds__(FS_THREADS) fs_sddmm_##NAME##_h##H##_##VARIANT(                     \
         u32 tiles, const u32 *tile_window, const u32 *tile_start, const u32 *window_ptr, const u32 *vec_col,         \
         const unsigned char *vec_mask, const T *values, u32 scale_by_values, u32 rows, u32 kdim, const T *x,         \
-        u32 x_rs, u32 x_cs, u32 x_vec, const T *y, u32 y_rs, u32 y_cs, u32 y_vec, T *c, u32 c_inc, float alpha,       \
-        float beta) {                                                                                                 \
-        fs_sddmm<T, H>(tiles, tile_window, tile_start, window_ptr, vec_col, vec_mask, values, scale_by_values, rows,  \
-                       kdim, x, x_rs, x_cs, x_vec, y, y_rs, y_cs, y_vec, c, c_inc, alpha, beta);                      \
+        u32 x_rs, u32 x_cs, const T *y, u32 y_rs, u32 y_cs, T *c, u32 c_inc, float alpha, float beta) {             \
+        fs_sddmm<T, H, VEC>(tiles, tile_window, tile_start, window_ptr, vec_col, vec_mask, values, scale_by_values,   \
+                            rows, kdim, x, x_rs, x_cs, y, y_rs, y_cs, c, c_inc, alpha, beta);                         \
     }
+#define FS_SDDMM_ENTRY(NAME, T, H) FS_SDDMM_VARIANT(NAME, T, H, vec, true) FS_SDDMM_VARIANT(NAME, T, H, elem, false)
 
 #define FS_TYPE(NAME, T)                                                                                              \
     FS_SPMM_NARROW(NAME, T, 8)                                                                                        \

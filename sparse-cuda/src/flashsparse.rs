@@ -13,15 +13,21 @@
 //! - Any M, N and K: rows, columns and the inner dimension past the ends are predicated, a
 //!   window's short last block is read from the window pointers, nothing is padded. B, C, X and
 //!   Y may be row- or column-major; the row-major ones take the vector loads and stores.
-//! - Load balance (SpMM): a warp runs one chunk of at most [`work::CHUNK_VECTORS`] vectors of
-//!   one window. A window longer than that (the hubs of a power-law graph, one dense row) is cut
-//!   into several chunks, which run concurrently on different warps and write f32 partial sums
-//!   to workspace slots; a second kernel adds each split window's slots in chunk order and
-//!   applies alpha and beta. Partials rather than atomics keep the result bit-reproducible and
-//!   serve f16 output, which has no f32 atomic add; windows of one chunk, the common case, write
-//!   C directly and pay nothing for it. SDDMM needs no combining: a warp owns a tile of 16 (8x1)
-//!   or 8 (16x1) vectors and every output slot belongs to one tile, so long windows simply give
-//!   many tiles.
+//! - Work of a warp (SpMM): a task of up to [`work::TASK_VECTORS`] vectors, either several
+//!   consecutive windows or one chunk of a longer window. A window is a few blocks, and each
+//!   block's loads depend on loads before them (task list, window pointers, columns, B rows), so
+//!   a warp per window spends most of its time waiting on the first of them; a warp streams the
+//!   blocks of all the windows of its task through one pipeline instead. Tasks are shortened
+//!   (down to [`work::MIN_TASK_VECTORS`]) on matrices too small to give every multiprocessor
+//!   several warps of them ([`work::task_vectors`]).
+//! - Load balance (SpMM): a window longer than a task (the hubs of a power-law graph, one dense
+//!   row) is cut into several chunks, which run concurrently on different warps and write f32
+//!   partial sums to workspace slots; a second kernel adds each split window's slots in chunk
+//!   order and applies alpha and beta. Partials rather than atomics keep the result
+//!   bit-reproducible and serve f16 output, which has no f32 atomic add; the other windows
+//!   write C directly and pay nothing for it. SDDMM needs no combining: a warp owns a tile of
+//!   16 (8x1) or 8 (16x1) vectors and every output slot belongs to one tile, so long windows
+//!   simply give many tiles.
 //! - SDDMM output: C holds the values in ME-BCRS slot order ([`SddmmPlan::value_order`] maps
 //!   them to CSR), 0 in the slots without an entry, ready to be an SpMM plan's values.
 //! - Infinities and NaN: the tensor core multiplies the zero fill of a vector too, so an
@@ -48,7 +54,7 @@ use crate::executor::CudaBackend;
 use crate::operand::{input, output, sddmm_inner, spmm_width, strides, suffix, to_u32, AccArg};
 use crate::spmm::scale_dense;
 use build::DeviceMeBcrs;
-use work::{upload, Chunks, Tiles, CHUNK_VECTORS};
+use work::{task_vectors, upload, Tasks, Tiles};
 
 /// Warps per block of the SpMM and SDDMM kernels (`FS_WARPS`).
 const WARPS: u32 = 4;
@@ -136,6 +142,37 @@ fn kernel_suffix<T: Scalar>(op: OpKind) -> Result<&'static str> {
     suffix(T::DTYPE).ok_or_else(|| Error::invalid(format!("no FlashSparse {op} for {}", T::DTYPE)))
 }
 
+/// A kernel in its two variants (flashsparse.cu): `_vec` reads each lane's run of a dense
+/// operand with one access, `_elem` element by element.
+struct Variants {
+    vec: CudaFunction,
+    elem: CudaFunction,
+}
+
+impl Variants {
+    fn load(device: &Device, name: &str) -> Result<Self> {
+        Ok(Variants {
+            vec: device.function(sources::FLASHSPARSE, &format!("{name}_vec"))?,
+            elem: device.function(sources::FLASHSPARSE, &format!("{name}_elem"))?,
+        })
+    }
+
+    fn get(&self, whole_runs: bool) -> &CudaFunction {
+        if whole_runs {
+            &self.vec
+        } else {
+            &self.elem
+        }
+    }
+}
+
+/// Whether every run of `run` elements that a lane reads of `d` along its rows, `width` of them,
+/// is whole and aligned, so the `_vec` variant applies: rows contiguous, and `run` dividing the
+/// leading dimension and the width (allocations are 256-byte aligned).
+fn whole_runs<T: Scalar>(d: &DenseRef<'_, T>, run: usize, width: usize) -> bool {
+    d.layout() == Layout::RowMajor && d.ld() % run == 0 && width % run == 0
+}
+
 /// How a SpMM warp covers its columns: groups of 8 lanes, each lane loading a run of `run`
 /// consecutive elements of a B row per vector (flashsparse.cu, "Lane runs").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -173,16 +210,20 @@ impl SpmmTiling {
 pub struct FlashSparseSpmmPlan<T> {
     device: Arc<Device>,
     a: DeviceMeBcrs<T>,
-    chunk_window: CudaSlice<u32>,
-    chunk_start: CudaSlice<u32>,
-    chunk_slot: CudaSlice<u32>,
-    chunks: u32,
+    task_window: CudaSlice<u32>,
+    task_windows: CudaSlice<u32>,
+    task_start: CudaSlice<u32>,
+    task_end: CudaSlice<u32>,
+    task_slot: CudaSlice<u32>,
+    tasks: u32,
+    /// Vectors per task, also the chunk length of split windows.
+    task_len: u32,
     split_window: CudaSlice<u32>,
     split_slot: CudaSlice<u32>,
     split: u32,
     slots: u32,
     /// The kernels for each of the plan's [`WARP_COLS`], with their lane run lengths.
-    kernels: Vec<(SpmmTiling, CudaFunction)>,
+    kernels: Vec<(SpmmTiling, Variants)>,
     combine: CudaFunction,
     /// `scale_matrix` of spmm.cu, for alpha == 0.
     scale: CudaFunction,
@@ -201,10 +242,14 @@ impl<T: Scalar> FlashSparseSpmmPlan<T> {
         let (algorithm, shape) = resolve(OpKind::Spmm, desc.precision, desc.algorithm, desc.block)?;
         let sfx = kernel_suffix::<T>(OpKind::Spmm)?;
         let m = DeviceMeBcrs::build(device, a, shape)?;
-        let c = Chunks::new(&m.host_window_ptr, CHUNK_VECTORS);
-        let (chunk_window, chunks) = upload(device, &c.window)?;
-        let (chunk_start, _) = upload(device, &c.start)?;
-        let (chunk_slot, _) = upload(device, &c.slot)?;
+        let vectors = m.host_window_ptr.last().copied().unwrap_or(0);
+        let task_len = task_vectors(u64::from(vectors), device.info.multiprocessors);
+        let c = Tasks::new(&m.host_window_ptr, task_len);
+        let (task_window, tasks) = upload(device, &c.window)?;
+        let (task_windows, _) = upload(device, &c.windows)?;
+        let (task_start, _) = upload(device, &c.start)?;
+        let (task_end, _) = upload(device, &c.end)?;
+        let (task_slot, _) = upload(device, &c.slot)?;
         let (split_window, split) = upload(device, &c.split_window)?;
         let (split_slot, _) = upload(device, &c.split_slot)?;
         let h = shape.window();
@@ -219,7 +264,7 @@ impl<T: Scalar> FlashSparseSpmmPlan<T> {
                 let tiling = SpmmTiling::new(cols, size_of::<T>() as u32);
                 let (p, g) = (tiling.run, tiling.groups);
                 let name = format!("fs_spmm_{sfx}_h{h}_p{p}_g{g}");
-                Ok((tiling, device.function(sources::FLASHSPARSE, &name)?))
+                Ok((tiling, Variants::load(device, &name)?))
             })
             .collect::<Result<Vec<_>>>()?;
         let info = PlanInfo {
@@ -228,7 +273,7 @@ impl<T: Scalar> FlashSparseSpmmPlan<T> {
             format: Format::MeBcrs,
             precision: desc.precision,
             algorithm,
-            bytes: m.bytes() + (3 * c.window.len() + 2 * c.split_window.len()) * 4,
+            bytes: m.bytes() + (5 * c.window.len() + 2 * c.split_window.len()) * 4,
             deterministic: true,
         };
         Ok(FlashSparseSpmmPlan {
@@ -237,10 +282,13 @@ impl<T: Scalar> FlashSparseSpmmPlan<T> {
             scale: device.function(sources::SPMM, &format!("scale_matrix_{sfx}"))?,
             device: device.clone(),
             a: m,
-            chunk_window,
-            chunk_start,
-            chunk_slot,
-            chunks,
+            task_window,
+            task_windows,
+            task_start,
+            task_end,
+            task_slot,
+            tasks,
+            task_len,
             split_window,
             split_slot,
             split,
@@ -298,13 +346,11 @@ impl<T: Scalar> SpmmPlan<T> for FlashSparseSpmmPlan<T> {
             .position(|(t, _)| t.columns() >= n)
             .unwrap_or(self.kernels.len() - 1);
         let tiling = self.kernels[pick].0;
-        // Runs of B and of C are vector-accessed when rows are contiguous and their leading
-        // dimension keeps every run aligned.
-        let aligned = |layout: Layout, ld: usize, run: u32| {
-            u32::from(layout == Layout::RowMajor && ld % run as usize == 0)
-        };
-        let b_vec = aligned(b.layout(), b.ld(), tiling.run);
-        let c_vec = aligned(c_layout, c.ld(), tiling.output_run(h));
+        let b_whole = whole_runs(&b, tiling.run as usize, n as usize);
+        // Runs of C are vector-accessed when rows are contiguous and their leading dimension
+        // keeps every run aligned (the kernel checks each run is inside N).
+        let c_vec =
+            u32::from(c_layout == Layout::RowMajor && c.ld() % tiling.output_run(h) as usize == 0);
         let bb = input(&b, &self.device, "spmm B")?;
         let cb = output(&mut c, &self.device, "spmm C")?;
         if rows == 0 || n == 0 {
@@ -325,16 +371,17 @@ impl<T: Scalar> SpmmPlan<T> for FlashSparseSpmmPlan<T> {
         let (alpha, beta) = (alpha as f32, beta as f32);
         // Partial sums are stored as whole output runs (16 floats at most), aligned.
         let ws_ld = n.next_multiple_of(16);
-        let chunk_len = CHUNK_VECTORS;
+        let chunk_len = self.task_len;
         self.grow_workspace(ws_ld)?;
         let workspace = self.workspace.as_ref();
         let stream = &self.device.stream;
-        let mut args = stream.launch_builder(&self.kernels[pick].1);
-        args.arg(&self.chunks)
-            .arg(&self.chunk_window)
-            .arg(&self.chunk_start)
-            .arg(&self.chunk_slot)
-            .arg(&chunk_len)
+        let mut args = stream.launch_builder(self.kernels[pick].1.get(b_whole));
+        args.arg(&self.tasks)
+            .arg(&self.task_window)
+            .arg(&self.task_windows)
+            .arg(&self.task_start)
+            .arg(&self.task_end)
+            .arg(&self.task_slot)
             .arg(&self.a.window_ptr)
             .arg(&self.a.vec_col)
             .arg(&self.a.values.bytes)
@@ -343,7 +390,6 @@ impl<T: Scalar> SpmmPlan<T> for FlashSparseSpmmPlan<T> {
             .arg(&bb.bytes)
             .arg(&b_rs)
             .arg(&b_cs)
-            .arg(&b_vec)
             .arg(&cb.bytes)
             .arg(&c_rs)
             .arg(&c_cs)
@@ -357,15 +403,17 @@ impl<T: Scalar> SpmmPlan<T> for FlashSparseSpmmPlan<T> {
         args.arg(&ws_ld);
         let config = LaunchConfig {
             grid_dim: (
-                self.chunks.div_ceil(WARPS).max(1),
+                self.tasks.div_ceil(WARPS).max(1),
                 n.div_ceil(tiling.columns()).min(MAX_GRID_Y),
                 1,
             ),
             block_dim: (THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
-        // SAFETY: arguments match fs_spmm's entry; chunks lie inside their windows and hold
-        // whole blocks, so every value read is a slot below vectors * h and every column < cols;
+        // SAFETY: arguments match fs_spmm's entry; a task's windows are below the window count
+        // (window_ptr is read at most to index windows), its vectors lie inside them and a
+        // chunk holds whole blocks, so every value read is a slot below vectors * h and every
+        // column < cols;
         // B spans cols x n and C rows x n at their strides (checked by the Dense views); runs
         // start at multiples of their length and are vector-accessed only when the flags above
         // make them aligned (allocations are 256-byte aligned) and whole (inside N); chunks
@@ -409,7 +457,7 @@ pub struct FlashSparseSddmmPlan<T> {
     tile_window: CudaSlice<u32>,
     tile_start: CudaSlice<u32>,
     tiles: u32,
-    kernel: CudaFunction,
+    kernels: Variants,
     order: ValueOrder,
     scale_by_values: bool,
     info: PlanInfo,
@@ -441,10 +489,7 @@ impl<T: Scalar> FlashSparseSddmmPlan<T> {
             deterministic: true,
         };
         Ok(FlashSparseSddmmPlan {
-            kernel: device.function(
-                sources::FLASHSPARSE,
-                &format!("fs_sddmm_{sfx}_h{}", shape.window()),
-            )?,
+            kernels: Variants::load(device, &format!("fs_sddmm_{sfx}_h{}", shape.window()))?,
             device: device.clone(),
             s: m,
             tile_window,
@@ -487,9 +532,9 @@ impl<T: Scalar> SddmmPlan<T> for FlashSparseSddmmPlan<T> {
         let (y_rs, y_cs) = strides(y.layout(), y.ld());
         // Each lane reads 16 bytes of the inner dimension at once: 8 f16 or 4 f32.
         let run = (RUN_BYTES as usize) / size_of::<T>();
-        let aligned =
-            |d: &DenseRef<'_, T>| u32::from(d.layout() == Layout::RowMajor && d.ld() % run == 0);
-        let (x_vec, y_vec) = (aligned(&x), aligned(&y));
+        let kernel = self
+            .kernels
+            .get(whole_runs(&x, run, kdim as usize) && whole_runs(&y, run, kdim as usize));
         let xb = input(&x, &self.device, "sddmm X")?;
         let yb = input(&y, &self.device, "sddmm Y")?;
         let cb = output(&mut c, &self.device, "sddmm C")?;
@@ -499,7 +544,7 @@ impl<T: Scalar> SddmmPlan<T> for FlashSparseSddmmPlan<T> {
         let alpha = Accumulator::to_f64(alpha) as f32;
         let beta = Accumulator::to_f64(beta) as f32;
         let scale_by_values = u32::from(self.scale_by_values);
-        let mut args = self.device.stream.launch_builder(&self.kernel);
+        let mut args = self.device.stream.launch_builder(kernel);
         args.arg(&self.tiles)
             .arg(&self.tile_window)
             .arg(&self.tile_start)
@@ -513,11 +558,9 @@ impl<T: Scalar> SddmmPlan<T> for FlashSparseSddmmPlan<T> {
             .arg(&xb.bytes)
             .arg(&x_rs)
             .arg(&x_cs)
-            .arg(&x_vec)
             .arg(&yb.bytes)
             .arg(&y_rs)
             .arg(&y_cs)
-            .arg(&y_vec)
             .arg(&cb.bytes)
             .arg(&c_inc)
             .arg(&alpha)

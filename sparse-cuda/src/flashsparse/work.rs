@@ -1,24 +1,45 @@
-//! How the windows are cut into warp-sized work (flashsparse.rs explains why): SpMM chunks of
-//! at most [`CHUNK_VECTORS`] vectors, with workspace slots for the windows cut in several, and
-//! SDDMM tiles of the vectors one MMA covers. Computed on the host from the window pointers
-//! (a pass over `windows + 1` integers), then uploaded.
+//! How the windows are cut into warp-sized work (flashsparse.rs explains why): SpMM tasks of
+//! consecutive windows or of one chunk of a long window, with workspace slots for the windows
+//! cut in several, and SDDMM tiles of the vectors one MMA covers. Computed on the host from the
+//! window pointers (a pass over `windows + 1` integers), then uploaded.
 
 use cudarc::driver::CudaSlice;
 use sparse_core::{Error, Result};
 
 use crate::device::{driver_error, Device};
 
-/// Vectors per SpMM chunk: 32 blocks of 8 (f16) or 64 of 4 (tf32), the split of the published
-/// balanced kernels. A multiple of every block width, so chunks hold whole blocks.
-pub(crate) const CHUNK_VECTORS: u32 = 256;
-/// A chunk that updates C itself (`FS_NONE` in flashsparse.cu).
+/// Vectors per SpMM task at most: 32 blocks of 8 (f16) or 64 of 4 (tf32), the split of the
+/// published balanced kernels. A window longer than a task is cut into chunks of the task
+/// length, whole blocks each.
+pub(crate) const TASK_VECTORS: u32 = 256;
+/// ... and at least, for matrices too small to give every multiprocessor [`TASKS_PER_SM`] tasks
+/// of [`TASK_VECTORS`]: shorter tasks split more windows, whose partial sums cost a second pass.
+pub(crate) const MIN_TASK_VECTORS: u32 = 64;
+/// Tasks per multiprocessor the task length is chosen to give: a few waves of warps, so that
+/// their load latencies overlap.
+const TASKS_PER_SM: u64 = 32;
+/// Windows per task at most: a lane of the warp holds each window pointer of the task.
+pub(crate) const TASK_WINDOWS: u32 = 31;
+/// A task that updates C itself (`FS_NONE` in flashsparse.cu).
 pub(crate) const NO_SLOT: u32 = u32::MAX;
 
-/// The SpMM chunk lists, host side.
+/// Vectors per task for `vectors` in all on a device of `multiprocessors`: [`TASK_VECTORS`],
+/// shorter (a multiple of 8, so of every block width) down to [`MIN_TASK_VECTORS`] when that
+/// leaves fewer than [`TASKS_PER_SM`] tasks per multiprocessor.
+pub(crate) fn task_vectors(vectors: u64, multiprocessors: u32) -> u32 {
+    let per_task = vectors / (u64::from(multiprocessors.max(1)) * TASKS_PER_SM);
+    (per_task.min(u64::from(TASK_VECTORS)) as u32 / 8 * 8).max(MIN_TASK_VECTORS)
+}
+
+/// The SpMM task lists, host side. A task is `windows[i]` consecutive whole windows from
+/// `window[i]` (their vectors `start[i]..end[i]` summing to at most the task length), or one
+/// chunk `start[i]..end[i]` of a longer window (`windows[i]` = 1), which has a workspace slot.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub(crate) struct Chunks {
+pub(crate) struct Tasks {
     pub window: Vec<u32>,
+    pub windows: Vec<u32>,
     pub start: Vec<u32>,
+    pub end: Vec<u32>,
     /// Workspace slot of a chunk of a split window, [`NO_SLOT`] otherwise.
     pub slot: Vec<u32>,
     /// Windows cut in several chunks, and the slot of their first chunk (the others follow).
@@ -28,30 +49,60 @@ pub(crate) struct Chunks {
     pub slots: u32,
 }
 
-impl Chunks {
-    /// Every window gets at least one chunk, an empty one too: its rows of C still become
-    /// beta * C.
-    pub fn new(window_ptr: &[u32], chunk_len: u32) -> Self {
-        let mut c = Chunks::default();
+impl Tasks {
+    /// Every window belongs to a task, an empty one too: its rows of C still become beta * C.
+    pub fn new(window_ptr: &[u32], task_len: u32) -> Self {
+        let mut t = Tasks::default();
+        // The open task: its first window and how many it holds.
+        let mut open: Option<(u32, u32)> = None;
         for (w, pair) in window_ptr.windows(2).enumerate() {
             // Fits: the window count is at most the row count, a u32.
             let w = w as u32;
             let (start, end) = (pair[0], pair[1]);
-            let parts = (end - start).div_ceil(chunk_len).max(1);
-            if parts > 1 {
-                c.split_window.push(w);
-                c.split_slot.push(c.slots);
+            if end - start > task_len {
+                t.close(open.take(), window_ptr);
+                let parts = (end - start).div_ceil(task_len);
+                t.split_window.push(w);
+                t.split_slot.push(t.slots);
+                for p in 0..parts {
+                    let chunk = start + p * task_len;
+                    t.push(w, 1, chunk, (chunk + task_len).min(end), t.slots + p);
+                }
+                t.slots += parts;
+                continue;
             }
-            for p in 0..parts {
-                c.window.push(w);
-                c.start.push(start + p * chunk_len);
-                c.slot.push(if parts > 1 { c.slots + p } else { NO_SLOT });
-            }
-            if parts > 1 {
-                c.slots += parts;
-            }
+            open = match open {
+                Some((first, count))
+                    if count < TASK_WINDOWS && end - window_ptr[first as usize] <= task_len =>
+                {
+                    Some((first, count + 1))
+                }
+                other => {
+                    t.close(other, window_ptr);
+                    Some((w, 1))
+                }
+            };
         }
-        c
+        t.close(open, window_ptr);
+        t
+    }
+
+    fn push(&mut self, window: u32, windows: u32, start: u32, end: u32, slot: u32) {
+        self.window.push(window);
+        self.windows.push(windows);
+        self.start.push(start);
+        self.end.push(end);
+        self.slot.push(slot);
+    }
+
+    fn close(&mut self, open: Option<(u32, u32)>, window_ptr: &[u32]) {
+        if let Some((first, count)) = open {
+            let (start, end) = (
+                window_ptr[first as usize],
+                window_ptr[(first + count) as usize],
+            );
+            self.push(first, count, start, end, NO_SLOT);
+        }
     }
 }
 
@@ -94,16 +145,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn long_windows_are_cut_into_slotted_chunks() {
-        // Windows of 0, 3, 10 and 4 vectors, chunks of 4.
-        let c = Chunks::new(&[0, 0, 3, 13, 17], 4);
-        assert_eq!(c.window, vec![0, 1, 2, 2, 2, 3]);
-        assert_eq!(c.start, vec![0, 0, 3, 7, 11, 13]);
-        assert_eq!(c.slot, vec![NO_SLOT, NO_SLOT, 0, 1, 2, NO_SLOT]);
+    fn short_windows_share_tasks_and_long_ones_are_cut_into_slotted_chunks() {
+        // Windows of 0, 3, 10, 4 and 1 vectors, tasks of 4.
+        let t = Tasks::new(&[0, 0, 3, 13, 17, 18], 4);
+        assert_eq!(t.window, vec![0, 2, 2, 2, 3, 4]);
+        assert_eq!(t.windows, vec![2, 1, 1, 1, 1, 1]);
+        assert_eq!(t.start, vec![0, 3, 7, 11, 13, 17]);
+        assert_eq!(t.end, vec![3, 7, 11, 13, 17, 18]);
+        assert_eq!(t.slot, vec![NO_SLOT, 0, 1, 2, NO_SLOT, NO_SLOT]);
         assert_eq!(
-            (c.split_window, c.split_slot, c.slots),
+            (t.split_window, t.split_slot, t.slots),
             (vec![2], vec![0], 3)
         );
+        // Many empty windows: at most TASK_WINDOWS per task.
+        let empty = vec![0u32; 40];
+        let t = Tasks::new(&empty, 4);
+        assert_eq!(t.windows, vec![TASK_WINDOWS, 39 - TASK_WINDOWS]);
+    }
+
+    #[test]
+    fn tasks_shorten_until_they_fill_the_device() {
+        assert_eq!(task_vectors(0, 132), MIN_TASK_VECTORS);
+        assert_eq!(task_vectors(132 * 32 * 100, 132), 96);
+        assert_eq!(task_vectors(u64::MAX, 132), TASK_VECTORS);
+        assert_eq!(task_vectors(u64::MAX, 0), TASK_VECTORS);
     }
 
     #[test]
