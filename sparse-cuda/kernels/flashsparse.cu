@@ -31,40 +31,12 @@
 #define FS_THREADS (FS_WARPS * 32)
 #define FS_NONE 0xffffffffu
 
-// Loads issued ahead of their use (the SpMM pipeline, the SDDMM operands of a step): predicated
-// in PTX into registers zeroed before, so that nothing consumes them before the step that uses
-// them. A plain `if` around a load, or a choice between a vector and an element-wise load,
-// compiles to a branch whose sides move their results into shared registers at its end, and
-// that move waits for the load: a warp would then have one load in flight at a time.
-__device__ __forceinline__ void fs_ld(u32 (&w)[1], const void* p, bool ok) {
-    asm("{.reg .pred q; setp.ne.b32 q, %2, 0; @q ld.global.nc.b32 %0, [%1];}" : "+r"(w[0]) : "l"(p), "r"((u32)ok));
-}
-__device__ __forceinline__ void fs_ld(u32 (&w)[2], const void* p, bool ok) {
-    asm("{.reg .pred q; setp.ne.b32 q, %3, 0; @q ld.global.nc.v2.b32 {%0, %1}, [%2];}"
-        : "+r"(w[0]), "+r"(w[1])
-        : "l"(p), "r"((u32)ok));
-}
-__device__ __forceinline__ void fs_ld(u32 (&w)[4], const void* p, bool ok) {
-    asm("{.reg .pred q; setp.ne.b32 q, %5, 0; @q ld.global.nc.v4.b32 {%0, %1, %2, %3}, [%4];}"
-        : "+r"(w[0]), "+r"(w[1]), "+r"(w[2]), "+r"(w[3])
-        : "l"(p), "r"((u32)ok));
-}
-// One element's bits, zero-extended to 32.
-__device__ __forceinline__ void fs_ld_elem(u32& w, const float* p, bool ok) {
-    u32 one[1] = {w};
-    fs_ld(one, p, ok);
-    w = one[0];
-}
-__device__ __forceinline__ void fs_ld_elem(u32& w, const u32* p, bool ok) {
-    u32 one[1] = {w};
-    fs_ld(one, p, ok);
-    w = one[0];
-}
-__device__ __forceinline__ void fs_ld_elem(u32& w, const half_t* p, bool ok) {
-    asm("{.reg .pred q; .reg .b16 h; setp.ne.b32 q, %2, 0; @q ld.global.nc.b16 h, [%1]; @q cvt.u32.u16 %0, h;}"
-        : "+r"(w)
-        : "l"(p), "r"((u32)ok));
-}
+// Loads issued ahead of their use (the SpMM pipeline, the SDDMM operands of a step) go through
+// the predicated loads of prelude.cuh, so that nothing consumes them before the step that uses
+// them. One element's bits, zero-extended to 32:
+__device__ __forceinline__ void fs_ld_elem(u32& w, const float* p, bool ok) { ld_nc_pred(w, p, ok); }
+__device__ __forceinline__ void fs_ld_elem(u32& w, const u32* p, bool ok) { ld_nc_pred(w, p, ok); }
+__device__ __forceinline__ void fs_ld_elem(u32& w, const half_t* p, bool ok) { ld_nc_pred_u16(w, p, ok); }
 
 // A run of P elements of T at p as packed words (P * sizeof(T) / 4 of them), zeros where not
 // read. VEC: the run is whole or not read at all (`avail` >= P or 0), one access of up to 16
@@ -75,7 +47,7 @@ __device__ __forceinline__ void fs_run(const T* p, u32 stride, u32 avail, u32 (&
 #pragma unroll
     for (int i = 0; i < WORDS; ++i) w[i] = 0;
     if constexpr (VEC) {
-        fs_ld(w, p, avail >= P);
+        ld_nc_pred(w, p, avail >= P);
     } else {
         const int PER_WORD = 4 / sizeof(T);
 #pragma unroll

@@ -101,6 +101,54 @@ template <typename T, int V> union span {
     T v[V];
 };
 
+// Loads that stay in flight: predicated in PTX, into registers the caller zeroed. A plain `if`
+// around a load, or a choice between a vector and an element-wise load, compiles to a branch
+// whose sides move their results into shared registers where they join, and that move waits for
+// the load: a thread would then have one load in flight at a time. With these, nothing touches
+// the loaded registers until their first real use.
+__device__ __forceinline__ void ld_nc_pred(u32& w, const void* p, bool ok) {
+    asm("{.reg .pred q; setp.ne.b32 q, %2, 0; @q ld.global.nc.b32 %0, [%1];}" : "+r"(w) : "l"(p), "r"((u32)ok));
+}
+__device__ __forceinline__ void ld_nc_pred(u32 (&w)[1], const void* p, bool ok) { ld_nc_pred(w[0], p, ok); }
+__device__ __forceinline__ void ld_nc_pred(u32 (&w)[2], const void* p, bool ok) {
+    asm("{.reg .pred q; setp.ne.b32 q, %3, 0; @q ld.global.nc.v2.b32 {%0, %1}, [%2];}"
+        : "+r"(w[0]), "+r"(w[1])
+        : "l"(p), "r"((u32)ok));
+}
+__device__ __forceinline__ void ld_nc_pred(u32 (&w)[4], const void* p, bool ok) {
+    asm("{.reg .pred q; setp.ne.b32 q, %5, 0; @q ld.global.nc.v4.b32 {%0, %1, %2, %3}, [%4];}"
+        : "+r"(w[0]), "+r"(w[1]), "+r"(w[2]), "+r"(w[3])
+        : "l"(p), "r"((u32)ok));
+}
+__device__ __forceinline__ void ld_nc_pred(u32 (&w)[8], const void* p, bool ok) {
+    ld_nc_pred(*reinterpret_cast<u32(*)[4]>(&w[0]), p, ok);
+    ld_nc_pred(*reinterpret_cast<u32(*)[4]>(&w[4]), static_cast<const char*>(p) + 16, ok);
+}
+// Two bytes, zero-extended.
+__device__ __forceinline__ void ld_nc_pred_u16(u32& w, const void* p, bool ok) {
+    asm("{.reg .pred q; .reg .b16 h; setp.ne.b32 q, %2, 0; @q ld.global.nc.b16 h, [%1]; @q cvt.u32.u16 %0, h;}"
+        : "+r"(w)
+        : "l"(p), "r"((u32)ok));
+}
+
+// V consecutive elements at p as accumulation values when `ok`, else zeros: one predicated
+// access of the whole span, which must be aligned to it (the host picks V > 1 only for
+// contiguous rows whose leading dimension V divides).
+template <typename T, int V>
+__device__ __forceinline__ void load_whole(const T* p, bool ok, typename acc_of<T>::type (&out)[V]) {
+    const int BYTES = V * sizeof(T), WORDS = BYTES < 4 ? 1 : BYTES / 4;
+    union {
+        u32 w[WORDS];
+        T v[V];
+    } s;
+#pragma unroll
+    for (int i = 0; i < WORDS; ++i) s.w[i] = 0;
+    if constexpr (BYTES == 2) ld_nc_pred_u16(s.w[0], p, ok);
+    else ld_nc_pred(s.w, p, ok);
+#pragma unroll
+    for (int t = 0; t < V; ++t) out[t] = to_acc(s.v[t]);
+}
+
 // V consecutive elements at p as accumulation values, the first `count` of them read and the
 // rest zero. A full span is one vector access: the host picks V > 1 only for contiguous rows
 // whose leading dimension V divides, so full spans are aligned. A partial span, the end of a row

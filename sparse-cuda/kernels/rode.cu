@@ -367,11 +367,16 @@ struct SpmmOut {
 
 // The V columns of C (and of B) this lane owns in column tile `tile`: the first one, and how many
 // of them are inside C (0 for lanes past N, fewer than V at the end of a row that V does not
-// divide).
+// divide). whole_tile: every lane of the sub-warp has all V.
 template <int V>
 __device__ __forceinline__ u32 lane_columns(u32 tile, const Subwarp& w, u32 n, u64* first) {
     *first = ((u64)tile * w.width + w.lane) * V;
     return *first >= n ? 0 : (n - *first < V ? (u32)(n - *first) : V);
+}
+
+template <int V>
+__device__ __forceinline__ bool whole_tile(u32 tile, const Subwarp& w, u32 n) {
+    return ((u64)tile + 1) * w.width * V <= n;
 }
 
 template <typename T, int V>
@@ -380,15 +385,18 @@ __device__ __forceinline__ u32 column_tiles(const SpmmOut<T>& o, const Subwarp& 
 }
 
 // B rows of the entries e0 .. e0 + SUB - 1 of a tile, this lane's columns; entries outside
-// lo..hi are not read (zeros).
-template <typename T, int V, int SUB>
+// lo..hi are not read (zeros). WHOLE: every lane's span is whole (`count` is V), so each row is
+// one predicated load and the loads of the sub-block stay in flight together (prelude.cuh).
+template <typename T, int V, int SUB, bool WHOLE>
 __device__ __forceinline__ void load_b_rows(const u32* cols, u32 e0, u32 lo, u32 hi, const T* b_lane, u32 b_rs,
                                             u32 count, typename acc_of<T>::type (&dst)[SUB][V]) {
 #pragma unroll
     for (int i = 0; i < SUB; ++i) {
         const u32 e = e0 + i;
         const bool live = e >= lo && e < hi;
-        load_first<T, V>(b_lane + (u64)(live ? cols[e] : 0) * b_rs, live ? count : 0, dst[i]);
+        const T* row = b_lane + (u64)(live ? cols[e] : 0) * b_rs;
+        if constexpr (WHOLE) load_whole<T, V>(row, live, dst[i]);
+        else load_first<T, V>(row, live ? count : 0, dst[i]);
     }
 }
 
@@ -412,22 +420,32 @@ __device__ __forceinline__ void fma_b_rows(const T* vals, u32 e0, u32 lo, u32 hi
 // sum[t] += value(e) * B[col(e), first + t] over the entries lo <= e < hi of a tile in shared
 // memory, with the sub-block register pipeline (two buffers, used in turn, so each step's buffer
 // is known at compile time). `b_lane` points at B[0, first].
-template <typename T, int V>
-__device__ __forceinline__ void spmm_tile(const u32* cols, const T* vals, u32 lo, u32 hi, const T* b_lane, u32 b_rs,
+template <typename T, int V, bool WHOLE>
+__device__ __forceinline__ void spmm_tile_of(const u32* cols, const T* vals, u32 lo, u32 hi, const T* b_lane, u32 b_rs,
                                           u32 count, typename acc_of<T>::type (&sum)[V]) {
     typedef typename acc_of<T>::type A;
     const int SUB = rode_sub<T>::N;
     const u32 STEPS = RODE_TILE / SUB;  // even
     A even[SUB][V], odd[SUB][V];
-    load_b_rows<T, V, SUB>(cols, 0, lo, hi, b_lane, b_rs, count, even);
+    load_b_rows<T, V, SUB, WHOLE>(cols, 0, lo, hi, b_lane, b_rs, count, even);
 #pragma unroll 1
     for (u32 s = 0; s < STEPS && s * SUB < hi; s += 2) {
-        load_b_rows<T, V, SUB>(cols, (s + 1) * SUB, lo, hi, b_lane, b_rs, count, odd);
+        load_b_rows<T, V, SUB, WHOLE>(cols, (s + 1) * SUB, lo, hi, b_lane, b_rs, count, odd);
         fma_b_rows<T, V, SUB>(vals, s * SUB, lo, hi, even, sum);
         if ((s + 1) * SUB >= hi) break;
-        if (s + 2 < STEPS) load_b_rows<T, V, SUB>(cols, (s + 2) * SUB, lo, hi, b_lane, b_rs, count, even);
+        if (s + 2 < STEPS) load_b_rows<T, V, SUB, WHOLE>(cols, (s + 2) * SUB, lo, hi, b_lane, b_rs, count, even);
         fma_b_rows<T, V, SUB>(vals, (s + 1) * SUB, lo, hi, odd, sum);
     }
+}
+
+// spmm_tile over a column tile whose spans are all whole (all but a row's last tile when V does
+// not divide N, a condition uniform over the sub-warp), else with the partial spans read element
+// by element.
+template <typename T, int V>
+__device__ __forceinline__ void spmm_tile(const u32* cols, const T* vals, u32 lo, u32 hi, const T* b_lane, u32 b_rs,
+                                          bool whole, u32 count, typename acc_of<T>::type (&sum)[V]) {
+    if (whole) spmm_tile_of<T, V, true>(cols, vals, lo, hi, b_lane, b_rs, count, sum);
+    else spmm_tile_of<T, V, false>(cols, vals, lo, hi, b_lane, b_rs, count, sum);
 }
 
 // C = alpha*sum + beta*C on this lane's columns of row `row`: what the only part of a row writes.
@@ -490,7 +508,7 @@ __device__ void rode_spmm_block(u32 cta, u32 lanes, u32 segments, const u32* seg
         for (u32 t = 0; t < tiles; ++t) {
             next_tile(t, tiles, w, stage);
             spmm_tile<T, V>(tile_cols(w, t & 1), tile_vals<T>(w, t & 1), tile_lo(g, t), tile_hi(g, t),
-                            o.b + first * o.b_cs, o.b_rs, count, sum);
+                            o.b + first * o.b_cs, o.b_rs, whole_tile<V>(col_tile, w, o.n), count, sum);
             // Every lane is done reading this buffer before the next step refills it.
             __syncwarp(w.mask);
         }
@@ -522,7 +540,8 @@ __device__ void rode_spmm_residual(u32 cta, u32 lanes, u32 residuals, const u32*
         A sum[V];
 #pragma unroll
         for (int t = 0; t < V; ++t) sum[t] = 0;
-        spmm_tile<T, V>(cols, vals, 0, g.length, o.b + first * o.b_cs, o.b_rs, count, sum);
+        spmm_tile<T, V>(cols, vals, 0, g.length, o.b + first * o.b_cs, o.b_rs, whole_tile<V>(col_tile, w, o.n), count,
+                        sum);
         write_row<T, V>(o, g.row, first, count, sum);
     }
 }

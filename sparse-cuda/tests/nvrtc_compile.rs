@@ -99,6 +99,8 @@ const EXPECTED: &[(&str, &[&str])] = &[
             "shfl.sync.bfly",
             "shfl.sync.up",
             "bar.sync",
+            // whole spans of B rows as predicated loads (several in flight per thread)
+            "@q ld.global.nc.v4.b32",
             "ld.global.nc.v4.f32",
             "ld.global.nc.v2.f64",
             "cvt.f32.f16",
