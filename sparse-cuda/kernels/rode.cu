@@ -624,14 +624,18 @@ __device__ __forceinline__ u32 k_count(u64 kk, u32 k) {
 }
 
 // Y rows (this lane's V elements of their first W*V) of the entries e0 .. e0 + S - 1 of a tile.
-template <typename T, int V, int S>
+// WHOLE: V divides K, so each lane's span is whole or past K (`count` is V or 0), and each row is
+// one predicated load, the sub-block's loads in flight together (as load_b_rows).
+template <typename T, int V, int S, bool WHOLE>
 __device__ __forceinline__ void load_y_rows(const u32* cols, u32 e0, u32 lo, u32 hi, const T* y_lane, u32 y_rs,
                                             u32 count, typename acc_of<T>::type (&dst)[S][V]) {
 #pragma unroll
     for (int i = 0; i < S; ++i) {
         const u32 e = e0 + i;
         const bool live = e >= lo && e < hi;
-        load_first<T, V>(y_lane + (u64)(live ? cols[e] : 0) * y_rs, live ? count : 0, dst[i]);
+        const T* row = y_lane + (u64)(live ? cols[e] : 0) * y_rs;
+        if constexpr (WHOLE) load_whole<T, V>(row, live && count != 0, dst[i]);
+        else load_first<T, V>(row, live ? count : 0, dst[i]);
     }
 }
 
@@ -677,10 +681,10 @@ __device__ __forceinline__ void finish_entries(const SddmmArgs<T>& g, const Subw
 
 // C for the entries lo <= e < hi of a tile of column indices in shared memory (entry e is entry
 // tile_begin + e of S), with the sub-block register pipeline of spmm_tile over Y rows.
-template <typename T, int V>
-__device__ __forceinline__ void sddmm_tile(const SddmmArgs<T>& g, const Subwarp& w, const u32* cols, u32 lo, u32 hi,
-                                           u64 tile_begin, const T* x_row,
-                                           const typename acc_of<T>::type (&x_first)[V]) {
+template <typename T, int V, bool WHOLE>
+__device__ __forceinline__ void sddmm_tile_of(const SddmmArgs<T>& g, const Subwarp& w, const u32* cols, u32 lo, u32 hi,
+                                              u64 tile_begin, const T* x_row,
+                                              const typename acc_of<T>::type (&x_first)[V]) {
     typedef typename acc_of<T>::type A;
     const int S = rode_sub<T>::N;
     const u32 STEPS = RODE_TILE / S;  // even
@@ -688,15 +692,24 @@ __device__ __forceinline__ void sddmm_tile(const SddmmArgs<T>& g, const Subwarp&
     const u32 count = k_count<V>(first, g.k);
     const T* y_lane = g.y + first * g.y_cs;
     A even[S][V], odd[S][V];
-    load_y_rows<T, V, S>(cols, 0, lo, hi, y_lane, g.y_rs, count, even);
+    load_y_rows<T, V, S, WHOLE>(cols, 0, lo, hi, y_lane, g.y_rs, count, even);
 #pragma unroll 1
     for (u32 s = 0; s < STEPS && s * S < hi; s += 2) {
-        load_y_rows<T, V, S>(cols, (s + 1) * S, lo, hi, y_lane, g.y_rs, count, odd);
+        load_y_rows<T, V, S, WHOLE>(cols, (s + 1) * S, lo, hi, y_lane, g.y_rs, count, odd);
         finish_entries<T, V, S>(g, w, cols, s * S, lo, hi, tile_begin, x_row, x_first, even);
         if ((s + 1) * S >= hi) break;
-        if (s + 2 < STEPS) load_y_rows<T, V, S>(cols, (s + 2) * S, lo, hi, y_lane, g.y_rs, count, even);
+        if (s + 2 < STEPS) load_y_rows<T, V, S, WHOLE>(cols, (s + 2) * S, lo, hi, y_lane, g.y_rs, count, even);
         finish_entries<T, V, S>(g, w, cols, (s + 1) * S, lo, hi, tile_begin, x_row, x_first, odd);
     }
+}
+
+// sddmm_tile_of with whole spans when V divides K (uniform over the launch).
+template <typename T, int V>
+__device__ __forceinline__ void sddmm_tile(const SddmmArgs<T>& g, const Subwarp& w, const u32* cols, u32 lo, u32 hi,
+                                           u64 tile_begin, const T* x_row,
+                                           const typename acc_of<T>::type (&x_first)[V]) {
+    if (g.k % V == 0) sddmm_tile_of<T, V, true>(g, w, cols, lo, hi, tile_begin, x_row, x_first);
+    else sddmm_tile_of<T, V, false>(g, w, cols, lo, hi, tile_begin, x_row, x_first);
 }
 
 // This lane's V elements of the first W*V of X row `row`; returns the row.
