@@ -144,14 +144,14 @@ fn kernel_suffix<T: Scalar>(op: OpKind) -> Result<&'static str> {
 
 /// A kernel in its two variants (flashsparse.cu): `_vec` reads each lane's run of a dense
 /// operand with one access, `_elem` element by element.
-struct Variants {
+struct RunVariants {
     vec: CudaFunction,
     elem: CudaFunction,
 }
 
-impl Variants {
+impl RunVariants {
     fn load(device: &Device, name: &str) -> Result<Self> {
-        Ok(Variants {
+        Ok(RunVariants {
             vec: device.function(sources::FLASHSPARSE, &format!("{name}_vec"))?,
             elem: device.function(sources::FLASHSPARSE, &format!("{name}_elem"))?,
         })
@@ -223,7 +223,7 @@ pub struct FlashSparseSpmmPlan<T> {
     split: u32,
     slots: u32,
     /// The kernels for each of the plan's [`WARP_COLS`], with their lane run lengths.
-    kernels: Vec<(SpmmTiling, Variants)>,
+    kernels: Vec<(SpmmTiling, RunVariants)>,
     combine: CudaFunction,
     /// `scale_matrix` of spmm.cu, for alpha == 0.
     scale: CudaFunction,
@@ -264,7 +264,7 @@ impl<T: Scalar> FlashSparseSpmmPlan<T> {
                 let tiling = SpmmTiling::new(cols, size_of::<T>() as u32);
                 let (p, g) = (tiling.run, tiling.groups);
                 let name = format!("fs_spmm_{sfx}_h{h}_p{p}_g{g}");
-                Ok((tiling, Variants::load(device, &name)?))
+                Ok((tiling, RunVariants::load(device, &name)?))
             })
             .collect::<Result<Vec<_>>>()?;
         let info = PlanInfo {
@@ -457,7 +457,7 @@ pub struct FlashSparseSddmmPlan<T> {
     tile_window: CudaSlice<u32>,
     tile_start: CudaSlice<u32>,
     tiles: u32,
-    kernels: Variants,
+    kernels: RunVariants,
     order: ValueOrder,
     scale_by_values: bool,
     info: PlanInfo,
@@ -489,7 +489,7 @@ impl<T: Scalar> FlashSparseSddmmPlan<T> {
             deterministic: true,
         };
         Ok(FlashSparseSddmmPlan {
-            kernels: Variants::load(device, &format!("fs_sddmm_{sfx}_h{}", shape.window()))?,
+            kernels: RunVariants::load(device, &format!("fs_sddmm_{sfx}_h{}", shape.window()))?,
             device: device.clone(),
             s: m,
             tile_window,
