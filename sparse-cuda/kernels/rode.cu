@@ -12,9 +12,11 @@
 //   `begin` in the first tile belong to the previous row and those after `end` in the last tile
 //   to the next: they are masked, never read from B nor multiplied.
 // - a shorter row is a residual: its entries begin..end, fewer than RODE_TILE, read as they are.
-// Every segment is listed (row, start) and every residual (row). For SpMM, each row with other
-// than one part (empty rows, and split rows) is listed too, with the first of its segments'
-// workspace slots.
+//   For SpMM an empty row is a residual too (it writes beta*C); for SDDMM it has no part.
+// Every part is listed as (row, lo, hi), the segments first, then the residuals: its entries
+// lo..hi of the row (a segment's tiles start at lo rounded down to RODE_ALIGN). A part needs
+// nothing else, so its three words are read together, not through row_ptr. For SpMM, each split
+// row is listed too, and each of its segments has a workspace slot, the row's in order.
 //
 // SpMM, block segments: a sub-warp of W lanes per segment (W, a power of two from 4 to 32, is a
 // run-time argument, so one kernel serves every width); lane l owns V columns of a tile of W*V
@@ -38,10 +40,12 @@
 //   the listed rows, then every segment atomically adds alpha*sum. The order of the additions
 //   varies between runs.
 // - partials (`rode-deterministic`, and f16, which has no atomic add of f32 sums into f16
-//   storage): every segment stores its sums in its own workspace slot; rode_combine adds a row's
-//   slots in order and writes alpha*total + beta*C once.
-// Empty rows are listed rows with no slot: those kernels also give them beta*C (zero when
-// beta == 0, C not read).
+//   storage): every segment stores its sums in its own workspace slot and counts itself in the
+//   row's arrival counter (one per split row and column tile); the last to arrive adds the row's
+//   slots in order and writes alpha*total + beta*C once, then clears the counter for the next
+//   run. The sum does not depend on which segment is last, so results are bit-reproducible, and
+//   the combining costs no second launch: on a small matrix a launch and its chain of dependent
+//   loads are a large part of the time.
 //
 // SDDMM: the same decomposition and the same one launch, a sub-warp of W >= rode_sub<T>::N lanes
 // per segment or residual and lanes across K (V elements each); the X row's first W*V elements stay
@@ -120,12 +124,13 @@ struct RowParts {
     u32 residual;  // 1 for a residual row
 };
 
-__device__ __forceinline__ RowParts row_parts(u32 begin, u32 end, u32 seg_len) {
+// empty_residual: an empty row is a residual (SpMM), else it has no part (SDDMM).
+__device__ __forceinline__ RowParts row_parts(u32 begin, u32 end, u32 seg_len, u32 empty_residual) {
     RowParts p;
     p.aligned = begin & ~(u32)(RODE_ALIGN - 1);
     const u32 padded = end - p.aligned;
     p.segments = padded >= RODE_TILE ? (padded - RODE_TILE) / seg_len + 1 : 0;
-    p.residual = padded < RODE_TILE && end > begin;
+    p.residual = padded < RODE_TILE && (end > begin || empty_residual);
     return p;
 }
 
@@ -138,8 +143,8 @@ __device__ __forceinline__ RowParts row_parts(u32 begin, u32 end, u32 seg_len) {
 #define RODE_PRE_ROWS 4  // consecutive rows per thread
 #define RODE_SCAN_THREADS 1024
 
-// What a row adds to each list. `listed`: rows with other than one part; `slots`: the workspace
-// slots of split rows (one per segment).
+// What a row adds to each list. `listed`: split rows; `slots`: their workspace slots (one per
+// segment).
 struct RodeCounts {
     u32 segments, residuals, listed, slots;
 };
@@ -155,7 +160,7 @@ __device__ __forceinline__ RodeCounts operator-(RodeCounts a, RodeCounts b) {
 }
 
 __device__ __forceinline__ RodeCounts row_counts(const RowParts& p) {
-    RodeCounts c = {p.segments, p.residual, (u32)(p.segments + p.residual != 1), p.segments > 1 ? p.segments : 0};
+    RodeCounts c = {p.segments, p.residual, (u32)(p.segments > 1), p.segments > 1 ? p.segments : 0};
     return c;
 }
 
@@ -198,10 +203,11 @@ __device__ RodeCounts block_exclusive_scan(RodeCounts v, RodeCounts* total) {
 }
 
 // The counts of this thread's RODE_PRE_ROWS rows.
-__device__ __forceinline__ RodeCounts thread_counts(u64 first, u32 rows, const u32* row_ptr, u32 seg_len) {
+__device__ __forceinline__ RodeCounts thread_counts(u64 first, u32 rows, const u32* row_ptr, u32 seg_len,
+                                                    u32 with_combine) {
     RodeCounts sum = {0, 0, 0, 0};
     for (u64 r = first; r < rows && r < first + RODE_PRE_ROWS; ++r)
-        sum = sum + row_counts(row_parts(load(row_ptr + r), load(row_ptr + r + 1), seg_len));
+        sum = sum + row_counts(row_parts(load(row_ptr + r), load(row_ptr + r + 1), seg_len, with_combine));
     return sum;
 }
 
@@ -210,11 +216,13 @@ __device__ __forceinline__ u64 first_row_of_thread() {
 }
 
 // block_totals[b] = the counts of the rows of block b. Grid: one block per
-// RODE_PRE_THREADS * RODE_PRE_ROWS rows.
+// RODE_PRE_THREADS * RODE_PRE_ROWS rows. `with_combine`: the SpMM decomposition (empty rows are
+// residuals; split rows are listed), else SDDMM's.
 extern "C" __global__ void __launch_bounds__(RODE_PRE_THREADS)
-    rode_preprocess_count(u32 rows, const u32* row_ptr, u32 seg_len, RodeCounts* block_totals) {
+    rode_preprocess_count(u32 rows, const u32* row_ptr, u32 seg_len, u32 with_combine, RodeCounts* block_totals) {
     RodeCounts total;
-    block_exclusive_scan<RODE_PRE_THREADS>(thread_counts(first_row_of_thread(), rows, row_ptr, seg_len), &total);
+    block_exclusive_scan<RODE_PRE_THREADS>(
+        thread_counts(first_row_of_thread(), rows, row_ptr, seg_len, with_combine), &total);
     if (threadIdx.x == 0) block_totals[blockIdx.x] = total;
 }
 
@@ -236,31 +244,37 @@ extern "C" __global__ void __launch_bounds__(RODE_SCAN_THREADS)
     if (threadIdx.x == 0) block_totals[blocks] = carry;
 }
 
-// Writes the lists (the grid of rode_preprocess_count; `offsets` as rode_preprocess_scan left
-// them). Without `with_combine` (SDDMM) only the segment and residual lists are written and the
-// slot and listed-row pointers are not touched.
+// Writes the lists (the grid and `with_combine` of rode_preprocess_count; `offsets` as
+// rode_preprocess_scan left them, the matrix's totals after the blocks'). Without `with_combine`
+// (SDDMM) the slot and listed-row pointers are not touched.
 extern "C" __global__ void __launch_bounds__(RODE_PRE_THREADS)
     rode_preprocess_fill(u32 rows, const u32* row_ptr, u32 seg_len, const RodeCounts* offsets, u32 with_combine,
-                         u32* seg_row, u32* seg_start, u32* seg_slot, u32* res_row, u32* listed_row,
-                         u32* listed_slot) {
+                         u32* part_row, u32* part_lo, u32* part_hi, u32* seg_slot, u32* listed_row) {
     const u64 first = first_row_of_thread();
+    // The residuals follow all the segments.
+    const u32 residual_base = offsets[gridDim.x].segments;
     RodeCounts total;
-    const RodeCounts mine = thread_counts(first, rows, row_ptr, seg_len);
+    const RodeCounts mine = thread_counts(first, rows, row_ptr, seg_len, with_combine);
     RodeCounts at = offsets[blockIdx.x] + block_exclusive_scan<RODE_PRE_THREADS>(mine, &total);
     for (u64 r = first; r < rows && r < first + RODE_PRE_ROWS; ++r) {
-        const RowParts p = row_parts(load(row_ptr + r), load(row_ptr + r + 1), seg_len);
+        const u32 begin = load(row_ptr + r), end = load(row_ptr + r + 1);
+        const RowParts p = row_parts(begin, end, seg_len, with_combine);
         const RodeCounts c = row_counts(p);
         // A row with many segments is one thread's serial loop: its SpMM costs far more.
         for (u32 j = 0; j < p.segments; ++j) {
-            seg_row[at.segments + j] = (u32)r;
-            seg_start[at.segments + j] = p.aligned + j * seg_len;
-            if (with_combine) seg_slot[at.segments + j] = c.slots ? at.slots + j : RODE_NONE;
+            const u32 i = at.segments + j, start = p.aligned + j * seg_len;
+            part_row[i] = (u32)r;
+            part_lo[i] = j == 0 ? begin : start;
+            part_hi[i] = j + 1 == p.segments ? end : start + seg_len;
+            if (with_combine) seg_slot[i] = c.slots ? at.slots + j : RODE_NONE;
         }
-        if (p.residual) res_row[at.residuals] = (u32)r;
-        if (with_combine && c.listed) {
-            listed_row[at.listed] = (u32)r;
-            listed_slot[at.listed] = at.slots;
+        if (p.residual) {
+            const u32 i = residual_base + at.residuals;
+            part_row[i] = (u32)r;
+            part_lo[i] = begin;
+            part_hi[i] = end;
         }
+        if (with_combine && c.listed) listed_row[at.listed] = (u32)r;
         at = at + c;
     }
 }
@@ -285,22 +299,24 @@ __device__ __forceinline__ T* tile_vals(const Subwarp& w, u32 buffer) {
     return reinterpret_cast<T*>(rode_shared + cols_bytes) + (w.index * RODE_BUFFERS + buffer) * RODE_TILE;
 }
 
-// The block segment a sub-warp works on: its row, first entry and length (whole tiles but for the
-// last tile of a row's last segment), and the row's first entry (entries of the first tile before
-// it are masked).
+// The parts' list (row, lo, hi each), segments first.
+struct Parts {
+    const u32 *row, *lo, *hi;
+};
+
+// The block segment a sub-warp works on: its row, first tile's start and length from there (whole
+// tiles but for the last tile of a row's last segment), and its first entry (the row's first for
+// its first segment: entries of the first tile before it are masked).
 struct Segment {
     u32 row, start, length, begin;
 };
 
-__device__ __forceinline__ Segment segment_at(u64 s, const u32* seg_row, const u32* seg_start, const u32* row_ptr,
-                                              u32 seg_len) {
+__device__ __forceinline__ Segment segment_at(const Parts& parts, u64 s) {
     Segment g;
-    g.row = load(seg_row + s);
-    g.start = load(seg_start + s);
-    g.begin = load(row_ptr + g.row);
-    // Up to the row's end for its last segment, which is shorter than seg_len + RODE_TILE.
-    const u32 left = load(row_ptr + g.row + 1) - g.start;
-    g.length = left < seg_len + RODE_TILE ? left : seg_len;
+    g.row = load(parts.row + s);
+    g.begin = load(parts.lo + s);
+    g.start = g.begin & ~(u32)(RODE_ALIGN - 1);
+    g.length = load(parts.hi + s) - g.start;
     return g;
 }
 
@@ -323,11 +339,13 @@ struct Residual {
     u32 row, begin, length;
 };
 
-__device__ __forceinline__ Residual residual_at(u64 r, const u32* res_row, const u32* row_ptr) {
+// Residual r, part segments + r of the list.
+__device__ __forceinline__ Residual residual_at(const Parts& parts, u32 segments, u64 r) {
+    const u64 i = segments + r;
     Residual g;
-    g.row = load(res_row + r);
-    g.begin = load(row_ptr + g.row);
-    g.length = load(row_ptr + g.row + 1) - g.begin;
+    g.row = load(parts.row + i);
+    g.begin = load(parts.lo + i);
+    g.length = load(parts.hi + i) - g.begin;
     return g;
 }
 
@@ -457,47 +475,113 @@ __device__ __forceinline__ void write_row(const SpmmOut<T>& o, u64 row, u64 firs
                       sum, o.beta);
 }
 
-// One segment's sums of this lane's columns: written as the row's when it is the only segment
-// (slot == RODE_NONE), else added into C atomically (null `partials`) or stored in its slot.
+// How the segments of split rows reach C (see the header): `partials` is null for atomics, else
+// the workspace of one slot of N sums per segment, and `arrivals` the counters, one per slot and
+// column tile (a row uses its first slot's). The last segment finds its row's slots from row_ptr.
+template <typename T>
+struct Combining {
+    typename acc_of<T>::type* partials;
+    u32* arrivals;
+    const u32* row_ptr;
+    u32 seg_len;
+};
+
+// The row of a segment combined through partials, its first and last entry; read when the
+// segment starts, as predicated loads (zeros for other segments), so they overlap its work.
+struct SplitRow {
+    u32 begin, end;
+};
+
+template <typename T>
+__device__ __forceinline__ SplitRow split_row(const Combining<T>& k, const Segment& g, u32 slot) {
+    const bool combined = slot != RODE_NONE && k.partials != nullptr;
+    SplitRow r = {0, 0};
+    ld_nc_pred(r.begin, k.row_ptr + g.row, combined);
+    ld_nc_pred(r.end, k.row_ptr + g.row + 1, combined);
+    return r;
+}
+
+// A split row's segment combined through partials: its sums go to its slot, then the last of
+// the row's segments to arrive (for this column tile) adds the row's slots in order and writes
+// C. The sub-warp stays together throughout (the arrival is counted once, by lane 0).
 template <typename T, int V>
-__device__ __forceinline__ void write_segment(const SpmmOut<T>& o, typename acc_of<T>::type* partials, u32 slot,
-                                              u64 row, u64 first, u32 count,
+__device__ __forceinline__ void combine_partials(const SpmmOut<T>& o, const Combining<T>& k, const Subwarp& w,
+                                                 const Segment& g, SplitRow split, u32 slot, u32 col_tile,
+                                                 u32 col_tiles, u64 first, u32 count,
+                                                 const typename acc_of<T>::type (&sum)[V]) {
+    typedef typename acc_of<T>::type A;
+    A* own = k.partials + (u64)slot * o.n + first;
+#pragma unroll
+    for (int t = 0; t < V; ++t)
+        if (t < (int)count) own[t] = sum[t];
+    // Every lane's sums are visible on the device before the segment counts as arrived.
+    __threadfence();
+    __syncwarp(w.mask);
+    const RowParts row = row_parts(split.begin, split.end, k.seg_len, 1);
+    const u32 first_slot = slot - (g.start - row.aligned) / k.seg_len;
+    u32* arrived = k.arrivals + (u64)first_slot * col_tiles + col_tile;
+    u32 before = 0;
+    if (w.lane == 0) before = atomicAdd(arrived, 1u);
+    before = __shfl_sync(w.mask, before, 0, w.width);
+    if (before + 1 < row.segments) return;
+    // The other segments' sums, stored before they arrived, are visible after this fence; they
+    // are read from L2 (__ldcg), never from a stale L1 line.
+    __threadfence();
+    A total[V];
+#pragma unroll
+    for (int t = 0; t < V; ++t) total[t] = 0;
+    for (u32 q = 0; q < row.segments; ++q) {
+        const A* p = k.partials + ((u64)first_slot + q) * o.n + first;
+#pragma unroll
+        for (int t = 0; t < V; ++t)
+            if (t < (int)count) total[t] += __ldcg(p + t);
+    }
+    write_row<T, V>(o, g.row, first, count, total);
+    // Every segment of the row has arrived for this tile: the next run starts from zero.
+    if (w.lane == 0) *arrived = 0;
+}
+
+// One segment's sums of this lane's columns: written as the row's when it is the only segment
+// (slot == RODE_NONE), else added into C atomically (null `partials`) or combined through its
+// slot.
+template <typename T, int V>
+__device__ __forceinline__ void write_segment(const SpmmOut<T>& o, const Combining<T>& k, const Subwarp& w,
+                                              const Segment& g, SplitRow split, u32 slot, u32 col_tile,
+                                              u32 col_tiles, u64 first, u32 count,
                                               const typename acc_of<T>::type (&sum)[V]) {
-    if (slot == RODE_NONE) return write_row<T, V>(o, row, first, count, sum);
+    if (slot == RODE_NONE) return write_row<T, V>(o, g.row, first, count, sum);
     if constexpr (atomic_combine<T>::value) {
-        if (partials == nullptr) {
-            T* out = o.c + row * o.c_rs + first * o.c_cs;
+        if (k.partials == nullptr) {
+            T* out = o.c + (u64)g.row * o.c_rs + first * o.c_cs;
 #pragma unroll
             for (int t = 0; t < V; ++t)
                 if (t < (int)count) atomicAdd(out + (u64)t * o.c_cs, o.alpha * sum[t]);
             return;
         }
     }
-    typename acc_of<T>::type* p = partials + (u64)slot * o.n + first;
-#pragma unroll
-    for (int t = 0; t < V; ++t)
-        if (t < (int)count) p[t] = sum[t];
+    combine_partials<T, V>(o, k, w, g, split, slot, col_tile, col_tiles, first, count, sum);
 }
 
 // One sub-warp per block segment, RODE_BLOCK / W segments for the block `cta` of the parts' grid;
 // grid.y strides over the column tiles of W*V columns. Both tiles of the sub-warp's shared memory.
 template <typename T, int V>
-__device__ void rode_spmm_block(u32 cta, u32 lanes, u32 segments, const u32* seg_row, const u32* seg_start,
-                                const u32* seg_slot, u32 seg_len, const u32* row_ptr, const u32* col_idx,
-                                const T* values, typename acc_of<T>::type* partials, const SpmmOut<T>& o) {
+__device__ void rode_spmm_block(u32 cta, u32 lanes, u32 segments, const Parts& parts, const u32* seg_slot,
+                                const u32* col_idx, const T* values, const Combining<T>& k, const SpmmOut<T>& o) {
     typedef typename acc_of<T>::type A;
     const Subwarp w = subwarp_of(lanes);
     const u64 s = (u64)cta * (RODE_BLOCK / lanes) + w.index;
     // The whole sub-warp leaves together; no other sub-warp waits for it.
     if (s >= segments) return;
-    const Segment g = segment_at(s, seg_row, seg_start, row_ptr, seg_len);
+    const Segment g = segment_at(parts, s);
     const u32 tiles = tile_count(g), slot = load(seg_slot + s);
+    const SplitRow split = split_row(k, g, slot);
+    const u32 col_tiles = column_tiles<T, V>(o, w);
     auto stage = [&](u32 t) {
         const u32 at = g.start + t * RODE_TILE, count = tile_hi(g, t);
         stage_tile<u32>(tile_cols(w, t & 1), col_idx + at, count, w);
         stage_tile<T>(tile_vals<T>(w, t & 1), values + at, count, w);
     };
-    for (u32 col_tile = blockIdx.y; col_tile < column_tiles<T, V>(o, w); col_tile += gridDim.y) {
+    for (u32 col_tile = blockIdx.y; col_tile < col_tiles; col_tile += gridDim.y) {
         u64 first;
         const u32 count = lane_columns<V>(col_tile, w, o.n, &first);
         A sum[V];
@@ -512,21 +596,21 @@ __device__ void rode_spmm_block(u32 cta, u32 lanes, u32 segments, const u32* seg
             // Every lane is done reading this buffer before the next step refills it.
             __syncwarp(w.mask);
         }
-        write_segment<T, V>(o, partials, slot, g.row, first, count, sum);
+        write_segment<T, V>(o, k, w, g, split, slot, col_tile, col_tiles, first, count, sum);
     }
 }
 
-// One sub-warp per residual, the only part of its row, as rode_spmm_block over the residuals; the
-// first tile of the sub-warp's shared memory.
+// One sub-warp per residual, the only part of its row (an empty row's gets beta*C), as
+// rode_spmm_block over the residuals; the first tile of the sub-warp's shared memory.
 template <typename T, int V>
-__device__ void rode_spmm_residual(u32 cta, u32 lanes, u32 residuals, const u32* res_row, const u32* row_ptr,
+__device__ void rode_spmm_residual(u32 cta, u32 lanes, u32 segments, u32 residuals, const Parts& parts,
                                    const u32* col_idx, const T* values, const SpmmOut<T>& o) {
     typedef typename acc_of<T>::type A;
     const Subwarp w = subwarp_of(lanes);
     const u64 r = (u64)cta * (RODE_BLOCK / lanes) + w.index;
     // The whole sub-warp leaves together; no other sub-warp waits for it.
     if (r >= residuals) return;
-    const Residual g = residual_at(r, res_row, row_ptr);
+    const Residual g = residual_at(parts, segments, r);
     u32* cols = tile_cols(w, 0);
     T* vals = tile_vals<T>(w, 0);
     for (u32 e = w.lane; e < g.length; e += lanes) {
@@ -546,8 +630,8 @@ __device__ void rode_spmm_residual(u32 cta, u32 lanes, u32 residuals, const u32*
     }
 }
 
-// C = beta*C on the listed rows (zeros when beta == 0, C not read), before atomic segments add
-// into them. Grid: x covers the N columns, y strides over the listed rows.
+// C = beta*C on the listed (split) rows (zeros when beta == 0, C not read), before atomic
+// segments add into them. Grid: x covers the N columns, y strides over the listed rows.
 template <typename T>
 __device__ void rode_scale_rows(u32 listed, const u32* listed_row, u32 n, T* c, u32 c_rs, u32 c_cs,
                                 typename acc_of<T>::type beta) {
@@ -556,25 +640,6 @@ __device__ void rode_scale_rows(u32 listed, const u32* listed_row, u32 n, T* c, 
     if (j >= n) return;
     for (u64 i = blockIdx.y; i < listed; i += gridDim.y)
         update(c + (u64)load(listed_row + i) * c_rs + j * c_cs, A(0), A(0), beta);
-}
-
-// C = alpha*(sum of the row's slots, in order) + beta*C on the listed rows, after the segments
-// stored their sums; an empty row has no slot and gets beta*C. Grid as rode_scale_rows'.
-template <typename T>
-__device__ void rode_combine(u32 listed, const u32* listed_row, const u32* listed_slot, const u32* row_ptr,
-                             u32 seg_len, const typename acc_of<T>::type* partials, u32 n, T* c, u32 c_rs, u32 c_cs,
-                             typename acc_of<T>::type alpha, typename acc_of<T>::type beta) {
-    typedef typename acc_of<T>::type A;
-    const u64 j = (u64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= n) return;
-    for (u64 i = blockIdx.y; i < listed; i += gridDim.y) {
-        const u32 row = load(listed_row + i), slot = load(listed_slot + i);
-        // A listed row is empty (no segment) or split (one slot per segment).
-        const u32 slots = row_parts(load(row_ptr + row), load(row_ptr + row + 1), seg_len).segments;
-        A sum = 0;
-        for (u32 q = 0; q < slots; ++q) sum += load(partials + ((u64)slot + q) * n + j);
-        update(c + (u64)row * c_rs + j * c_cs, alpha, sum, beta);
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -648,6 +713,11 @@ __device__ __forceinline__ void finish_entries(const SddmmArgs<T>& g, const Subw
                                                const typename acc_of<T>::type (&x_first)[V],
                                                const typename acc_of<T>::type (&y_first)[S][V]) {
     typedef typename acc_of<T>::type A;
+    const u32 mine = e0 + w.lane;
+    const bool writes = w.lane < S && mine >= lo && mine < hi;
+    // The S value of the entry this lane writes, in flight while the dot products are formed.
+    A s_value[1];
+    load_whole<T, 1>(g.s_values + tile_begin + mine, writes && g.scale_by_values, s_value);
     A dot[S];
 #pragma unroll
     for (int i = 0; i < S; ++i) {
@@ -671,12 +741,8 @@ __device__ __forceinline__ void finish_entries(const SddmmArgs<T>& g, const Subw
         }
     }
     const A total = scatter_sum<S>(w, dot);
-    const u32 e = e0 + w.lane;
-    if (w.lane < S && e >= lo && e < hi) {
-        const u64 entry = tile_begin + e;
-        const A scaled = g.scale_by_values ? total * to_acc(load(g.s_values + entry)) : total;
-        update(g.c + entry * g.c_inc, g.alpha, scaled, g.beta);
-    }
+    if (writes)
+        update(g.c + (tile_begin + mine) * g.c_inc, g.alpha, g.scale_by_values ? total * s_value[0] : total, g.beta);
 }
 
 // C for the entries lo <= e < hi of a tile of column indices in shared memory (entry e is entry
@@ -725,14 +791,13 @@ __device__ __forceinline__ const T* load_x_row(const SddmmArgs<T>& g, const Subw
 // One sub-warp per block segment, RODE_BLOCK / W segments for the block `cta` of the parts' grid,
 // its column-index tiles double-buffered as in rode_spmm_block.
 template <typename T, int V>
-__device__ void rode_sddmm_block(u32 cta, u32 lanes, u32 segments, const u32* seg_row, const u32* seg_start,
-                                 u32 seg_len, const u32* row_ptr, const SddmmArgs<T>& g) {
+__device__ void rode_sddmm_block(u32 cta, u32 lanes, u32 segments, const Parts& parts, const SddmmArgs<T>& g) {
     typedef typename acc_of<T>::type A;
     const Subwarp w = subwarp_of(lanes);
     const u64 s = (u64)cta * (RODE_BLOCK / lanes) + w.index;
     // The whole sub-warp leaves together: the reductions' shuffles involve only its lanes.
     if (s >= segments) return;
-    const Segment seg = segment_at(s, seg_row, seg_start, row_ptr, seg_len);
+    const Segment seg = segment_at(parts, s);
     const u32 tiles = tile_count(seg);
     A x_first[V];
     const T* x_row = load_x_row<T, V>(g, w, seg.row, x_first);
@@ -752,25 +817,26 @@ __device__ void rode_sddmm_block(u32 cta, u32 lanes, u32 segments, const u32* se
 // One sub-warp per residual, as rode_sddmm_block over the residuals; the first tile of the
 // sub-warp's shared memory.
 template <typename T, int V>
-__device__ void rode_sddmm_residual(u32 cta, u32 lanes, u32 residuals, const u32* res_row, const u32* row_ptr,
+__device__ void rode_sddmm_residual(u32 cta, u32 lanes, u32 segments, u32 residuals, const Parts& parts,
                                     const SddmmArgs<T>& g) {
     typedef typename acc_of<T>::type A;
     const Subwarp w = subwarp_of(lanes);
     const u64 r = (u64)cta * (RODE_BLOCK / lanes) + w.index;
     // The whole sub-warp leaves together: the reductions' shuffles involve only its lanes.
     if (r >= residuals) return;
-    const Residual res = residual_at(r, res_row, row_ptr);
+    const Residual res = residual_at(parts, segments, r);
+    // X before the column indices: the two loads overlap.
+    A x_first[V];
+    const T* x_row = load_x_row<T, V>(g, w, res.row, x_first);
     u32* cols = tile_cols(w, 0);
     for (u32 e = w.lane; e < res.length; e += lanes) cols[e] = load(g.col_idx + res.begin + e);
     __syncwarp(w.mask);
-    A x_first[V];
-    const T* x_row = load_x_row<T, V>(g, w, res.row, x_first);
     sddmm_tile<T, V>(g, w, cols, 0, res.length, res.begin, x_row, x_first);
 }
 
 // ---------------------------------------------------------------------------------------------
-// Entry points: rode_{spmm,sddmm}_<type>_v<V> (the sub-warp width is their first argument),
-// rode_combine_<type>, and rode_scale_rows_<type> for the types combined by atomics.
+// Entry points: rode_{spmm,sddmm}_<type>_v<V> (the sub-warp width is their first argument), and
+// rode_scale_rows_<type> for the types combined by atomics.
 //
 // The parts' grid: blocks 0 .. block_ctas - 1 take the segments, RODE_BLOCK / W each, and the
 // blocks after them the residuals. A block is all segments or all residuals, so the branch is
@@ -787,37 +853,33 @@ __device__ void rode_sddmm_residual(u32 cta, u32 lanes, u32 residuals, const u32
 
 #define RODE_KERNELS(NAME, T, V)                                                                                       \
     extern "C" __global__ void __launch_bounds__(RODE_BLOCK) rode_spmm_##NAME##_v##V(                                  \
-        u32 lanes, u32 block_ctas, u32 segments, const u32 *seg_row, const u32 *seg_start, const u32 *seg_slot,        \
-        u32 seg_len, u32 residuals, const u32 *res_row, const u32 *row_ptr, const u32 *col_idx, const T *values,       \
-        acc_of<T>::type *partials, RODE_SPMM_OPERANDS(T)) {                                                            \
+        u32 lanes, u32 block_ctas, u32 segments, u32 residuals, const u32 *part_row, const u32 *part_lo,               \
+        const u32 *part_hi, const u32 *seg_slot, u32 seg_len, const u32 *row_ptr, const u32 *col_idx, const T *values, \
+        acc_of<T>::type *partials, u32 *arrivals, RODE_SPMM_OPERANDS(T)) {                                             \
         RODE_SPMM_OUT(T);                                                                                              \
+        const Parts parts = {part_row, part_lo, part_hi};                                                              \
+        const Combining<T> combining = {partials, arrivals, row_ptr, seg_len};                                         \
         if (blockIdx.x < block_ctas)                                                                                   \
-            rode_spmm_block<T, V>(blockIdx.x, lanes, segments, seg_row, seg_start, seg_slot, seg_len, row_ptr,         \
-                                  col_idx, values, partials, out);                                                     \
+            rode_spmm_block<T, V>(blockIdx.x, lanes, segments, parts, seg_slot, col_idx, values, combining, out);      \
         else                                                                                                           \
-            rode_spmm_residual<T, V>(blockIdx.x - block_ctas, lanes, residuals, res_row, row_ptr, col_idx, values,     \
+            rode_spmm_residual<T, V>(blockIdx.x - block_ctas, lanes, segments, residuals, parts, col_idx, values,      \
                                      out);                                                                             \
     }                                                                                                                  \
     extern "C" __global__ void __launch_bounds__(RODE_BLOCK) rode_sddmm_##NAME##_v##V(                                 \
-        u32 lanes, u32 block_ctas, u32 segments, const u32 *seg_row, const u32 *seg_start, u32 seg_len,                \
-        u32 residuals, const u32 *res_row, const u32 *row_ptr, RODE_SDDMM_OPERANDS(T)) {                               \
+        u32 lanes, u32 block_ctas, u32 segments, u32 residuals, const u32 *part_row, const u32 *part_lo,               \
+        const u32 *part_hi, RODE_SDDMM_OPERANDS(T)) {                                                                  \
         RODE_SDDMM_ARGS(T);                                                                                            \
+        const Parts parts = {part_row, part_lo, part_hi};                                                              \
         if (blockIdx.x < block_ctas)                                                                                   \
-            rode_sddmm_block<T, V>(blockIdx.x, lanes, segments, seg_row, seg_start, seg_len, row_ptr, args);           \
+            rode_sddmm_block<T, V>(blockIdx.x, lanes, segments, parts, args);                                          \
         else                                                                                                           \
-            rode_sddmm_residual<T, V>(blockIdx.x - block_ctas, lanes, residuals, res_row, row_ptr, args);              \
+            rode_sddmm_residual<T, V>(blockIdx.x - block_ctas, lanes, segments, residuals, parts, args);               \
     }
 
 #define INSTANTIATE(NAME, T)                                                                                           \
     RODE_KERNELS(NAME, T, 1)                                                                                           \
     RODE_KERNELS(NAME, T, 2)                                                                                           \
-    RODE_KERNELS(NAME, T, 4)                                                                                           \
-    extern "C" __global__ void rode_combine_##NAME(u32 listed, const u32 *listed_row, const u32 *listed_slot,          \
-                                                   const u32 *row_ptr, u32 seg_len, const acc_of<T>::type *partials,   \
-                                                   u32 n, T *c, u32 c_rs, u32 c_cs, acc_of<T>::type alpha,             \
-                                                   acc_of<T>::type beta) {                                             \
-        rode_combine<T>(listed, listed_row, listed_slot, row_ptr, seg_len, partials, n, c, c_rs, c_cs, alpha, beta);   \
-    }
+    RODE_KERNELS(NAME, T, 4)
 #define INSTANTIATE_ATOMIC(NAME, T)                                                                                    \
     extern "C" __global__ void rode_scale_rows_##NAME(u32 listed, const u32 *listed_row, u32 n, T *c, u32 c_rs,        \
                                                       u32 c_cs, acc_of<T>::type beta) {                                \

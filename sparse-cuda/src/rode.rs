@@ -4,17 +4,18 @@
 //!
 //! Segments have 512 entries, fewer on matrices too small to fill the device with those
 //! ([`segment_length`]); only rows of at least a segment and a tile are split in several
-//! segments; the others are
-//! written by their one part. The two algorithms differ in how split rows are combined:
+//! segments; the others are written by their one part. The two algorithms differ in how split rows are combined:
 //! - `rode`: the segments add into C with atomics after C = beta*C on those rows, so results
 //!   may differ in the last bits from run to run (f16 storage excepted: it has no atomic add of
 //!   f32 sums, so its split rows are combined as below).
-//! - `rode-deterministic`: each segment stores its sums in a workspace slot and a last kernel
-//!   adds a row's slots in order.
+//! - `rode-deterministic`: each segment stores its sums in a workspace slot, and the last of a
+//!   row's segments to finish adds the row's slots in order, in the same launch.
 //!
 //! Segments and residuals run in one launch on the device's stream, the segments' blocks first in
 //! the grid so that the long work starts first: the two parts still run concurrently, and a run
 //! pays no fork and join of a second stream (about 1.3 us a run on an H200, docs/results/rode.md).
+//! A deterministic SpMM and every SDDMM are that one launch; the atomic SpMM of a matrix with
+//! split rows is two.
 //! SDDMM writes every output from exactly one part: both algorithms are the same deterministic
 //! kernels.
 
@@ -40,6 +41,9 @@ use decomposition::{Decomposition, TILE};
 const SEGMENT: u32 = 512;
 /// Entries per block segment at least: two tiles, so the double-buffered copies overlap.
 const MIN_SEGMENT: u32 = 2 * TILE;
+/// ... for SDDMM: one tile, since its segments share no output and splitting a row costs only
+/// the X row's second read.
+const SDDMM_MIN_SEGMENT: u32 = TILE;
 /// Sub-warps per multiprocessor the segment length is chosen to give: a full multiprocessor at
 /// 32 lanes per sub-warp, a quarter at 8.
 const SEGMENTS_PER_SM: u64 = 64;
@@ -58,13 +62,17 @@ const SDDMM_MIN_LANES: u32 = 8;
 
 /// Entries per block segment for a matrix of `nnz` entries on a device of `multiprocessors`:
 /// [`SEGMENT`] where the matrix has entries for [`SEGMENTS_PER_SM`] segments of it on every
-/// multiprocessor, else shorter, down to [`MIN_SEGMENT`], a multiple of the tile. A matrix of a
-/// few thousand long rows (a pruned layer, a dense-ish block) otherwise keeps a few sub-warps per
-/// multiprocessor busy; shorter segments cost one more partial sum of C per segment.
-fn segment_length(nnz: usize, multiprocessors: u32) -> u32 {
+/// multiprocessor, else shorter, down to `min` ([`MIN_SEGMENT`] for SpMM,
+/// [`SDDMM_MIN_SEGMENT`]), a multiple of the tile. A matrix of a few thousand long rows (a pruned
+/// layer, a dense-ish block) otherwise keeps a few sub-warps per multiprocessor busy; shorter
+/// SpMM segments cost one more partial sum of C per segment. One-tile SDDMM segments made
+/// `rode-deterministic` SDDMM 1.06x faster on the 20 corpus matrices under 100k entries and 1.05x
+/// on the 18 of 100k to 578k (H200, docs/results/rode.md); one-tile SpMM segments were 0.92x as
+/// fast at N = 128 on the latter.
+fn segment_length(nnz: usize, multiprocessors: u32, min: u32) -> u32 {
     let per_segment = nnz as u64 / (u64::from(multiprocessors.max(1)) * SEGMENTS_PER_SM);
     let tiles = (per_segment / u64::from(TILE)).min(u64::from(SEGMENT / TILE)) as u32;
-    (tiles * TILE).max(MIN_SEGMENT)
+    (tiles * TILE).max(min)
 }
 
 /// `auto` picks RoDe for a matrix with a row at least this long: one RoDe splits even at its
@@ -194,12 +202,33 @@ impl Lanes {
 enum Combining {
     /// `rode_scale_rows` (C = beta*C on the listed rows), then atomic adds.
     Atomics { scale_rows: CudaFunction },
-    /// Sums stored in `workspace` (slots x N accumulation values, grown to the widest N run so
-    /// far), then `rode_combine`.
+    /// Sums stored in `workspace` (slots x N accumulation values), added by the last segment of
+    /// each row to arrive, counted in `arrivals` (slots x column tiles, zero between runs: the
+    /// last segment clears its counter). Both grow to the widest N run so far.
     Partials {
-        combine: CudaFunction,
         workspace: Option<CudaSlice<u8>>,
+        arrivals: Option<CudaSlice<u32>>,
     },
+}
+
+/// `buffer`, grown to at least `len` zeroed elements when it holds fewer; returns the bytes it
+/// grew by, for the plan's accounting.
+fn grow_zeroed<E: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
+    device: &Device,
+    buffer: &mut Option<CudaSlice<E>>,
+    len: usize,
+    what: &'static str,
+) -> Result<usize> {
+    let held = buffer.as_ref().map_or(0, |b| b.len());
+    if held >= len {
+        return Ok(0);
+    }
+    let grown = device
+        .stream
+        .alloc_zeros::<E>(len)
+        .map_err(|e| driver_error(what, e))?;
+    *buffer = Some(grown);
+    Ok((len - held) * size_of::<E>())
 }
 
 /// A planned RoDe SpMM.
@@ -234,7 +263,7 @@ impl<T: Scalar> RodeSpmmPlan<T> {
         let parts = Decomposition::build(
             device,
             &dev,
-            segment_length(a.nnz(), device.info.multiprocessors),
+            segment_length(a.nnz(), device.info.multiprocessors, MIN_SEGMENT),
             true,
         )?;
         let combining = if atomics {
@@ -243,8 +272,8 @@ impl<T: Scalar> RodeSpmmPlan<T> {
             }
         } else {
             Combining::Partials {
-                combine: device.function(sources::RODE, &format!("rode_combine_{sfx}"))?,
                 workspace: None,
+                arrivals: None,
             }
         };
         let split_rows = parts.combine.as_ref().is_some_and(|c| c.slots > 0);
@@ -270,7 +299,7 @@ impl<T: Scalar> RodeSpmmPlan<T> {
     }
 }
 
-/// `rode_spmm`'s `partials` argument for atomics.
+/// `rode_spmm`'s `partials` and `arrivals` arguments for atomics.
 const NULL: u64 = 0;
 
 /// A launch error with the kernel's name.
@@ -326,8 +355,6 @@ impl<T: Scalar> SpmmPlan<T> for RodeSpmmPlan<T> {
         let (block_ctas, parts_config) =
             shape.config(parts.segments, parts.residuals, col_tiles, 4 + value_bytes)?;
         let main = &self.device.stream;
-        // Listed rows over grid.y, N columns over grid.x, as rode_scale_rows and rode_combine
-        // take them.
         let rows_config = LaunchConfig {
             grid_dim: (n.div_ceil(BLOCK), combine.listed.clamp(1, MAX_GRID_Y), 1),
             block_dim: (BLOCK, 1, 1),
@@ -344,94 +371,84 @@ impl<T: Scalar> SpmmPlan<T> for RodeSpmmPlan<T> {
                     .arg(&c_strides.1);
                 acc_beta.push(&mut args);
                 // SAFETY: listed_row holds `listed` rows < rows; C spans rows x n at its strides
-                // (checked by the DenseMut); the grid covers n on x.
+                // (checked by the DenseMut); the grid covers n on x, the listed rows over y.
                 unsafe { args.launch(rows_config) }.map_err(launched("rode_scale_rows"))?;
             }
             Combining::Atomics { .. } => {}
-            Combining::Partials { workspace, .. } => {
+            Combining::Partials {
+                workspace,
+                arrivals,
+            } => {
                 let acc = if T::DTYPE == DType::F64 { 8 } else { 4 };
-                let bytes = (combine.slots as usize)
+                let slots = combine.slots as usize;
+                let overflow = || Error::invalid("the RoDe workspace size overflows usize");
+                let sums = slots
                     .checked_mul(width)
                     .and_then(|v| v.checked_mul(acc))
-                    .ok_or_else(|| Error::invalid("the RoDe workspace size overflows usize"))?
-                    .max(1);
-                let held = workspace.as_ref().map_or(0, |w| w.len());
-                if held < bytes {
-                    let grown = main
-                        .alloc_zeros::<u8>(bytes)
-                        .map_err(|e| driver_error("allocating the RoDe workspace", e))?;
-                    self.info.bytes = self.info.bytes - held + grown.len();
-                    *workspace = Some(grown);
-                }
+                    .ok_or_else(overflow)?;
+                let counters = slots.checked_mul(col_tiles as usize).ok_or_else(overflow)?;
+                self.info.bytes += grow_zeroed(
+                    &self.device,
+                    workspace,
+                    sums.max(1),
+                    "allocating the RoDe workspace",
+                )?;
+                self.info.bytes += grow_zeroed(
+                    &self.device,
+                    arrivals,
+                    counters.max(1),
+                    "allocating the RoDe arrival counters",
+                )?;
             }
         }
-        let partials = match &self.combining {
-            Combining::Atomics { .. } => None,
-            Combining::Partials { workspace, .. } => workspace.as_ref(),
+        if parts.segments == 0 && parts.residuals == 0 {
+            return Ok(());
+        }
+        let mut args = main.launch_builder(self.kernel.get(shape.values));
+        args.arg(&shape.lanes)
+            .arg(&block_ctas)
+            .arg(&parts.segments)
+            .arg(&parts.residuals)
+            .arg(&parts.part_row)
+            .arg(&parts.part_lo)
+            .arg(&parts.part_hi)
+            .arg(&combine.seg_slot)
+            .arg(&parts.seg_len)
+            .arg(&a.row_ptr)
+            .arg(&a.col_idx)
+            .arg(&a.values.bytes);
+        match &self.combining {
+            Combining::Partials {
+                workspace: Some(workspace),
+                arrivals: Some(arrivals),
+            } => args.arg(workspace).arg(arrivals),
+            _ => args.arg(&NULL).arg(&NULL),
         };
-        if parts.segments > 0 || parts.residuals > 0 {
-            let mut args = main.launch_builder(self.kernel.get(shape.values));
-            args.arg(&shape.lanes)
-                .arg(&block_ctas)
-                .arg(&parts.segments)
-                .arg(&parts.seg_row)
-                .arg(&parts.seg_start)
-                .arg(&combine.seg_slot)
-                .arg(&parts.seg_len)
-                .arg(&parts.residuals)
-                .arg(&parts.res_row)
-                .arg(&a.row_ptr)
-                .arg(&a.col_idx)
-                .arg(&a.values.bytes);
-            match partials {
-                Some(workspace) => args.arg(workspace),
-                None => args.arg(&NULL),
-            };
-            args.arg(&n)
-                .arg(&bb.bytes)
-                .arg(&b_strides.0)
-                .arg(&b_strides.1)
-                .arg(&cb.bytes)
-                .arg(&c_strides.0)
-                .arg(&c_strides.1);
-            acc_alpha.push(&mut args);
-            acc_beta.push(&mut args);
-            // SAFETY: arguments match rode_spmm; the lists come from this matrix's
-            // decomposition, and the grid's first block_ctas blocks cover the `segments`
-            // segments, BLOCK / W each, the others the `residuals` residuals, so a sub-warp past
-            // either list's end leaves before reading it. A segment reads entries from its row's
-            // aligned start (at most 3 before the row) to at most the row's end, a residual its
-            // whole row of fewer than TILE entries, and columns < cols; B spans cols x n and C
-            // rows x n at their strides (checked by the Dense views); V > 1 only when V divides
-            // B's leading dimension (allocations are 256-byte aligned), so full vector spans are
-            // aligned; the workspace holds slots x n accumulation values; shared memory is what
-            // the kernel carves for BLOCK / W sub-warps of BUFFERS tiles, whichever part a block
-            // runs.
-            unsafe { args.launch(parts_config) }.map_err(launched("rode_spmm"))?;
-        }
-        if let (Combining::Partials { combine: f, .. }, Some(workspace)) =
-            (&self.combining, partials)
-        {
-            if combine.listed > 0 {
-                let mut args = main.launch_builder(f);
-                args.arg(&combine.listed)
-                    .arg(&combine.listed_row)
-                    .arg(&combine.listed_slot)
-                    .arg(&a.row_ptr)
-                    .arg(&parts.seg_len)
-                    .arg(workspace)
-                    .arg(&n)
-                    .arg(&cb.bytes)
-                    .arg(&c_strides.0)
-                    .arg(&c_strides.1);
-                acc_alpha.push(&mut args);
-                acc_beta.push(&mut args);
-                // SAFETY: the listed rows' slots are below `slots`, the workspace holds
-                // slots x n values written by rode_spmm before, on this stream; C as above.
-                unsafe { args.launch(rows_config) }.map_err(launched("rode_combine"))?;
-            }
-        }
-        Ok(())
+        args.arg(&n)
+            .arg(&bb.bytes)
+            .arg(&b_strides.0)
+            .arg(&b_strides.1)
+            .arg(&cb.bytes)
+            .arg(&c_strides.0)
+            .arg(&c_strides.1);
+        acc_alpha.push(&mut args);
+        acc_beta.push(&mut args);
+        // SAFETY: arguments match rode_spmm; the lists come from this matrix's decomposition,
+        // and the grid's first block_ctas blocks cover the `segments` segments, BLOCK / W each,
+        // the others the `residuals` residuals, so a sub-warp past either list's end leaves
+        // before reading it. A segment reads entries from its tiles' aligned start (at most 3
+        // before its first entry) to its end, a residual its whole row of fewer than TILE
+        // entries, and columns < cols; B spans cols x n and C rows x n at their strides (checked
+        // by the Dense views); V > 1 only when V divides B's leading dimension (allocations are
+        // 256-byte aligned), so full vector spans are aligned. With partials, the workspace holds
+        // slots x n accumulation values and `arrivals` slots x col_tiles zeroed counters, which
+        // each run leaves zeroed (the stream orders the runs); without, both are null and the
+        // kernel adds atomically after rode_scale_rows, earlier on this stream. Shared memory is
+        // what the kernel carves for BLOCK / W sub-warps of BUFFERS tiles, whichever part a block
+        // runs.
+        unsafe { args.launch(parts_config) }
+            .map_err(launched("rode_spmm"))
+            .map(drop)
     }
 }
 
@@ -469,7 +486,7 @@ impl<T: Scalar> RodeSddmmPlan<T> {
         let parts = Decomposition::build(
             device,
             &dev,
-            segment_length(s.nnz(), device.info.multiprocessors),
+            segment_length(s.nnz(), device.info.multiprocessors, SDDMM_MIN_SEGMENT),
             false,
         )?;
         let info = PlanInfo {
@@ -551,12 +568,10 @@ impl<T: Scalar> SddmmPlan<T> for RodeSddmmPlan<T> {
         args.arg(&shape.lanes)
             .arg(&block_ctas)
             .arg(&parts.segments)
-            .arg(&parts.seg_row)
-            .arg(&parts.seg_start)
-            .arg(&parts.seg_len)
             .arg(&parts.residuals)
-            .arg(&parts.res_row)
-            .arg(&s.row_ptr)
+            .arg(&parts.part_row)
+            .arg(&parts.part_lo)
+            .arg(&parts.part_hi)
             .arg(&s.col_idx)
             .arg(&s.values.bytes)
             .arg(&scale_by_values)
@@ -574,8 +589,8 @@ impl<T: Scalar> SddmmPlan<T> for RodeSddmmPlan<T> {
         // SAFETY: arguments match rode_sddmm; the grid's first block_ctas blocks cover the
         // `segments` segments, BLOCK / W each, the others the `residuals` residuals, so a sub-warp
         // past either list's end leaves before reading it. Segments read column indices from
-        // their rows' aligned starts to at most their ends, residuals their whole rows of fewer
-        // than TILE entries, and each part writes only its row's entries; S is canonical with
+        // their tiles' aligned starts (at most 3 before their first entries) to their ends,
+        // residuals their whole rows of fewer than TILE entries, and each part writes only its row's entries; S is canonical with
         // columns < cols = Y's rows; X spans rows x k, Y cols x k and C nnz elements at their
         // strides (checked by the Dense views); V > 1 only when V divides both row-major leading
         // dimensions; W >= 8 lanes as the reduction needs; shared memory is what the kernel
@@ -638,13 +653,15 @@ mod tests {
 
     #[test]
     fn segments_shorten_until_they_fill_the_device() {
-        assert_eq!(segment_length(0, 132), MIN_SEGMENT);
-        assert_eq!(segment_length(300_000, 132), MIN_SEGMENT);
-        assert_eq!(segment_length(1 << 20, 132), 96);
-        assert_eq!(segment_length(30_000_000, 132), SEGMENT);
-        assert_eq!(segment_length(usize::MAX, 0), SEGMENT);
+        let m = MIN_SEGMENT;
+        assert_eq!(segment_length(0, 132, m), m);
+        assert_eq!(segment_length(300_000, 132, m), m);
+        assert_eq!(segment_length(300_000, 132, SDDMM_MIN_SEGMENT), TILE);
+        assert_eq!(segment_length(1 << 20, 132, m), 96);
+        assert_eq!(segment_length(30_000_000, 132, m), SEGMENT);
+        assert_eq!(segment_length(usize::MAX, 0, m), SEGMENT);
         for nnz in [1usize, 5_000, 123_456, 7_654_321] {
-            assert_eq!(segment_length(nnz, 108) % TILE, 0);
+            assert_eq!(segment_length(nnz, 108, m) % TILE, 0);
         }
     }
 

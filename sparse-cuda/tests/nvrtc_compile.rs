@@ -84,7 +84,6 @@ const EXPECTED: &[(&str, &[&str])] = &[
             ".entry rode_spmm_f16_v1",
             ".entry rode_spmm_f16_v4",
             ".entry rode_scale_rows_f64",
-            ".entry rode_combine_f16",
             ".entry rode_sddmm_f32_v4",
             ".entry rode_sddmm_f16_v2",
             // sparse tiles staged in shared memory by asynchronous copies, one tile ahead
@@ -95,6 +94,10 @@ const EXPECTED: &[(&str, &[&str])] = &[
             // segments of one row combined by atomics (`rode`)
             "atom.global.add.f32",
             "atom.global.add.f64",
+            // ... or by the last segment to arrive, counted with an integer atomic after a fence
+            "atom.global.add.u32",
+            "membar.gl",
+            "ld.global.cg.f32",
             // SDDMM's scatter reduction, and the preprocessing scans
             "shfl.sync.bfly",
             "shfl.sync.up",

@@ -28,30 +28,30 @@ const SCAN_THREADS: u32 = 1024;
 const COUNTS: usize = 4;
 
 /// The lists the SpMM combining needs on top of the parts (`rode.cu`: workspace slots of split
-/// rows, and the rows with other than one part).
+/// rows, and the split rows).
 pub(crate) struct Combine {
-    /// Rows with other than one part (empty or split).
+    /// Rows split in several segments.
     pub listed: u32,
-    /// Workspace slots: one per segment of a split row.
+    /// Workspace slots: one per segment of a split row, a row's in order.
     pub slots: u32,
     /// Slot of each segment, `RODE_NONE` for the only part of its row.
     pub seg_slot: CudaSlice<u32>,
     pub listed_row: CudaSlice<u32>,
-    /// First slot of each listed row (its segments' slots follow in order).
-    pub listed_slot: CudaSlice<u32>,
 }
 
-/// A matrix's block segments and residuals, on the device.
+/// A matrix's block segments and residuals, on the device: every part's row and its entries
+/// `lo..hi` of the row, the segments first, then the residuals.
 pub(crate) struct Decomposition {
     /// Entries per block segment (a multiple of [`TILE`]).
     pub seg_len: u32,
     pub segments: u32,
+    /// Rows shorter than a tile, each the only part of its row (for SpMM, empty rows too).
     pub residuals: u32,
-    pub seg_row: CudaSlice<u32>,
-    /// First entry of each segment (aligned: it may precede its row's first entry).
-    pub seg_start: CudaSlice<u32>,
-    /// Rows shorter than a tile, each the only part of its row.
-    pub res_row: CudaSlice<u32>,
+    pub part_row: CudaSlice<u32>,
+    /// A segment's first entry: its row's first for the row's first segment, whose first tile
+    /// starts before it at the aligned start, else the segment's aligned start.
+    pub part_lo: CudaSlice<u32>,
+    pub part_hi: CudaSlice<u32>,
     /// Present for SpMM, whose split rows are combined.
     pub combine: Option<Combine>,
 }
@@ -65,8 +65,8 @@ fn list(device: &Device, len: u32) -> Result<CudaSlice<u32>> {
 }
 
 impl Decomposition {
-    /// Decomposes `a` into segments of `seg_len` entries and residuals; with `with_combine`, also
-    /// lists what combining split rows needs.
+    /// Decomposes `a` into segments of `seg_len` entries and residuals; with `with_combine`
+    /// (SpMM), empty rows are residuals and what combining split rows needs is listed.
     pub fn build<T: Scalar>(
         device: &Arc<Device>,
         a: &DeviceCsr<T>,
@@ -84,16 +84,21 @@ impl Decomposition {
         let totals = if blocks == 0 {
             [0; COUNTS]
         } else {
-            Self::count(device, a, seg_len, blocks, &mut counts)?
+            Self::count(device, a, seg_len, with_combine, blocks, &mut counts)?
         };
         let [segments, residuals, listed, slots] = totals;
+        let all = segments.checked_add(residuals).ok_or_else(|| {
+            Error::invalid(format!(
+                "RoDe's {segments} segments and {residuals} residuals overflow a u32 count"
+            ))
+        })?;
         let mut parts = Decomposition {
             seg_len,
             segments,
             residuals,
-            seg_row: list(device, segments)?,
-            seg_start: list(device, segments)?,
-            res_row: list(device, residuals)?,
+            part_row: list(device, all)?,
+            part_lo: list(device, all)?,
+            part_hi: list(device, all)?,
             combine: None,
         };
         if with_combine {
@@ -102,7 +107,6 @@ impl Decomposition {
                 slots,
                 seg_slot: list(device, segments)?,
                 listed_row: list(device, listed)?,
-                listed_slot: list(device, listed)?,
             });
         }
         if blocks > 0 {
@@ -116,15 +120,18 @@ impl Decomposition {
         device: &Device,
         a: &DeviceCsr<T>,
         seg_len: u32,
+        with_combine: bool,
         blocks: u32,
         counts: &mut CudaSlice<u32>,
     ) -> Result<[u32; COUNTS]> {
         let stream = &device.stream;
         let count = device.function(sources::RODE, "rode_preprocess_count")?;
+        let with_combine = u32::from(with_combine);
         let mut args = stream.launch_builder(&count);
         args.arg(&a.rows)
             .arg(&a.row_ptr)
             .arg(&seg_len)
+            .arg(&with_combine)
             .arg(&mut *counts);
         // SAFETY: row_ptr holds rows + 1 entries; `counts` holds blocks + 1 RodeCounts and the
         // grid has one block per PRE_THREADS * PRE_ROWS rows, writing its own total.
@@ -176,18 +183,16 @@ impl Decomposition {
             .arg(&self.seg_len)
             .arg(offsets)
             .arg(&with_combine)
-            .arg(&mut self.seg_row)
-            .arg(&mut self.seg_start);
+            .arg(&mut self.part_row)
+            .arg(&mut self.part_lo)
+            .arg(&mut self.part_hi);
         match &mut self.combine {
-            Some(c) => args
-                .arg(&mut c.seg_slot)
-                .arg(&mut self.res_row)
-                .arg(&mut c.listed_row)
-                .arg(&mut c.listed_slot),
-            None => args.arg(&null).arg(&mut self.res_row).arg(&null).arg(&null),
+            Some(c) => args.arg(&mut c.seg_slot).arg(&mut c.listed_row),
+            None => args.arg(&null).arg(&null),
         };
-        // SAFETY: the grid and counts are those of `count`, whose totals sized every list, so
-        // each row writes inside them; the combining lists are written only when present.
+        // SAFETY: the grid, `with_combine` and counts are those of `count`, whose totals (after
+        // the blocks' offsets) sized every list, so each row writes inside them; the combining
+        // lists are written only when present.
         unsafe {
             args.launch(LaunchConfig {
                 grid_dim: (blocks, 1, 1),
@@ -202,9 +207,9 @@ impl Decomposition {
     /// Bytes of the lists on the device.
     pub fn bytes(&self) -> usize {
         let entries = |n: u32| (n as usize).max(1);
-        let mut words = 2 * entries(self.segments) + entries(self.residuals);
+        let mut words = 3 * entries(self.segments + self.residuals);
         if let Some(c) = &self.combine {
-            words += entries(self.segments) + 2 * entries(c.listed);
+            words += entries(self.segments) + entries(c.listed);
         }
         words * size_of::<u32>()
     }
@@ -229,7 +234,8 @@ pub(crate) mod twin {
     }
 
     impl RowParts {
-        pub fn new(begin: u32, end: u32, seg_len: u32) -> Self {
+        /// `empty_residual`: an empty row is a residual (SpMM), else it has no part.
+        pub fn new(begin: u32, end: u32, seg_len: u32, empty_residual: bool) -> Self {
             let aligned = begin & !(ALIGN - 1);
             let padded = end - aligned;
             RowParts {
@@ -239,7 +245,7 @@ pub(crate) mod twin {
                 } else {
                     0
                 },
-                residual: padded < TILE && end > begin,
+                residual: padded < TILE && (end > begin || empty_residual),
             }
         }
 
@@ -251,40 +257,49 @@ pub(crate) mod twin {
     /// The device lists' contents; the combining ones are empty without `with_combine`.
     #[derive(Clone, Debug, Default, PartialEq, Eq)]
     pub struct Lists {
-        pub seg_row: Vec<u32>,
-        pub seg_start: Vec<u32>,
-        pub res_row: Vec<u32>,
+        pub segments: u32,
+        pub part_row: Vec<u32>,
+        pub part_lo: Vec<u32>,
+        pub part_hi: Vec<u32>,
         pub seg_slot: Vec<u32>,
         pub listed_row: Vec<u32>,
-        pub listed_slot: Vec<u32>,
         pub slots: u32,
     }
 
     pub fn decompose(row_ptr: &[u32], seg_len: u32, with_combine: bool) -> Lists {
         let mut l = Lists::default();
+        let mut residuals = Vec::new();
         for (row, w) in row_ptr.windows(2).enumerate() {
             let row = row as u32;
-            let p = RowParts::new(w[0], w[1], seg_len);
+            let (begin, end) = (w[0], w[1]);
+            let p = RowParts::new(begin, end, seg_len, with_combine);
             let split = p.segments > 1;
             for j in 0..p.segments {
-                l.seg_row.push(row);
-                l.seg_start.push(p.aligned + j * seg_len);
+                let start = p.aligned + j * seg_len;
+                l.part_row.push(row);
+                l.part_lo.push(if j == 0 { begin } else { start });
+                l.part_hi.push(if j + 1 == p.segments {
+                    end
+                } else {
+                    start + seg_len
+                });
                 if with_combine {
                     l.seg_slot.push(if split { l.slots + j } else { NONE });
                 }
             }
             if p.residual {
-                l.res_row.push(row);
+                residuals.push((row, begin, end));
             }
-            if with_combine {
-                if p.parts() != 1 {
-                    l.listed_row.push(row);
-                    l.listed_slot.push(l.slots);
-                }
-                if split {
-                    l.slots += p.segments;
-                }
+            if with_combine && split {
+                l.listed_row.push(row);
+                l.slots += p.segments;
             }
+        }
+        l.segments = l.part_row.len() as u32;
+        for (row, lo, hi) in residuals {
+            l.part_row.push(row);
+            l.part_lo.push(lo);
+            l.part_hi.push(hi);
         }
         l
     }
@@ -319,25 +334,29 @@ mod tests {
     }
 
     /// Checks every property the kernels rely on, row by row.
-    fn check_lists(row_ptr: &[u32], seg_len: u32) {
-        let l = decompose(row_ptr, seg_len, true);
+    fn check_lists(row_ptr: &[u32], seg_len: u32, with_combine: bool) {
+        let l = decompose(row_ptr, seg_len, with_combine);
         let rows = row_ptr.len() - 1;
         let mut covered: Vec<u32> = vec![0; *row_ptr.last().unwrap() as usize];
         let mut slot_used = vec![false; l.slots as usize];
         let (mut s, mut r, mut listed) = (0, 0, 0);
         for row in 0..rows {
             let (begin, end) = (row_ptr[row], row_ptr[row + 1]);
-            let p = RowParts::new(begin, end, seg_len);
+            let p = RowParts::new(begin, end, seg_len, with_combine);
             assert!(p.aligned <= begin && begin - p.aligned < ALIGN);
             let mut slots = Vec::new();
             for j in 0..p.segments {
-                assert_eq!(l.seg_row[s], row as u32);
-                let start = l.seg_start[s];
-                assert_eq!(start % ALIGN, 0, "aligned segment start");
+                assert_eq!(l.part_row[s], row as u32);
+                let (lo, hi) = (l.part_lo[s], l.part_hi[s]);
+                // The tiles' start and the length as segment_at in rode.cu finds them.
+                let start = lo & !(ALIGN - 1);
                 assert_eq!(start, p.aligned + j * seg_len, "segments in order");
-                // The length as segment_at in rode.cu finds it.
-                let left = end - start;
-                let len = if left < seg_len + TILE { left } else { seg_len };
+                assert_eq!(
+                    lo,
+                    if j == 0 { begin } else { start },
+                    "row {row}: masked start"
+                );
+                let len = hi - start;
                 if j + 1 < p.segments {
                     assert_eq!(len, seg_len, "row {row}: a full segment before the last");
                 } else {
@@ -345,16 +364,20 @@ mod tests {
                         (TILE..seg_len + TILE).contains(&len),
                         "row {row}: last segment"
                     );
-                    assert_eq!(start + len, end, "row {row}: the last segment ends the row");
+                    assert_eq!(hi, end, "row {row}: the last segment ends the row");
                 }
-                for e in start.max(begin)..start + len {
+                for e in lo..hi {
                     covered[e as usize] += 1;
                 }
-                slots.push(l.seg_slot[s]);
+                if with_combine {
+                    slots.push(l.seg_slot[s]);
+                }
                 s += 1;
             }
             if p.residual {
-                assert_eq!(l.res_row[r], row as u32);
+                let at = l.segments as usize + r;
+                assert_eq!(l.part_row[at], row as u32);
+                assert_eq!((l.part_lo[at], l.part_hi[at]), (begin, end));
                 assert!(
                     end - begin < TILE && p.segments == 0,
                     "row {row}: a residual row"
@@ -364,33 +387,39 @@ mod tests {
                 }
                 r += 1;
             }
+            assert_eq!(
+                p.parts() == 0,
+                begin == end && !with_combine,
+                "row {row}: only SDDMM's empty rows have no part"
+            );
             for e in begin..end {
                 assert_eq!(
                     covered[e as usize], 1,
                     "row {row}: entry {e} in exactly one part"
                 );
             }
-            match p.parts() {
-                1 => assert!(slots.iter().all(|&q| q == NONE), "row {row}: the only part"),
-                parts => {
-                    assert_eq!(l.listed_row[listed], row as u32);
-                    let first = l.listed_slot[listed];
-                    listed += 1;
-                    let expected: Vec<u32> = (0..parts).map(|q| first + q).collect();
-                    assert_eq!(
-                        slots, expected,
-                        "row {row}: consecutive slots, one per segment"
-                    );
-                    for q in expected {
-                        assert!(!std::mem::replace(&mut slot_used[q as usize], true));
-                    }
+            if !with_combine {
+                continue;
+            }
+            if p.segments > 1 {
+                assert_eq!(l.listed_row[listed], row as u32);
+                listed += 1;
+                // The last segment finds the row's first slot as its own less its index.
+                let expected: Vec<u32> = (0..p.segments).map(|q| slots[0] + q).collect();
+                assert_eq!(
+                    slots, expected,
+                    "row {row}: consecutive slots, one per segment"
+                );
+                for q in expected {
+                    assert!(!std::mem::replace(&mut slot_used[q as usize], true));
                 }
+            } else {
+                assert!(slots.iter().all(|&q| q == NONE), "row {row}: the only part");
             }
         }
-        assert_eq!(
-            (s, r, listed),
-            (l.seg_row.len(), l.res_row.len(), l.listed_row.len())
-        );
+        assert_eq!(s, l.segments as usize);
+        assert_eq!(s + r, l.part_row.len());
+        assert_eq!(listed, l.listed_row.len());
         assert!(
             slot_used.iter().all(|&u| u),
             "every slot belongs to a segment"
@@ -402,30 +431,34 @@ mod tests {
         for seg_len in [TILE, 4 * TILE, 512] {
             let lengths = boundary_lengths(seg_len);
             for offset in 0..ALIGN {
-                check_lists(&row_ptr(offset, &lengths), seg_len);
-                let reversed: Vec<u32> = lengths.iter().rev().copied().collect();
-                check_lists(&row_ptr(offset, &reversed), seg_len);
+                for with_combine in [true, false] {
+                    check_lists(&row_ptr(offset, &lengths), seg_len, with_combine);
+                    let reversed: Vec<u32> = lengths.iter().rev().copied().collect();
+                    check_lists(&row_ptr(offset, &reversed), seg_len, with_combine);
+                }
             }
         }
     }
 
     #[test]
     fn a_small_matrix_decomposes_as_worked_out_by_hand() {
-        // Rows: 3 entries at 0 (a residual); empty; 1064 entries at 3 (aligned to 0: 1067 entries
-        // from there, split in segments at 0 and 512 and a last one of 43 entries at 1024); 40
-        // entries at 1067 (aligned to 1064: one segment of 43, the first 3 masked); 29 entries at
-        // 1107 (aligned to 1104: exactly one tile, the first 3 masked).
+        // Rows: 3 entries at 0 (a residual); empty (a residual for SpMM); 1064 entries at 3
+        // (aligned to 0: 1067 entries from there, split in segments at 0 and 512 and a last one
+        // of 43 entries at 1024); 40 entries at 1067 (aligned to 1064: one segment of 43, the
+        // first 3 masked); 29 entries at 1107 (aligned to 1104: exactly one tile, the first 3
+        // masked).
         let p = row_ptr(0, &[3, 0, 1064, 40, 29]);
         let l = decompose(&p, 512, true);
-        assert_eq!(l.seg_row, [2, 2, 2, 3, 4]);
-        assert_eq!(l.seg_start, [0, 512, 1024, 1064, 1104]);
-        assert_eq!(l.res_row, [0]);
+        assert_eq!(l.segments, 5);
+        assert_eq!(l.part_row, [2, 2, 2, 3, 4, 0, 1]);
+        assert_eq!(l.part_lo, [3, 512, 1024, 1067, 1107, 0, 3]);
+        assert_eq!(l.part_hi, [512, 1024, 1067, 1107, 1136, 3, 3]);
         assert_eq!(l.seg_slot, [0, 1, 2, NONE, NONE]);
-        assert_eq!(l.listed_row, [1, 2]);
-        assert_eq!(l.listed_slot, [0, 0]);
+        assert_eq!(l.listed_row, [2]);
         assert_eq!(l.slots, 3);
         let plain = decompose(&p, 512, false);
-        assert_eq!((plain.seg_row, plain.res_row), (l.seg_row, l.res_row));
+        assert_eq!(plain.part_row, [2, 2, 2, 3, 4, 0]);
+        assert_eq!(plain.part_lo, l.part_lo[..6]);
         assert!(plain.seg_slot.is_empty() && plain.listed_row.is_empty() && plain.slots == 0);
     }
 
@@ -465,16 +498,17 @@ mod tests {
         let a = CsrRef::try_new(lengths.len(), cols, &p, &col_idx, &values).expect("valid CSR");
         let dev = DeviceCsr::upload(device, a).expect("upload");
         let d = Decomposition::build(device, &dev, 512, with_combine).expect("decompose");
+        let parts = d.segments + d.residuals;
         let mut l = twin::Lists {
-            seg_row: download(device, &d.seg_row, d.segments),
-            seg_start: download(device, &d.seg_start, d.segments),
-            res_row: download(device, &d.res_row, d.residuals),
+            segments: d.segments,
+            part_row: download(device, &d.part_row, parts),
+            part_lo: download(device, &d.part_lo, parts),
+            part_hi: download(device, &d.part_hi, parts),
             ..Default::default()
         };
         if let Some(c) = &d.combine {
             l.seg_slot = download(device, &c.seg_slot, d.segments);
             l.listed_row = download(device, &c.listed_row, c.listed);
-            l.listed_slot = download(device, &c.listed_slot, c.listed);
             l.slots = c.slots;
         }
         l
