@@ -95,15 +95,21 @@ const AUTO_RODE: Algorithm = Algorithm::RodeDeterministic;
 /// `vector` gives a row to one sub-warp, which walks it one dependent load after another, so its
 /// time follows the longest row: on a matrix too small to fill the device that is the whole time, a
 /// load latency per entry. RoDe's time follows the entries (segments of at most [`SEGMENT`], tiles
-/// copied ahead), plus a fixed cost: the kernels that scale or combine split rows, masked tile
-/// ends. Measured on an H100 (f32; SpMM N = 32 and 128, SDDMM K = 32; the 49 corpus matrices and
-/// two generated ones of 26M and 34M entries; docs/results/rode.md):
-/// - a longest row of 96 or more: RoDe faster in all 66 cases, 1.07x to 53x;
-/// - fewer than 100k entries and rows under 96: RoDe faster in 42 of 48 cases (SDDMM in all;
-///   the 6 others are SpMM at 0.64x to 0.95x, a few microseconds);
-/// - 100k entries or more and rows under 96: `vector`'s SpMM faster in 25 of 26 cases (up to
-///   2.4x); its SDDMM faster on the 8 matrices of mean row under 13 (1.0x to 1.6x), RoDe's on the
-///   5 of mean row 13 or more (1.10x to 1.8x).
+/// copied ahead), plus a fixed cost: masked tile ends, the combining of split rows. Calibrated on
+/// an H100 and checked again on an H200 after the one-launch changes (f32; SpMM N = 32 and 128,
+/// SDDMM K = 32; the 49 corpus matrices and a generated Poisson 3D and R-MAT; docs/results/rode.md),
+/// H200 figures:
+/// - a longest row of 96 or more: RoDe faster in all 66 cases, 1.12x to 84x;
+/// - fewer than 100k entries and rows under 96: RoDe faster in 45 of 48 cases (the 3 others are
+///   SpMM at N = 128 on matrices of rows under 32, where `vector` is 1.3x to 1.45x faster; at
+///   N = 32 RoDe wins on the same matrices, and N is unknown at plan time);
+/// - 100k entries or more and rows under 96: `vector`'s SpMM faster in 23 of 26 cases (up to
+///   2.1x); its SDDMM faster on 5 of the 8 matrices of mean row under 13, RoDe's on all 5 of mean
+///   row 13 or more (1.26x to 2.5x).
+///
+/// On the H200 the picks lose 1.3% (geomean) against always taking the faster of the two; the
+/// best of a grid of other thresholds (longest row 64, 96 or 128; SDDMM mean row 8 to 20) loses
+/// 1.2%.
 ///
 /// The layout and width of the dense operands are unknown at plan time and play no part.
 pub(crate) fn auto_algorithm<T, I: SpIndex>(op: OpKind, a: CsrRef<'_, T, I>) -> Algorithm {
