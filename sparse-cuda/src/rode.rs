@@ -23,7 +23,7 @@ mod decomposition;
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, LaunchArgs, LaunchConfig, PushKernelArg};
 use sparse_core::{
     Accumulator, Algorithm, BackendKind, CsrRef, DType, DenseMut, DenseRef, Error, Format, Layout,
     OpKind, PlanInfo, Precision, Result, RowStats, Scalar, SddmmPlan, SpIndex, SpmmPlan,
@@ -305,6 +305,23 @@ impl<T: Scalar> RodeSpmmPlan<T> {
     }
 }
 
+/// The first arguments of `rode_spmm` and `rode_sddmm`: the sub-warp width, the segments'
+/// blocks, and the parts.
+fn push_parts<'a>(
+    args: &mut LaunchArgs<'a>,
+    lanes: &'a u32,
+    block_ctas: &'a u32,
+    parts: &'a Decomposition,
+) {
+    args.arg(lanes)
+        .arg(block_ctas)
+        .arg(&parts.segments)
+        .arg(&parts.residuals)
+        .arg(&parts.part_row)
+        .arg(&parts.part_lo)
+        .arg(&parts.part_hi);
+}
+
 /// `rode_spmm`'s `partials` and `arrivals` arguments for atomics.
 const NULL: u64 = 0;
 
@@ -411,14 +428,8 @@ impl<T: Scalar> SpmmPlan<T> for RodeSpmmPlan<T> {
             return Ok(());
         }
         let mut args = main.launch_builder(self.kernel.get(shape.values));
-        args.arg(&shape.lanes)
-            .arg(&block_ctas)
-            .arg(&parts.segments)
-            .arg(&parts.residuals)
-            .arg(&parts.part_row)
-            .arg(&parts.part_lo)
-            .arg(&parts.part_hi)
-            .arg(&combine.seg_slot)
+        push_parts(&mut args, &shape.lanes, &block_ctas, parts);
+        args.arg(&combine.seg_slot)
             .arg(&parts.seg_len)
             .arg(&a.row_ptr)
             .arg(&a.col_idx)
@@ -571,14 +582,8 @@ impl<T: Scalar> SddmmPlan<T> for RodeSddmmPlan<T> {
             .device
             .stream
             .launch_builder(self.kernel.get(shape.values));
-        args.arg(&shape.lanes)
-            .arg(&block_ctas)
-            .arg(&parts.segments)
-            .arg(&parts.residuals)
-            .arg(&parts.part_row)
-            .arg(&parts.part_lo)
-            .arg(&parts.part_hi)
-            .arg(&s.col_idx)
+        push_parts(&mut args, &shape.lanes, &block_ctas, parts);
+        args.arg(&s.col_idx)
             .arg(&s.values.bytes)
             .arg(&scale_by_values)
             .arg(&k)
