@@ -5,7 +5,10 @@ use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DriverError};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DeviceRepr, DriverError,
+    ValidAsZeroBits,
+};
 use cudarc::nvrtc::Ptx;
 use sparse_core::{BackendKind, DeviceMemory, Error, Result, Scalar};
 
@@ -146,6 +149,27 @@ impl Device {
         self.stream
             .synchronize()
             .map_err(|e| driver_error("synchronizing", e))
+    }
+
+    /// A plan's workspace `buffer`, grown to at least `len` zeroed elements when it holds fewer
+    /// (`what` names the allocation in an error); returns the bytes it grew by, for the plan's
+    /// accounting.
+    pub(crate) fn grow_zeroed<E: DeviceRepr + ValidAsZeroBits>(
+        &self,
+        buffer: &mut Option<CudaSlice<E>>,
+        len: usize,
+        what: &'static str,
+    ) -> Result<usize> {
+        let held = buffer.as_ref().map_or(0, |b| b.len());
+        if held >= len {
+            return Ok(0);
+        }
+        let grown = self
+            .stream
+            .alloc_zeros::<E>(len)
+            .map_err(|e| driver_error(what, e))?;
+        *buffer = Some(grown);
+        Ok((len - held) * size_of::<E>())
     }
 }
 

@@ -306,16 +306,11 @@ impl<T: Scalar> FlashSparseSpmmPlan<T> {
         let len = (self.slots as usize)
             .checked_mul(self.a.shape.window() * ws_ld as usize)
             .ok_or_else(|| Error::invalid("the FlashSparse workspace size overflows usize"))?;
-        let held = self.workspace.as_ref().map_or(0, |w| w.len());
-        if held < len {
-            let grown = self
-                .device
-                .stream
-                .alloc_zeros::<f32>(len)
-                .map_err(|e| driver_error("allocating the FlashSparse workspace", e))?;
-            self.info.bytes = self.info.bytes - held * 4 + len * 4;
-            self.workspace = Some(grown);
-        }
+        self.info.bytes += self.device.grow_zeroed(
+            &mut self.workspace,
+            len,
+            "allocating the FlashSparse workspace",
+        )?;
         Ok(())
     }
 }

@@ -217,26 +217,6 @@ enum Combining {
     },
 }
 
-/// `buffer`, grown to at least `len` zeroed elements when it holds fewer; returns the bytes it
-/// grew by, for the plan's accounting.
-fn grow_zeroed<E: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
-    device: &Device,
-    buffer: &mut Option<CudaSlice<E>>,
-    len: usize,
-    what: &'static str,
-) -> Result<usize> {
-    let held = buffer.as_ref().map_or(0, |b| b.len());
-    if held >= len {
-        return Ok(0);
-    }
-    let grown = device
-        .stream
-        .alloc_zeros::<E>(len)
-        .map_err(|e| driver_error(what, e))?;
-    *buffer = Some(grown);
-    Ok((len - held) * size_of::<E>())
-}
-
 /// A planned RoDe SpMM.
 pub struct RodeSpmmPlan<T> {
     device: Arc<Device>,
@@ -410,14 +390,12 @@ impl<T: Scalar> SpmmPlan<T> for RodeSpmmPlan<T> {
                     .and_then(|v| v.checked_mul(acc))
                     .ok_or_else(overflow)?;
                 let counters = slots.checked_mul(col_tiles as usize).ok_or_else(overflow)?;
-                self.info.bytes += grow_zeroed(
-                    &self.device,
+                self.info.bytes += self.device.grow_zeroed(
                     workspace,
                     sums.max(1),
                     "allocating the RoDe workspace",
                 )?;
-                self.info.bytes += grow_zeroed(
-                    &self.device,
+                self.info.bytes += self.device.grow_zeroed(
                     arrivals,
                     counters.max(1),
                     "allocating the RoDe arrival counters",
