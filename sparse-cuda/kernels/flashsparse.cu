@@ -144,33 +144,75 @@ template <typename T> struct fs_columns {
     }
 };
 
-// One block's values as a lane holds them: rows g (lo) and g + 8 (hi, H = 16) at its vectors
-// t*VPL + i, each element's bits in a word, 0 past the block's width.
-template <typename T, int H> struct fs_values {
-    static const int VPL = fs_mma<T>::VPL;
-    u32 lo[VPL], hi[VPL];
+// The SpMM pipeline: a block's B runs and values are copied to shared memory by cp.async while
+// the MMAs of the block before run, so no register is held while a copy is under way (with
+// register buffers the f16 kernel needed 128 registers a thread, 25% occupancy; with these 96).
+// The columns of the next block to copy are loaded one step ahead. More stages measured slower
+// (f16, N = 128: 3 stages 0.99x, 4 stages 0.95x of 2): the shared memory they take is carved
+// out of the L1 cache, where blocks of nearby windows find the B rows they share.
+#define FS_STAGES 2
 
-    __device__ __forceinline__ void fetch(const T* values, u32 v, u32 width, u32 g, u32 t) {
-        // A block's rows hold `width` values each (its vectors), row-major.
-        const T* block = values + (u64)v * H;
-#pragma unroll
-        for (int i = 0; i < VPL; ++i) {
-            const u32 j = t * VPL + i;
-            lo[i] = hi[i] = 0;
-            fs_ld_elem(lo[i], block + g * width + j, j < width);
-            if constexpr (H == 16) fs_ld_elem(hi[i], block + (g + 8) * width + j, j < width);
-        }
+__device__ __forceinline__ u32 fs_shared_address(const void* p) {
+    u32 a;
+    asm("{.reg .u64 s; cvta.to.shared.u64 s, %1; cvt.u32.u64 %0, s;}" : "=r"(a) : "l"(p));
+    return a;
+}
+
+// Starts a copy of BYTES (4, 8 or 16, aligned to it) from global to shared memory; only the
+// first `src_bytes` (0 or BYTES) are read, the rest is zero-filled.
+template <int BYTES>
+__device__ __forceinline__ void fs_copy_async(void* dst, const void* src, u32 src_bytes) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(fs_shared_address(dst)), "l"(src),
+                 "n"(BYTES), "r"(src_bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void fs_copy_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+// Waits until at most N of this thread's copy groups are still pending.
+template <int N> __device__ __forceinline__ void fs_copy_wait() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+// The bits of one element in shared memory, zero-extended to 32.
+__device__ __forceinline__ u32 fs_bits(const half_t* p) { return *reinterpret_cast<const unsigned short*>(p); }
+__device__ __forceinline__ u32 fs_bits(const float* p) { return *reinterpret_cast<const u32*>(p); }
+
+// W words of shared memory at p (aligned to them) in one access.
+template <int W> __device__ __forceinline__ void fs_lds(const unsigned char* p, u32 (&w)[W]) {
+    if constexpr (W == 4) {
+        const uint4 v = *reinterpret_cast<const uint4*>(p);
+        w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+    } else if constexpr (W == 2) {
+        const uint2 v = *reinterpret_cast<const uint2*>(p);
+        w[0] = v.x, w[1] = v.y;
+    } else {
+        w[0] = *reinterpret_cast<const u32*>(p);
     }
-};
+}
 
-// The B runs of one block: per vector of the lane and per group, P elements as packed words
-// (zeros past the block's width and past N).
-template <typename T, int P, int G, bool VEC> struct fs_dense {
-    static const int VPL = fs_mma<T>::VPL, WORDS = P * sizeof(T) / 4;
-    u32 run[VPL][G][WORDS];
+// One stage of a warp's pipeline in shared memory: the B runs of one block, each lane's own
+// (VPL x G runs of P elements, stored lane after lane so that the warp's accesses are
+// consecutive and never share a bank), then the block's values as ME-BCRS stores them (H rows
+// of `width`), which every lane reads a part of.
+template <typename T, int H, int P, int G> struct fs_stage {
+    static const int K = fs_mma<T>::K, VPL = fs_mma<T>::VPL;
+    static const int RUN_BYTES = P * sizeof(T), WORDS = RUN_BYTES / 4;
+    static const int RUNS_BYTES = VPL * G * 32 * RUN_BYTES;
+    static const int BYTES = RUNS_BYTES + H * K * sizeof(T);
+    unsigned char* base;
 
-    __device__ __forceinline__ void fetch(const fs_columns<T>& s, const T* b, u32 b_rs, u32 b_cs, u32 n,
-                                          u32 first_col, u32 t) {
+    __device__ __forceinline__ unsigned char* run(int i, int q, u32 lane) const {
+        return base + ((i * G + q) * 32 + lane) * RUN_BYTES;
+    }
+
+    // Starts the copies of the block at vector v whose columns `s` holds: per vector of the
+    // lane and per group, P elements of the vector's B row (zeros past the block's width and
+    // past N); the block's values in 16-byte chunks (a block starts at v * H * sizeof(T) bytes
+    // and spans H * width * sizeof(T), both multiples of 16). The `_elem` variant loads its
+    // runs element by element and stores them itself.
+    template <bool VEC>
+    __device__ __forceinline__ void fill(const fs_columns<T>& s, u32 v, const T* values, const T* b, u32 b_rs,
+                                         u32 b_cs, u32 n, u32 first_col, u32 lane) const {
+        const u32 t = lane % 4;
 #pragma unroll
         for (int i = 0; i < VPL; ++i) {
             const bool live = t * VPL + i < s.width;
@@ -179,9 +221,42 @@ template <typename T, int P, int G, bool VEC> struct fs_dense {
             for (int q = 0; q < G; ++q) {
                 const u32 col = first_col + q * 8 * P;
                 const u32 left = live && col < n ? n - col : 0;
-                fs_run<T, P, VEC>(row + (u64)col * b_cs, b_cs, left, run[i][q]);
+                const T* src = row + (u64)col * b_cs;
+                if constexpr (VEC) {
+                    fs_copy_async<RUN_BYTES>(run(i, q, lane), src, left >= P ? RUN_BYTES : 0);
+                } else {
+                    u32 w[WORDS];
+                    fs_run<T, P, false>(src, b_cs, left, w);
+#pragma unroll
+                    for (int k = 0; k < WORDS; ++k) reinterpret_cast<u32*>(run(i, q, lane))[k] = w[k];
+                }
             }
         }
+        const u32 chunks = H * s.width * sizeof(T) / 16;
+        if (lane < chunks)
+            fs_copy_async<16>(base + RUNS_BYTES + lane * 16,
+                              reinterpret_cast<const unsigned char*>(values + (u64)v * H) + lane * 16, 16);
+    }
+
+    // The lane's runs, as packed words.
+    __device__ __forceinline__ void runs(u32 lane, u32 (&r)[VPL][G][WORDS]) const {
+#pragma unroll
+        for (int i = 0; i < VPL; ++i)
+#pragma unroll
+            for (int q = 0; q < G; ++q) fs_lds<WORDS>(run(i, q, lane), r[i][q]);
+    }
+
+    // The sparse operand of the lane: row `row` of the block at its vectors t*VPL + i, each
+    // element's bits in a word, 0 past the block's width.
+    __device__ __forceinline__ u32 sparse(u32 row, u32 width, u32 t) const {
+        const T* block = reinterpret_cast<const T*>(base + RUNS_BYTES);
+        u32 v[VPL];
+#pragma unroll
+        for (int i = 0; i < VPL; ++i) {
+            const u32 j = t * VPL + i;
+            v[i] = j < width ? fs_bits(block + row * width + j) : 0;
+        }
+        return fs_mma<T>::sparse(v);
     }
 };
 
@@ -221,18 +296,25 @@ __device__ __forceinline__ void fs_spmm(u32 tasks, const u32* task_window, const
                                         const T* b, u32 b_rs, u32 b_cs, T* c, u32 c_rs, u32 c_cs,
                                         u32 c_vec, float alpha, float beta, float* ws, u32 ws_ld) {
     typedef fs_mma<T> M;
-    const int K = M::K;
+    typedef fs_stage<T, H, P, G> S;
+    const int K = M::K, VPL = M::VPL;
     // MMA tiles of 16 columns per group, and accumulators per tile: one MMA (H = 8) or two
     // side by side (H = 16).
     const int TILES = P / 2, ACC = 4 * H / 8, WARP_COLS = 8 * P * G;
-    const u32 lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const u32 task = blockIdx.x * FS_WARPS + threadIdx.x / 32;
+    __shared__ __align__(16) unsigned char stages[FS_WARPS][FS_STAGES][S::BYTES];
+    const u32 lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, warp = threadIdx.x / 32;
+    const u32 task = blockIdx.x * FS_WARPS + warp;
     // The whole warp leaves together: the ballots and shuffles below involve all its lanes.
     if (task >= tasks) return;
     const u32 first = task_window[task], start = task_start[task], end = task_end[task], slot = task_slot[task];
     fs_windows wins;
     wins.count = task_windows[task];
     wins.bound = lane <= wins.count ? window_ptr[first + lane] : 0;
+    auto stage = [&](u32 s) {
+        S st;
+        st.base = stages[warp][s];
+        return st;
+    };
     for (u32 n0 = blockIdx.y * WARP_COLS; n0 < n; n0 += gridDim.y * WARP_COLS) {
         const u32 lane_col = n0 + P * g;
         float acc[G][TILES][ACC];
@@ -298,44 +380,52 @@ __device__ __forceinline__ void fs_spmm(u32 tasks, const u32* task_window, const
             for (int p = 0; p < TILES; ++p)
 #pragma unroll
                 for (int i = 0; i < ACC; ++i) acc[q][p][i] = 0.0f;
-        // A pipeline over the task's blocks, so that no load waits for the one before it
-        // within a step: the MMAs of block i run on values and B runs loaded during step i-1,
-        // with columns loaded during step i-2. Every stage has two buffers, used in turn by
-        // the two halves of the loop, so no register that a load is still filling is copied
-        // (a copy would wait for the load).
+        // `at`: the block whose MMAs run next, in stage `now`; `fill`: the next block to copy,
+        // into stage `into`, whose columns `cols` holds or is loading. One copy group per
+        // block (empty past the task's end), so waiting for all but the last FS_STAGES - 1
+        // groups waits for block `at`.
         fs_cursor at;
         at.v = start;
         at.live = start < end;
         at.j = at.live ? wins.of(start) : wins.count;
-        fs_cursor ahead = at.next(wins, K, end);
-        fs_columns<T> c0, c1;
-        fs_values<T, H> s0, s1;
-        fs_dense<T, P, G, VEC> d0, d1;
-        if (at.live) {
-            c0.fetch(vec_col, at.v, wins.end(at.j), t);
-            s0.fetch(values, at.v, c0.width, g, t);
-            d0.fetch(c0, b, b_rs, b_cs, n, lane_col, t);
+        fs_cursor fill = at;
+        fs_columns<T> cols;
+        // The previous pass over N may still be reading the stages.
+        __syncwarp();
+#pragma unroll
+        for (u32 s = 0; s < FS_STAGES - 1; ++s) {
+            if (fill.live) {
+                cols.fetch(vec_col, fill.v, wins.end(fill.j), t);
+                stage(s).template fill<VEC>(cols, fill.v, values, b, b_rs, b_cs, n, lane_col, lane);
+            }
+            fs_copy_commit();
+            fill = fill.next(wins, K, end);
         }
-        if (ahead.live) c1.fetch(vec_col, ahead.v, wins.end(ahead.j), t);
+        if (fill.live) cols.fetch(vec_col, fill.v, wins.end(fill.j), t);
         // Windows before the first block are empty: beta * C.
         for (u32 j = 0; j < at.j; ++j) flush(j);
-        // Block i's MMAs on (s_now, d_now); c_now's columns (block i's, already used) become
-        // block i+2's; block i+1's values and B runs go to s_next and d_next.
-        auto step = [&](fs_columns<T>& c_now, fs_values<T, H>& s_now, fs_dense<T, P, G, VEC>& d_now,
-                        const fs_columns<T>& c_next, fs_values<T, H>& s_next, fs_dense<T, P, G, VEC>& d_next) {
-            const fs_cursor beyond = ahead.next(wins, K, end);
-            if (ahead.live) {
-                s_next.fetch(values, ahead.v, c_next.width, g, t);
-                d_next.fetch(c_next, b, b_rs, b_cs, n, lane_col, t);
-            }
-            if (beyond.live) c_now.fetch(vec_col, beyond.v, wins.end(beyond.j), t);
-            const u32 lo = M::sparse(s_now.lo);
-            const u32 hi = H == 16 ? M::sparse(s_now.hi) : 0;
+        u32 now = 0, into = FS_STAGES - 1;
+        while (at.live) {
+            // Every lane is done with the stage refilled now: the previous block's.
+            __syncwarp();
+            if (fill.live) stage(into).template fill<VEC>(cols, fill.v, values, b, b_rs, b_cs, n, lane_col, lane);
+            fs_copy_commit();
+            fill = fill.next(wins, K, end);
+            if (fill.live) cols.fetch(vec_col, fill.v, wins.end(fill.j), t);
+            fs_copy_wait<FS_STAGES - 1>();
+            // The values other lanes copied have landed too.
+            __syncwarp();
+            const S st = stage(now);
+            const u32 width = min((u32)K, wins.end(at.j) - at.v);
+            const u32 lo = st.sparse(g, width, t);
+            const u32 hi = H == 16 ? st.sparse(g + 8, width, t) : 0;
+            u32 run[VPL][G][S::WORDS];
+            st.runs(lane, run);
 #pragma unroll
             for (int q = 0; q < G; ++q) {
 #pragma unroll
                 for (int p = 0; p < TILES; ++p) {
-                    const u32 even = M::dense(d_now.run, q, p, 0), odd = M::dense(d_now.run, q, p, 1);
+                    const u32 even = M::dense(run, q, p, 0), odd = M::dense(run, q, p, 1);
                     if constexpr (H == 8) {
                         // A = B^T (rows g and g+8: columns 2p and 2p+1 of the runs), B = the
                         // sparse block^T.
@@ -349,15 +439,12 @@ __device__ __forceinline__ void fs_spmm(u32 tasks, const u32* task_window, const
             }
             // The window is done when the next block is another's (or none is left); the
             // empty windows up to that one get beta * C.
+            const fs_cursor ahead = at.next(wins, K, end);
             if (ahead.j != at.j)
                 for (u32 j = at.j; j < ahead.j; ++j) flush(j);
             at = ahead;
-            ahead = beyond;
-        };
-        while (at.live) {
-            step(c0, s0, d0, c1, s1, d1);
-            if (!at.live) break;
-            step(c1, s1, d1, c0, s0, d0);
+            now = now + 1 == FS_STAGES ? 0 : now + 1;
+            into = into + 1 == FS_STAGES ? 0 : into + 1;
         }
     }
 }

@@ -5,7 +5,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use clap::Parser;
-use sparse_blas::{Error, Layout, OpKind, Precision, Result};
+use sparse_blas::{Algorithm, Error, Layout, OpKind, Precision, Result};
 
 use crate::cases::Generator;
 use crate::ops::Op;
@@ -62,6 +62,11 @@ pub struct Args {
     /// Precisions; a kernel runs in those its backend supports.
     #[arg(long, value_delimiter = ',', default_value = "f64,f32,f16")]
     pub precisions: Vec<Named<Precision>>,
+
+    /// Only the kernels of these algorithms (e.g. flashsparse,vendor-alg2), without the CPU
+    /// baselines; every kernel when not given.
+    #[arg(long, value_delimiter = ',')]
+    pub algorithms: Option<Vec<Named<Algorithm>>>,
 
     /// SpMM widths N (columns of B and C) [default: 32,128,256; --quick: 32].
     #[arg(long, value_delimiter = ',')]
@@ -193,6 +198,8 @@ pub struct Config {
     pub max_nnz: Option<usize>,
     pub ops: Vec<Op>,
     pub precisions: Vec<Precision>,
+    /// The algorithms to run; all when `None`.
+    pub algorithms: Option<Vec<Algorithm>>,
     pub spmm_widths: Vec<usize>,
     pub inner_widths: Vec<usize>,
     pub layout: Layout,
@@ -289,6 +296,9 @@ impl Args {
             max_nnz: self.max_nnz,
             ops,
             precisions,
+            algorithms: self
+                .algorithms
+                .map(|list| list.into_iter().map(|Named(a)| a).collect()),
             spmm_widths: widths("--n", self.n, if quick { &[32] } else { &[32, 128, 256] })?,
             inner_widths: widths("--k", self.k, if quick { &[32] } else { &[32, 128] })?,
             layout: self.layout.0,

@@ -375,7 +375,13 @@ impl Typed<'_> {
                     baselines: case.alpha == 1.0 && case.beta == 0.0,
                     dense_fits: dense_bytes <= c.dense_limit_bytes as f64,
                 };
-                let kernels = kernels::kernels(&self.bench.backends, op.kind(), precision, &extras);
+                let mut kernels =
+                    kernels::kernels(&self.bench.backends, op.kind(), precision, &extras);
+                if let Some(only) = &c.algorithms {
+                    kernels.retain(
+                        |k| matches!(k, Kernel::Plan { algorithm, .. } if only.contains(algorithm)),
+                    );
+                }
                 if kernels.is_empty() {
                     continue;
                 }
