@@ -449,22 +449,46 @@ __device__ __forceinline__ void fs_spmm(u32 tasks, const u32* task_window, const
     }
 }
 
-// C = alpha * (sum of a split window's partials, in chunk order) + beta * C: grid.y over the
-// split windows, grid.x over columns.
+// C = alpha * (sum of a split window's partials, in chunk order) + beta * C: grid.x over
+// columns, grid.y over groups of `group_rows` rows of the split windows (the host sizes the
+// groups so that the threads fill the device about twice: one row a thread when split windows
+// are few, several when they are many). On matrices of a few long rows a window has dozens of
+// chunks; their partials are loaded FS_COMBINE_BATCH at a time, so that the loads overlap (one
+// at a time, each add waits for its load), and still added in chunk order.
+#define FS_COMBINE_BATCH 8
+
 template <typename T>
 __device__ __forceinline__ void fs_spmm_combine(u32 split, const u32* split_window, const u32* split_slot,
-                                                const u32* window_ptr, u32 chunk_len, u32 h, u32 rows, u32 n,
-                                                const float* ws, u32 ws_ld, T* c, u32 c_rs, u32 c_cs, float alpha,
-                                                float beta) {
+                                                const u32* window_ptr, u32 chunk_len, u32 h, u32 group_rows,
+                                                u32 rows, u32 n, const float* ws, u32 ws_ld, T* c, u32 c_rs,
+                                                u32 c_cs, float alpha, float beta) {
     const u32 j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= n) return;
-    for (u32 s = blockIdx.y; s < split; s += gridDim.y) {
-        const u32 w = split_window[s], first = split_slot[s];
+    const u32 groups = (h + group_rows - 1) / group_rows;
+    for (u64 split_group = blockIdx.y; split_group < (u64)split * groups; split_group += gridDim.y) {
+        const u32 s = (u32)(split_group / groups), r0 = (u32)(split_group % groups) * group_rows;
+        const u32 w = split_window[s];
         const u32 parts = (window_ptr[w + 1] - window_ptr[w] + chunk_len - 1) / chunk_len;
-        for (u32 r = 0; r < h && w * h + r < rows; ++r) {
+        for (u32 r = r0; r < min(r0 + group_rows, h); ++r) {
+            const u64 row = (u64)w * h + r;
+            if (row >= rows) break;
+            // Chunk p's partial of this row and column; slots of consecutive chunks are h rows
+            // apart.
+            const float* part = ws + ((u64)split_slot[s] * h + r) * ws_ld + j;
+            const u64 stride = (u64)h * ws_ld;
             float sum = 0.0f;
-            for (u32 p = 0; p < parts; ++p) sum += ws[((u64)(first + p) * h + r) * ws_ld + j];
-            update(c + (u64)(w * h + r) * c_rs + (u64)j * c_cs, alpha, sum, beta);
+            for (u32 p0 = 0; p0 < parts; p0 += FS_COMBINE_BATCH) {
+                u32 v[FS_COMBINE_BATCH];
+#pragma unroll
+                for (int i = 0; i < FS_COMBINE_BATCH; ++i) {
+                    v[i] = 0;
+                    ld_nc_pred(v[i], part + (p0 + i) * stride, p0 + i < parts);
+                }
+#pragma unroll
+                for (int i = 0; i < FS_COMBINE_BATCH; ++i)
+                    if (p0 + i < parts) sum += __uint_as_float(v[i]);
+            }
+            update(c + row * c_rs + (u64)j * c_cs, alpha, sum, beta);
         }
     }
 }
@@ -744,11 +768,11 @@ __device__ __forceinline__ void fs_build_fill(u32 nnz, u32 rows, u32 h, u32 k, c
     FS_SDDMM_ENTRY(NAME, T, 8)                                                                                        \
     FS_SDDMM_ENTRY(NAME, T, 16)                                                                                       \
     extern "C" __global__ void fs_spmm_combine_##NAME(u32 split, const u32 *split_window, const u32 *split_slot,     \
-                                                      const u32 *window_ptr, u32 chunk_len, u32 h, u32 rows, u32 n,   \
-                                                      const float *ws, u32 ws_ld, T *c, u32 c_rs, u32 c_cs,           \
-                                                      float alpha, float beta) {                                      \
-        fs_spmm_combine<T>(split, split_window, split_slot, window_ptr, chunk_len, h, rows, n, ws, ws_ld, c, c_rs,   \
-                           c_cs, alpha, beta);                                                                        \
+                                                      const u32 *window_ptr, u32 chunk_len, u32 h, u32 group_rows,    \
+                                                      u32 rows, u32 n, const float *ws, u32 ws_ld, T *c, u32 c_rs,    \
+                                                      u32 c_cs, float alpha, float beta) {                            \
+        fs_spmm_combine<T>(split, split_window, split_slot, window_ptr, chunk_len, h, group_rows, rows, n, ws, ws_ld, \
+                           c, c_rs, c_cs, alpha, beta);                                                               \
     }                                                                                                                 \
     extern "C" __global__ void __launch_bounds__(256) fs_build_fill_##NAME(                                          \
         u32 nnz, u32 rows, u32 h, u32 k, const u32 *row_ptr, const u32 *col_idx, const T *csr_values,               \

@@ -416,6 +416,11 @@ impl<T: Scalar> SpmmPlan<T> for FlashSparseSpmmPlan<T> {
         // that ws_ld (a multiple of 16) keeps aligned.
         unsafe { args.launch(config) }.map_err(launched("fs_spmm"))?;
         if let Some(w) = workspace {
+            let group_rows = combine_group_rows(self.split, h, n, self.device.info.multiprocessors);
+            // One block row per group of rows of a split window, the kernel striding past
+            // MAX_GRID_Y.
+            let groups = u64::from(self.split) * u64::from(h.div_ceil(group_rows));
+            let grid_y = groups.clamp(1, u64::from(MAX_GRID_Y)) as u32;
             let mut args = stream.launch_builder(&self.combine);
             args.arg(&self.split)
                 .arg(&self.split_window)
@@ -423,6 +428,7 @@ impl<T: Scalar> SpmmPlan<T> for FlashSparseSpmmPlan<T> {
                 .arg(&self.a.window_ptr)
                 .arg(&chunk_len)
                 .arg(&h)
+                .arg(&group_rows)
                 .arg(&rows)
                 .arg(&n)
                 .arg(w)
@@ -433,7 +439,7 @@ impl<T: Scalar> SpmmPlan<T> for FlashSparseSpmmPlan<T> {
                 .arg(&alpha)
                 .arg(&beta);
             let config = LaunchConfig {
-                grid_dim: (n.div_ceil(THREADS), self.split.clamp(1, MAX_GRID_Y), 1),
+                grid_dim: (n.div_ceil(THREADS), grid_y, 1),
                 block_dim: (THREADS, 1, 1),
                 shared_mem_bytes: 0,
             };
@@ -443,6 +449,20 @@ impl<T: Scalar> SpmmPlan<T> for FlashSparseSpmmPlan<T> {
         }
         Ok(())
     }
+}
+
+/// Threads of the split-window combine per multiprocessor wanted: two waves of 2,048.
+const COMBINE_THREADS_PER_SM: u64 = 4096;
+
+/// Rows of a split window that one thread of the combine sums (a power of two up to `h`): one
+/// when a thread per row and column leaves at most [`COMBINE_THREADS_PER_SM`] threads per
+/// multiprocessor, else as many as bring the count down to it, so that many small split
+/// windows do not pay for waves of threads that each wait for one load.
+fn combine_group_rows(split: u32, h: u32, n: u32, multiprocessors: u32) -> u32 {
+    let threads = u64::from(split) * u64::from(h) * u64::from(n.next_multiple_of(THREADS));
+    let wanted = u64::from(multiprocessors.max(1)) * COMBINE_THREADS_PER_SM;
+    let per_thread = (threads / wanted).clamp(1, u64::from(h)) as u32;
+    1 << per_thread.ilog2()
 }
 
 /// A planned FlashSparse SDDMM.
@@ -606,6 +626,17 @@ mod tests {
             Err(Error::Unsupported { .. })
         ));
         assert!(supports(Precision::TF32) && supports(f16) && !supports(Precision::F32));
+    }
+
+    #[test]
+    fn the_combine_gives_a_thread_more_rows_only_when_threads_abound() {
+        // 32 split windows (a DLMC layer): a thread per row.
+        assert_eq!(combine_group_rows(32, 8, 128, 132), 1);
+        // 2,000 split windows of a graph: 2M threads for 540k wanted, 2 rows a thread.
+        assert_eq!(combine_group_rows(2000, 8, 128, 132), 2);
+        // Never more than a window's rows.
+        assert_eq!(combine_group_rows(1 << 20, 16, 256, 1), 16);
+        assert_eq!(combine_group_rows(0, 8, 1, 132), 1);
     }
 
     #[test]
