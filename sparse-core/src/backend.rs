@@ -2,12 +2,14 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::time::Duration;
 
 use crate::csr_ref::CsrRef;
 use crate::dense::{Dense, DenseMut, DenseRef, Layout};
 use crate::error::{Error, Result};
 use crate::op::{
-    named_enum, Algorithm, AttentionDesc, Format, OpKind, SddmmDesc, SpmmDesc, SpmvDesc, Support,
+    named_enum, support_of, Algorithm, AttentionDesc, Format, OpKind, Offer, SddmmDesc, SpmmDesc,
+    SpmvDesc, Support,
 };
 use crate::precision::Precision;
 use crate::scalar::{Scalar, SpIndex};
@@ -85,10 +87,72 @@ pub struct PlanInfo {
     pub precision: Precision,
     /// The algorithm actually chosen (never `Auto`).
     pub algorithm: Algorithm,
-    /// Bytes the plan holds: converted matrices, analysis and workspace (borrowed inputs excluded).
+    /// Bytes the plan holds: converted matrices, analysis and workspace (borrowed inputs
+    /// excluded). Fixed once planned; only [`SpmmPlan::reserve`] (and SDDMM's) changes it.
     pub bytes: usize,
     /// Same inputs give bit-identical outputs on every run.
     pub deterministic: bool,
+    /// The widest dense operand runs may take without a `reserve` (N of SpMM, K of SDDMM; 0
+    /// where the operation has no such width).
+    pub reserved_width: usize,
+    /// Where planning spent its time.
+    pub plan_time: PlanTime,
+}
+
+impl PlanInfo {
+    /// A plan's description with no bytes, no reserved width and no time yet.
+    pub fn new(
+        backend: BackendKind,
+        op: OpKind,
+        format: Format,
+        precision: Precision,
+        algorithm: Algorithm,
+        deterministic: bool,
+    ) -> Self {
+        PlanInfo {
+            backend,
+            op,
+            format,
+            precision,
+            algorithm,
+            bytes: 0,
+            deterministic,
+            reserved_width: 0,
+            plan_time: PlanTime::default(),
+        }
+    }
+
+    /// [`Error::WidthExceeded`] when a run of `width` is wider than the plan reserved for.
+    pub fn check_width(&self, width: usize) -> Result<()> {
+        if width > self.reserved_width {
+            return Err(Error::WidthExceeded {
+                op: self.op,
+                width,
+                reserved: self.reserved_width,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Where planning spent its time. The parts do not overlap; their sum is about the plan's wall
+/// time.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct PlanTime {
+    /// Host work: checks, statistics, conversions, packing for an upload.
+    pub host: Duration,
+    /// Copies from the host to the device.
+    pub transfer: Duration,
+    /// Analysis and conversion on the device.
+    pub device: Duration,
+    /// Compiling and loading kernels (loading only, when they are cached).
+    pub kernels: Duration,
+}
+
+impl PlanTime {
+    pub fn total(&self) -> Duration {
+        self.host + self.transfer + self.device + self.kernels
+    }
 }
 
 /// A planned `y = alpha*A*x + beta*y`.
@@ -102,6 +166,10 @@ pub trait SpmvPlan<T: Scalar>: Send {
         beta: T::Acc,
         y: DenseMut<'_, T::Out>,
     ) -> Result<()>;
+    /// New values for the matrix planned from, same pattern: `values` (nnz x 1, host or this
+    /// backend's device memory) in its CSR entry order. No re-analysis; blocked formats are
+    /// rearranged into their own order.
+    fn update_values(&mut self, values: DenseRef<'_, T>) -> Result<()>;
 }
 
 /// A planned `C = alpha*A*B + beta*C`.
@@ -115,6 +183,11 @@ pub trait SpmmPlan<T: Scalar>: Send {
         beta: T::Acc,
         c: DenseMut<'_, T::Out>,
     ) -> Result<()>;
+    /// As [`SpmvPlan::update_values`].
+    fn update_values(&mut self, values: DenseRef<'_, T>) -> Result<()>;
+    /// Makes runs up to N = `width` possible: grows the workspace where it depends on N (runs
+    /// never do), so [`PlanInfo::bytes`] and [`PlanInfo::reserved_width`] may change.
+    fn reserve(&mut self, width: usize) -> Result<()>;
 }
 
 /// A planned `C = alpha*(X*Y^T) ∘ spy(S) + beta*C`.
@@ -134,6 +207,10 @@ pub trait SddmmPlan<T: Scalar>: Send {
         beta: T::Acc,
         c: DenseMut<'_, T::Out>,
     ) -> Result<()>;
+    /// As [`SpmvPlan::update_values`] (the values matter with `scale_by_values`).
+    fn update_values(&mut self, values: DenseRef<'_, T>) -> Result<()>;
+    /// As [`SpmmPlan::reserve`], for K.
+    fn reserve(&mut self, width: usize) -> Result<()>;
 }
 
 /// A planned `O = softmax_row(scale*(Q*K^T) ∘ spy(A)) * V`.
@@ -159,7 +236,16 @@ pub trait Executor: Send + Sync {
     /// One line naming the backend and its device, e.g. `cpu (rayon, 8 threads)`.
     fn description(&self) -> String;
 
-    fn capability(&self, op: OpKind, format: Format, precision: Precision) -> Support;
+    /// The one table of what this backend runs: the algorithms for `op` on `format` in
+    /// `precision` (`auto` is not listed: it resolves to one of them), empty when none.
+    /// Capability, the Unsupported errors, the conformance suite, the benchmarks and
+    /// `spblas capabilities` all derive from it.
+    fn algorithms(&self, op: OpKind, format: Format, precision: Precision) -> Vec<Offer>;
+
+    /// Native / Emulated / Unsupported, from [`Executor::algorithms`].
+    fn capability(&self, op: OpKind, format: Format, precision: Precision) -> Support {
+        support_of(&self.algorithms(op, format, precision))
+    }
 
     fn plan_spmv<'a, T: Scalar, I: SpIndex>(
         &self,
@@ -198,9 +284,146 @@ pub trait Executor: Send + Sync {
     fn synchronize(&self) -> Result<()>;
 }
 
+/// A table of what a backend runs, as [`Executor::algorithms`] gives it.
+pub trait AlgorithmTable: Fn(OpKind, Format, Precision) -> Vec<Offer> {}
+impl<F: Fn(OpKind, Format, Precision) -> Vec<Offer>> AlgorithmTable for F {}
+
+/// Checks a request against `backend`'s table: `Ok(None)` for `auto` and `Ok(Some(offer))` for
+/// an algorithm the table lists; otherwise [`Error::Unsupported`] naming what runs instead.
+pub fn check_offered(
+    backend: BackendKind,
+    table: impl AlgorithmTable,
+    op: OpKind,
+    format: Format,
+    precision: Precision,
+    algorithm: Algorithm,
+) -> Result<Option<Offer>> {
+    let offers = table(op, format, precision);
+    if offers.is_empty() {
+        return Err(Error::Unsupported {
+            op,
+            format,
+            precision,
+            algorithm: None,
+            backend,
+            supported: supported_summary(&table, op),
+        });
+    }
+    if algorithm == Algorithm::Auto {
+        return Ok(None);
+    }
+    offers
+        .iter()
+        .find(|o| o.algorithm == algorithm)
+        .copied()
+        .map(Some)
+        .ok_or_else(|| Error::Unsupported {
+            op,
+            format,
+            precision,
+            algorithm: Some(algorithm),
+            backend,
+            supported: format!(
+                "{op} on {format} in {precision} with {}",
+                algorithm_names(&offers)
+            ),
+        })
+}
+
+/// `auto` and the offers' algorithms, e.g. `auto, scalar, vector`.
+fn algorithm_names(offers: &[Offer]) -> String {
+    std::iter::once("auto")
+        .chain(offers.iter().map(|o| o.algorithm.name()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// What `table` runs for `op`, one clause per format and set of algorithms, e.g.
+/// `spmv on csr in f64 f32 f16 (scalar, vector); on coo in f64 f32 (atomic)`; `nothing` when
+/// the table lists nothing for `op`.
+pub fn supported_summary(table: &impl AlgorithmTable, op: OpKind) -> String {
+    let mut clauses: Vec<(Format, Vec<Algorithm>, Vec<&str>)> = Vec::new();
+    for &format in Format::ALL {
+        for precision in Precision::ALL {
+            let offers = table(op, format, precision);
+            if offers.is_empty() {
+                continue;
+            }
+            let algorithms: Vec<Algorithm> = offers.iter().map(|o| o.algorithm).collect();
+            match clauses
+                .iter_mut()
+                .find(|(f, a, _)| *f == format && *a == algorithms)
+            {
+                Some((_, _, precisions)) => precisions.push(precision.name()),
+                None => clauses.push((format, algorithms, vec![precision.name()])),
+            }
+        }
+    }
+    if clauses.is_empty() {
+        return "nothing".to_string();
+    }
+    let clauses: Vec<String> = clauses
+        .iter()
+        .map(|(format, algorithms, precisions)| {
+            let names: Vec<&str> = algorithms.iter().map(|a| a.name()).collect();
+            format!(
+                "on {format} in {} ({})",
+                precisions.join(" "),
+                names.join(", ")
+            )
+        })
+        .collect();
+    format!("{op} {}", clauses.join("; "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn table(op: OpKind, format: Format, precision: Precision) -> Vec<Offer> {
+        let csr = [
+            Offer::native(Algorithm::Scalar, true),
+            Offer::native(Algorithm::Atomic, false),
+        ];
+        match (op, format) {
+            (OpKind::Spmv, Format::Csr) if precision != Precision::I4 => csr.to_vec(),
+            (OpKind::Spmv, Format::Coo) if precision == Precision::F64 => csr[1..].to_vec(),
+            _ => Vec::new(),
+        }
+    }
+
+    #[test]
+    fn requests_are_checked_against_the_table() {
+        let check = |format, precision, algorithm| {
+            check_offered(
+                BackendKind::Cuda,
+                table,
+                OpKind::Spmv,
+                format,
+                precision,
+                algorithm,
+            )
+        };
+        assert_eq!(check(Format::Csr, Precision::F32, Algorithm::Auto).unwrap(), None);
+        assert!(!check(Format::Csr, Precision::F32, Algorithm::Atomic)
+            .unwrap()
+            .unwrap()
+            .deterministic);
+        let err = check(Format::Csr, Precision::F32, Algorithm::Rode).unwrap_err();
+        assert!(
+            err.to_string().contains("with rode")
+                && err.to_string().contains("auto, scalar, atomic"),
+            "{err}"
+        );
+        let err = check(Format::Ell, Precision::F32, Algorithm::Auto).unwrap_err();
+        assert!(
+            err.to_string().contains(
+                "spmv on csr in f64 f32 tf32 f16 bf16 i8 (scalar, atomic); on coo in f64 (atomic)"
+            ),
+            "{err}"
+        );
+        assert_eq!(supported_summary(&table, OpKind::Spmm), "nothing");
+    }
 
     #[test]
     fn requests_parse() {

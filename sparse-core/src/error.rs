@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use crate::backend::BackendKind;
-use crate::op::{Format, OpKind};
+use crate::op::{Algorithm, Format, OpKind};
 use crate::precision::Precision;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -27,12 +27,17 @@ pub enum Error {
         error: StructureError,
     },
 
-    /// The backend cannot run this combination.
-    #[error("{backend} does not support {op} on {format} in {precision}; supported: {supported}")]
+    /// The backend cannot run this combination (or this algorithm of it, when `algorithm` is
+    /// named); `supported` lists what it runs instead.
+    #[error(
+        "{backend} does not run {op} on {format} in {precision}{}; it runs {supported}",
+        algorithm.map(|a| format!(" with {a}")).unwrap_or_default()
+    )]
     Unsupported {
         op: OpKind,
         format: Format,
         precision: Precision,
+        algorithm: Option<Algorithm>,
         backend: BackendKind,
         supported: String,
     },
@@ -44,15 +49,48 @@ pub enum Error {
         reason: String,
     },
 
-    /// A device allocation failed.
-    #[error("out of memory on {device}: could not allocate {bytes} bytes")]
-    OutOfMemory { device: String, bytes: usize },
+    /// The device ran out of memory: an allocation of `requested` bytes, or a launch (whose
+    /// need is unknown) when `requested` is `None`.
+    #[error(
+        "out of memory on {device}: {}, {} free",
+        requested.map_or("a launch failed".to_string(), |b| format!("{b} bytes asked for")),
+        free.map_or("unknown bytes".to_string(), |b| format!("{b} bytes"))
+    )]
+    OutOfMemory {
+        device: String,
+        requested: Option<usize>,
+        free: Option<usize>,
+    },
 
-    /// A device call failed.
-    #[error("{backend} error: {message}")]
+    /// A call into a device library (driver, cuSPARSE, cuBLAS) failed; `source` is the
+    /// library's own error, with its code.
+    #[error("{backend}: {context}: {source}")]
     Device {
         backend: BackendKind,
-        message: String,
+        context: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+
+    /// A kernel did not compile; `log` is the compiler's.
+    #[error("compiling {kernel} failed ({source}):\n{log}")]
+    Compile {
+        kernel: String,
+        log: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+
+    /// A run is wider than the plan reserved for (the `max_width` of its descriptor, or the
+    /// last `reserve`): it would need a larger workspace, which `run` never allocates.
+    #[error(
+        "{op}: a width of {width} is past the {reserved} this plan reserved for; call the \
+         plan's reserve({width}) first, or plan with max_width({width})"
+    )]
+    WidthExceeded {
+        op: OpKind,
+        width: usize,
+        reserved: usize,
     },
 
     /// A count or index does not fit the index type.
@@ -100,6 +138,10 @@ pub enum Error {
     /// An argument is outside its domain (an unknown name, a non-finite scale, ...).
     #[error("{message}")]
     InvalidArgument { message: String },
+
+    /// An invariant of sparse-blas itself does not hold: a bug, whatever the input.
+    #[error("internal error (a bug in sparse-blas): {message}")]
+    Internal { message: String },
 }
 
 impl Error {
@@ -132,6 +174,12 @@ impl Error {
 
     pub fn io(path: Option<PathBuf>, source: std::io::Error) -> Self {
         Error::Io { path, source }
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Error::Internal {
+            message: message.into(),
+        }
     }
 }
 

@@ -30,14 +30,15 @@ mod scalar;
 mod value_order;
 
 pub use backend::{
-    AttentionPlan, BackendKind, BackendRequest, Executor, PlanInfo, SddmmPlan, SpmmPlan, SpmvPlan,
-    BACKEND_ENV,
+    check_offered, supported_summary, AlgorithmTable, AttentionPlan, BackendKind, BackendRequest,
+    Executor, PlanInfo, PlanTime, SddmmPlan, SpmmPlan, SpmvPlan, BACKEND_ENV,
 };
 pub use csr_ref::{check_dimensions, validate_csr, CsrRef, RowStats};
 pub use dense::{Dense, DenseMut, DenseRef, DeviceMemory, Layout, Memory, MemoryMut};
 pub use error::{Error, Result, StructureError};
 pub use op::{
-    Algorithm, AttentionDesc, BlockShape, Format, OpKind, SddmmDesc, SpmmDesc, SpmvDesc, Support,
+    support_of, Algorithm, AttentionDesc, BlockShape, Format, Offer, OpKind, SddmmDesc, SpmmDesc,
+    SpmvDesc, Support, DEFAULT_MAX_WIDTH,
 };
 pub use precision::{Compute, DType, Precision};
 pub use scalar::{Accumulator, Scalar, SpIndex};

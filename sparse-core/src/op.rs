@@ -173,6 +173,42 @@ named_enum!(
     ]
 );
 
+/// What a backend runs for one (operation, format, precision): an algorithm, how natively it
+/// computes the precision, and whether it promises bit-identical results from run to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Offer {
+    pub algorithm: Algorithm,
+    /// `Native` or `Emulated` (an offer is never `Unsupported`).
+    pub support: Support,
+    /// Same inputs give bit-identical outputs on every run, whatever the matrix.
+    pub deterministic: bool,
+}
+
+impl Offer {
+    pub const fn native(algorithm: Algorithm, deterministic: bool) -> Self {
+        Offer {
+            algorithm,
+            support: Support::Native,
+            deterministic,
+        }
+    }
+}
+
+/// The support level a list of offers gives: the best of them, `Unsupported` when empty.
+pub fn support_of(offers: &[Offer]) -> Support {
+    if offers.iter().any(|o| o.support == Support::Native) {
+        Support::Native
+    } else if offers.is_empty() {
+        Support::Unsupported
+    } else {
+        Support::Emulated
+    }
+}
+
+/// The widest dense operand (N of SpMM, K of SDDMM) a plan reserves for when its descriptor
+/// names none: runs up to it never allocate; wider ones need [`crate::SpmmPlan::reserve`].
+pub const DEFAULT_MAX_WIDTH: usize = 256;
+
 /// The block shape of a blocked format, `rows x cols`: for BSR the dense block; for ME-BCRS the
 /// window height x the vectors per tensor-core block; for SR-BCRS the vector length x the
 /// stride. `None` in a descriptor lets the executor choose.
@@ -246,6 +282,9 @@ pub struct SpmmDesc {
     pub algorithm: Algorithm,
     /// The block shape of a blocked format (see [`BlockShape`]).
     pub block: Option<BlockShape>,
+    /// The widest N runs will use (`None`: [`DEFAULT_MAX_WIDTH`]); the plan's workspace is sized
+    /// for it, so runs up to it never allocate.
+    pub max_width: Option<usize>,
 }
 
 impl SpmmDesc {
@@ -255,6 +294,7 @@ impl SpmmDesc {
             format: Format::Csr,
             algorithm: Algorithm::Auto,
             block: None,
+            max_width: None,
         }
     }
     pub fn format(self, format: Format) -> Self {
@@ -269,6 +309,16 @@ impl SpmmDesc {
             ..self
         }
     }
+    pub fn max_width(self, width: usize) -> Self {
+        SpmmDesc {
+            max_width: Some(width),
+            ..self
+        }
+    }
+    /// The width the plan reserves for.
+    pub fn reserved_width(&self) -> usize {
+        self.max_width.unwrap_or(DEFAULT_MAX_WIDTH)
+    }
 }
 
 /// Describes an SDDMM `C = alpha*(X*Y^T) ∘ spy(S) + beta*C`.
@@ -281,6 +331,9 @@ pub struct SddmmDesc {
     pub block: Option<BlockShape>,
     /// Multiply each dot product by the value S holds at that position.
     pub scale_by_values: bool,
+    /// The widest K runs will use (`None`: [`DEFAULT_MAX_WIDTH`]); the plan's workspace is sized
+    /// for it, so runs up to it never allocate.
+    pub max_width: Option<usize>,
 }
 
 impl SddmmDesc {
@@ -291,6 +344,7 @@ impl SddmmDesc {
             algorithm: Algorithm::Auto,
             block: None,
             scale_by_values: false,
+            max_width: None,
         }
     }
     pub fn format(self, format: Format) -> Self {
@@ -310,6 +364,16 @@ impl SddmmDesc {
             scale_by_values,
             ..self
         }
+    }
+    pub fn max_width(self, width: usize) -> Self {
+        SddmmDesc {
+            max_width: Some(width),
+            ..self
+        }
+    }
+    /// The width the plan reserves for.
+    pub fn reserved_width(&self) -> usize {
+        self.max_width.unwrap_or(DEFAULT_MAX_WIDTH)
     }
 }
 
