@@ -3,7 +3,8 @@
 // Reductions take two passes with no atomics, so a result depends only on n and the launch
 // shape the host derives from n: pass 1 has each block reduce a grid-strided share of the
 // products into partial[block]; pass 2 is one block summing the partials into partial[0].
-// Sums run in the accumulation type (f32 for f16 and f32, f64 for f64).
+// Sums run in the accumulation type (f32 for f16 and f32, f64 for f64). Parameters: Reduce<T>,
+// SumPartials<T>, Axpy<T>, Scal<T> (src/blas1.rs).
 
 // Sum over the block (whose size is a multiple of 32); thread 0 holds the total. Every thread
 // of the block must call it.
@@ -23,57 +24,39 @@ __device__ __forceinline__ A block_sum(A v) {
 
 // partial[block] = the block's share of sum(x[i]*y[i]), or of sum(x[i]^2) when SQUARE (y unused).
 template <typename T, bool SQUARE>
-__device__ void reduce_partial(u32 n, const T* x, u32 incx, const T* y, u32 incy, typename acc_of<T>::type* partial) {
+__global__ void __launch_bounds__(BLAS1_BLOCK) reduce_partial(const Reduce<T> p) {
     typedef typename acc_of<T>::type A;
     A sum = 0;
-    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
-        const A xi = to_acc(load(x + i * incx));
-        sum += xi * (SQUARE ? xi : to_acc(load(y + i * incy)));
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < p.n; i += (u64)gridDim.x * blockDim.x) {
+        const A xi = to_acc(load(p.x + i * p.incx));
+        sum += xi * (SQUARE ? xi : to_acc(load(p.y + i * p.incy)));
     }
     sum = block_sum(sum);
-    if (threadIdx.x == 0) partial[blockIdx.x] = sum;
+    if (threadIdx.x == 0) p.partial[blockIdx.x] = sum;
 }
 
 // partial[0] = sum of partial[0 .. count), by one block. Every read precedes block_sum's barrier
 // and the write follows it, so the result may overwrite the first partial.
-template <typename A>
-__device__ void sum_partials(u32 count, A* partial) {
-    A sum = 0;
-    for (u32 i = threadIdx.x; i < count; i += blockDim.x) sum += partial[i];
+template <typename T>
+__global__ void __launch_bounds__(BLAS1_BLOCK) sum_partials(const SumPartials<T> p) {
+    typename acc_of<T>::type sum = 0;
+    for (u32 i = threadIdx.x; i < p.count; i += blockDim.x) sum += p.partial[i];
     sum = block_sum(sum);
-    if (threadIdx.x == 0) partial[0] = sum;
+    if (threadIdx.x == 0) p.partial[0] = sum;
 }
 
 // y += a*x.
 template <typename T>
-__device__ void axpy(u32 n, typename acc_of<T>::type a, const T* x, u32 incx, T* y, u32 incy) {
-    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
-        T* yi = y + i * incy;
-        *yi = from_acc<T>(to_acc(*yi) + a * to_acc(load(x + i * incx)));
+__global__ void __launch_bounds__(BLAS1_BLOCK) axpy(const Axpy<T> p) {
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < p.n; i += (u64)gridDim.x * blockDim.x) {
+        T* yi = p.y + i * p.incy;
+        *yi = from_acc<T>(to_acc(*yi) + p.a * to_acc(load(p.x + i * p.incx)));
     }
 }
 
 // x = a*x; a == 0 writes zeros without reading x, as beta == 0 does everywhere in the library.
 template <typename T>
-__device__ void scal(u32 n, typename acc_of<T>::type a, T* x, u32 incx) {
-    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
-        update(x + i * incx, typename acc_of<T>::type(0), typename acc_of<T>::type(0), a);
+__global__ void __launch_bounds__(BLAS1_BLOCK) scal(const Scal<T> p) {
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < p.n; i += (u64)gridDim.x * blockDim.x)
+        update(p.x + i * p.incx, typename acc_of<T>::type(0), typename acc_of<T>::type(0), p.a);
 }
-
-#define INSTANTIATE(NAME, T)                                                                                            \
-    extern "C" __global__ void dot_partial_##NAME(u32 n, const T *x, u32 incx, const T *y, u32 incy,                    \
-                                                  acc_of<T>::type *partial) {                                           \
-        reduce_partial<T, false>(n, x, incx, y, incy, partial);                                                         \
-    }                                                                                                                   \
-    extern "C" __global__ void nrm2_partial_##NAME(u32 n, const T *x, u32 incx, acc_of<T>::type *partial) {             \
-        reduce_partial<T, true>(n, x, incx, x, incx, partial);                                                          \
-    }                                                                                                                   \
-    extern "C" __global__ void sum_partials_##NAME(u32 count, acc_of<T>::type *partial) {                               \
-        sum_partials(count, partial);                                                                                   \
-    }                                                                                                                   \
-    extern "C" __global__ void axpy_##NAME(u32 n, acc_of<T>::type a, const T *x, u32 incx, T *y, u32 incy) {            \
-        axpy<T>(n, a, x, incx, y, incy);                                                                                \
-    }                                                                                                                   \
-    extern "C" __global__ void scal_##NAME(u32 n, acc_of<T>::type a, T *x, u32 incx) { scal<T>(n, a, x, incx); }
-
-FOR_EACH_FLOAT(INSTANTIATE)

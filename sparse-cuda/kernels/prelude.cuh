@@ -5,6 +5,11 @@
 typedef unsigned int u32;
 typedef unsigned long long u64;
 
+// Whether two types are the same: the compiled checks after every kernel file assert that the
+// entry takes the parameter struct Rust passes.
+template <typename A, typename B> struct sparse_same { static const bool value = false; };
+template <typename A> struct sparse_same<A, A> { static const bool value = true; };
+
 // IEEE binary16 storage; arithmetic happens in f32.
 struct half_t {
     unsigned short bits;

@@ -3,18 +3,15 @@
 use std::sync::Arc;
 
 use sparse_core::{
-    Algorithm, AttentionDesc, AttentionPlan, BackendKind, Compute, CsrRef, DType, Dense, DenseRef,
-    Error, Executor, Format, Layout, OpKind, Precision, Result, Scalar, SddmmDesc, SddmmPlan,
-    SpIndex, SpmmDesc, SpmmPlan, SpmvDesc, SpmvPlan, Support,
+    check_offered, Algorithm, AttentionDesc, AttentionPlan, BackendKind, CsrRef, Dense, DenseRef,
+    Error, Executor, Format, Layout, Offer, OpKind, Precision, Result, Scalar, SddmmDesc,
+    SddmmPlan, SpIndex, SpmmDesc, SpmmPlan, SpmvDesc, SpmvPlan,
 };
 
 use crate::blas1::Blas1Workspace;
 use crate::device::{CudaBuffer, Device};
-use crate::flashsparse::{FlashSparseSddmmPlan, FlashSparseSpmmPlan};
-use crate::rode::{auto_algorithm, RodeSddmmPlan, RodeSpmmPlan};
-use crate::sddmm::CudaSddmmPlan;
-use crate::spmm::CudaSpmmPlan;
-use crate::spmv::CudaSpmvPlan;
+use crate::registry::{self, Family};
+use crate::{sddmm, spmm, spmv};
 
 /// sparse-blas's CUDA kernels on one device. Plans hold the matrix on the device; operands
 /// must be device memory made by [`Executor::upload`] or [`Executor::zeros`] of this backend.
@@ -31,15 +28,6 @@ impl std::fmt::Debug for CudaBackend {
     }
 }
 
-/// The precisions a CUDA-core kernel computes natively: f64, f32, and f16 storage with f32
-/// accumulation.
-fn native_float(precision: Precision) -> bool {
-    matches!(
-        (precision.storage, precision.compute),
-        (DType::F64, Compute::F64) | (DType::F32, Compute::F32) | (DType::F16, Compute::F32)
-    )
-}
-
 impl CudaBackend {
     /// The backend on device `ordinal`; [`Error::DeviceUnavailable`] says why when it cannot be used.
     pub fn new(ordinal: usize) -> Result<Self> {
@@ -48,6 +36,12 @@ impl CudaBackend {
             blas1: Arc::new(Blas1Workspace::new(&device)?),
             device,
         })
+    }
+
+    /// What the backend runs on any device it accepts (sm_80 and newer), without one: the table
+    /// [`Executor::algorithms`] reads.
+    pub fn table(op: OpKind, format: Format, precision: Precision) -> Vec<Offer> {
+        registry::algorithms(op, format, precision)
     }
 
     pub fn device_info(&self) -> &crate::DeviceInfo {
@@ -59,48 +53,40 @@ impl CudaBackend {
         &self.device
     }
 
-    fn check<T: Scalar>(&self, op: OpKind, format: Format, precision: Precision) -> Result<()> {
+    /// The family and algorithm a request runs: checked against the table, `auto` resolved.
+    fn resolve<T: Scalar, I: SpIndex>(
+        op: OpKind,
+        format: Format,
+        precision: Precision,
+        algorithm: Algorithm,
+        a: CsrRef<'_, T, I>,
+    ) -> Result<(Family, Algorithm)> {
         if precision.storage != T::DTYPE {
             return Err(Error::invalid(format!(
                 "{op}: the descriptor asks for {precision} but the matrix holds {}",
                 T::DTYPE
             )));
         }
-        if self.capability(op, format, precision) == Support::Unsupported {
-            return Err(Error::Unsupported {
-                op,
-                format,
-                precision,
-                backend: BackendKind::Cuda,
-                supported: "spmv, spmm and sddmm on csr in f64 f32 f16; spmv on coo in f64 f32; \
-                            spmm and sddmm on me-bcrs in f16 tf32"
-                    .to_string(),
-            });
-        }
-        Ok(())
-    }
-
-    /// The algorithm a CSR SpMM or SDDMM plan runs: `auto` resolved by the matrix statistics
-    /// ([`auto_algorithm`]); one the backend lacks is refused.
-    fn csr_algorithm<T, I: SpIndex>(
-        op: OpKind,
-        a: CsrRef<'_, T, I>,
-        precision: Precision,
-        algorithm: Algorithm,
-    ) -> Result<Algorithm> {
-        match algorithm {
-            Algorithm::Auto => Ok(auto_algorithm(op, a)),
-            Algorithm::Vector | Algorithm::Rode | Algorithm::RodeDeterministic => Ok(algorithm),
-            _ => Err(Error::Unsupported {
-                op,
-                format: Format::Csr,
-                precision,
-                backend: BackendKind::Cuda,
-                supported: format!(
-                    "{op} on csr with the algorithms auto, vector, rode and rode-deterministic"
-                ),
-            }),
-        }
+        check_offered(
+            BackendKind::Cuda,
+            Self::table,
+            op,
+            format,
+            precision,
+            algorithm,
+        )?;
+        let algorithm = match (op, format, algorithm) {
+            (OpKind::Spmv, Format::Csr, Algorithm::Auto) => spmv::auto_algorithm(&a.row_stats()),
+            (OpKind::Spmv, Format::Coo, Algorithm::Auto) => Algorithm::Atomic,
+            (OpKind::Spmm | OpKind::Sddmm, Format::Csr, Algorithm::Auto) => Algorithm::Vector,
+            (_, _, chosen) => chosen,
+        };
+        let family = registry::family(op, format, precision, algorithm).ok_or_else(|| {
+            Error::internal(format!(
+                "auto chose {algorithm} for {op} on {format} in {precision}, which the table lacks"
+            ))
+        })?;
+        Ok((family, algorithm))
     }
 
     fn buffer<'a, T: Scalar>(&self, dense: &'a Dense<T>) -> Result<&'a CudaBuffer<T>> {
@@ -115,6 +101,10 @@ impl CudaBackend {
     }
 }
 
+fn misrouted(family: Family, op: OpKind) -> Error {
+    Error::internal(format!("the table routes {op} to the {family:?} family"))
+}
+
 impl Executor for CudaBackend {
     fn kind(&self) -> BackendKind {
         BackendKind::Cuda
@@ -124,22 +114,8 @@ impl Executor for CudaBackend {
         format!("cuda ({})", self.device.info.summary())
     }
 
-    fn capability(&self, op: OpKind, format: Format, precision: Precision) -> Support {
-        let supported = match (op, format) {
-            (OpKind::Spmv | OpKind::Spmm | OpKind::Sddmm, Format::Csr) => native_float(precision),
-            (OpKind::Spmm | OpKind::Sddmm, Format::MeBcrs) => {
-                crate::flashsparse::supports(precision)
-            }
-            (OpKind::Spmv, Format::Coo) => {
-                native_float(precision) && precision.storage != DType::F16
-            }
-            _ => false,
-        };
-        if supported {
-            Support::Native
-        } else {
-            Support::Unsupported
-        }
+    fn algorithms(&self, op: OpKind, format: Format, precision: Precision) -> Vec<Offer> {
+        Self::table(op, format, precision)
     }
 
     fn plan_spmv<'a, T: Scalar, I: SpIndex>(
@@ -147,14 +123,18 @@ impl Executor for CudaBackend {
         a: CsrRef<'a, T, I>,
         desc: &SpmvDesc,
     ) -> Result<Box<dyn SpmvPlan<T> + 'a>> {
-        self.check::<T>(OpKind::Spmv, desc.format, desc.precision)?;
-        Ok(Box::new(CudaSpmvPlan::new(
-            &self.device,
-            a,
-            desc.format,
-            desc.precision,
-            desc.algorithm,
-        )?))
+        let (family, algorithm) =
+            Self::resolve(OpKind::Spmv, desc.format, desc.precision, desc.algorithm, a)?;
+        match family {
+            Family::Spmv => Ok(Box::new(spmv::plan(
+                &self.device,
+                a,
+                desc.format,
+                desc.precision,
+                algorithm,
+            )?)),
+            other => Err(misrouted(other, OpKind::Spmv)),
+        }
     }
 
     fn plan_spmm<'a, T: Scalar, I: SpIndex>(
@@ -162,25 +142,12 @@ impl Executor for CudaBackend {
         a: CsrRef<'a, T, I>,
         desc: &SpmmDesc,
     ) -> Result<Box<dyn SpmmPlan<T> + 'a>> {
-        self.check::<T>(OpKind::Spmm, desc.format, desc.precision)?;
-        if desc.format == Format::MeBcrs {
-            return Ok(Box::new(FlashSparseSpmmPlan::new(&self.device, a, desc)?));
+        let (family, _algorithm) =
+            Self::resolve(OpKind::Spmm, desc.format, desc.precision, desc.algorithm, a)?;
+        match family {
+            Family::Spmm => Ok(Box::new(spmm::plan(&self.device, a, desc)?)),
+            other => Err(misrouted(other, OpKind::Spmm)),
         }
-        let algorithm = Self::csr_algorithm(OpKind::Spmm, a, desc.precision, desc.algorithm)?;
-        if matches!(algorithm, Algorithm::Rode | Algorithm::RodeDeterministic) {
-            return Ok(Box::new(RodeSpmmPlan::new(
-                &self.device,
-                a,
-                desc.precision,
-                algorithm,
-            )?));
-        }
-        Ok(Box::new(CudaSpmmPlan::new(
-            &self.device,
-            a,
-            desc.precision,
-            algorithm,
-        )?))
     }
 
     fn plan_sddmm<'a, T: Scalar, I: SpIndex>(
@@ -188,36 +155,27 @@ impl Executor for CudaBackend {
         s: CsrRef<'a, T, I>,
         desc: &SddmmDesc,
     ) -> Result<Box<dyn SddmmPlan<T> + 'a>> {
-        self.check::<T>(OpKind::Sddmm, desc.format, desc.precision)?;
-        if desc.format == Format::MeBcrs {
-            return Ok(Box::new(FlashSparseSddmmPlan::new(&self.device, s, desc)?));
+        let (family, _algorithm) =
+            Self::resolve(OpKind::Sddmm, desc.format, desc.precision, desc.algorithm, s)?;
+        match family {
+            Family::Sddmm => Ok(Box::new(sddmm::plan(&self.device, s, desc)?)),
+            other => Err(misrouted(other, OpKind::Sddmm)),
         }
-        let algorithm = Self::csr_algorithm(OpKind::Sddmm, s, desc.precision, desc.algorithm)?;
-        if matches!(algorithm, Algorithm::Rode | Algorithm::RodeDeterministic) {
-            return Ok(Box::new(RodeSddmmPlan::new(
-                &self.device,
-                s,
-                desc.precision,
-                algorithm,
-                desc.scale_by_values,
-            )?));
-        }
-        Ok(Box::new(CudaSddmmPlan::new(
-            &self.device,
-            s,
-            desc.precision,
-            algorithm,
-            desc.scale_by_values,
-        )?))
     }
 
     fn plan_attention<'a, T: Scalar, I: SpIndex>(
         &self,
-        _a: CsrRef<'a, T, I>,
+        a: CsrRef<'a, T, I>,
         desc: &AttentionDesc,
     ) -> Result<Box<dyn AttentionPlan<T> + 'a>> {
-        self.check::<T>(OpKind::Attention, desc.format, desc.precision)?;
-        Err(Error::invalid("unreachable: capability refuses attention"))
+        let (family, _) = Self::resolve(
+            OpKind::Attention,
+            desc.format,
+            desc.precision,
+            desc.algorithm,
+            a,
+        )?;
+        Err(misrouted(family, OpKind::Attention))
     }
 
     fn upload<T: Scalar>(&self, host: DenseRef<'_, T>) -> Result<Dense<T>> {
@@ -249,7 +207,10 @@ impl Executor for CudaBackend {
             Layout::ColMajor => rows,
         }
         .max(1);
-        let buf = self.device.zeros::<T>(rows * cols)?;
+        let len = rows
+            .checked_mul(cols)
+            .ok_or_else(|| Error::invalid(format!("a {rows}x{cols} matrix overflows usize")))?;
+        let buf = self.device.zeros::<T>(len)?;
         Dense::from_device(Box::new(buf), rows, cols, ld, layout)
     }
 

@@ -1,61 +1,69 @@
-//! Dense operands of a CUDA plan: device buffers with their strides, and scalar arguments.
+//! Dense operands bound for a launch: shapes checked against the plan, the buffer behind each
+//! found on the plan's device, and leading dimensions converted to the kernels' `u32` without
+//! truncation. Kernels index with 64-bit offsets, so only the strides themselves must fit.
 
 use std::sync::Arc;
 
-use cudarc::driver::{LaunchArgs, PushKernelArg};
-use sparse_core::{DType, DenseMut, DenseRef, Error, Layout, Memory, MemoryMut, Result, Scalar};
+use sparse_core::{DenseMut, DenseRef, Error, Layout, Memory, MemoryMut, Result, Scalar};
 
 use crate::device::{CudaBuffer, Device};
+use crate::kernel::{MutPtr, Ptr};
 
-/// Kernel-name suffix of a storage type, or `None` when no kernel takes it.
-pub fn suffix(dtype: DType) -> Option<&'static str> {
-    match dtype {
-        DType::F32 => Some("f32"),
-        DType::F64 => Some("f64"),
-        DType::F16 => Some("f16"),
-        _ => None,
+/// A dense operand as a kernel sees it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Bound {
+    pub address: u64,
+    pub rows: usize,
+    pub cols: usize,
+    pub layout: Layout,
+    /// The leading dimension, or the contiguous extent when there is one row (row-major) or
+    /// one column (column-major), whose leading dimension nothing reads.
+    pub ld: u32,
+}
+
+impl Bound {
+    fn new(address: u64, rows: usize, cols: usize, ld: usize, layout: Layout, context: &str) -> Result<Self> {
+        let (outer, inner) = match layout {
+            Layout::RowMajor => (rows, cols),
+            Layout::ColMajor => (cols, rows),
+        };
+        let ld = if outer <= 1 { inner.max(1) } else { ld };
+        Ok(Bound {
+            address,
+            rows,
+            cols,
+            layout,
+            ld: to_u32(&format!("{context} leading dimension"), ld)?,
+        })
     }
-}
 
-/// (row stride, column stride) in elements.
-pub fn strides(layout: Layout, ld: usize) -> (u32, u32) {
-    let ld = ld as u32;
-    match layout {
-        Layout::RowMajor => (ld, 1),
-        Layout::ColMajor => (1, ld),
+    /// (row stride, column stride) in elements.
+    pub fn strides(&self) -> (u32, u32) {
+        match self.layout {
+            Layout::RowMajor => (self.ld, 1),
+            Layout::ColMajor => (1, self.ld),
+        }
     }
-}
 
-/// Checks the operands of an SpMM by a `rows x cols` matrix: B is cols x N, C rows x N, and N
-/// and B's leading dimension fit the kernels' u32 arguments. Returns N.
-pub fn spmm_width<T: Scalar, O: Scalar>(
-    (rows, cols): (usize, usize),
-    b: &DenseRef<'_, T>,
-    c: &DenseMut<'_, O>,
-) -> Result<u32> {
-    let width = b.cols();
-    b.expect_shape("spmm B", (cols, width))?;
-    c.expect_shape("spmm C", (rows, width))?;
-    to_u32("spmm B leading dimension", b.ld())?;
-    to_u32("spmm width (columns of B)", width)
-}
+    /// The stride between consecutive elements of an n x 1 vector.
+    pub fn increment(&self) -> u32 {
+        self.strides().0
+    }
 
-/// Checks the operands of an SDDMM over a `rows x cols` pattern whose output has `slots` values:
-/// X is rows x K, Y cols x K, C slots x 1, and K and the leading dimensions of X and Y fit the
-/// kernels' u32 arguments. Returns K.
-pub fn sddmm_inner<T: Scalar, O: Scalar>(
-    (rows, cols, slots): (usize, usize, usize),
-    x: &DenseRef<'_, T>,
-    y: &DenseRef<'_, T>,
-    c: &DenseMut<'_, O>,
-) -> Result<u32> {
-    let width = x.cols();
-    x.expect_shape("sddmm X", (rows, width))?;
-    y.expect_shape("sddmm Y", (cols, width))?;
-    c.expect_shape("sddmm C", (slots, 1))?;
-    to_u32("sddmm X leading dimension", x.ld())?;
-    to_u32("sddmm Y leading dimension", y.ld())?;
-    to_u32("sddmm inner dimension (columns of X)", width)
+    /// Rows are contiguous and their leading dimension a multiple of `run`, so `run`
+    /// consecutive elements of a row starting at a multiple of `run` are one aligned vector
+    /// (allocations are 256-byte aligned).
+    pub fn rows_in_runs(&self, run: usize) -> bool {
+        self.layout == Layout::RowMajor && self.ld as usize % run == 0
+    }
+
+    pub fn input<T>(&self) -> Ptr<T> {
+        Ptr::at(self.address)
+    }
+
+    pub fn output<T>(&self) -> MutPtr<T> {
+        MutPtr::at(self.address)
+    }
 }
 
 fn wrong_memory(context: &str, device: &Device, found: String) -> Error {
@@ -66,8 +74,38 @@ fn wrong_memory(context: &str, device: &Device, found: String) -> Error {
     }
 }
 
-/// The buffer behind a read-only operand, which must live on `device`.
-pub fn input<'a, T: Scalar>(
+/// A read-only operand, which must live on `device`.
+pub(crate) fn bind_input<T: Scalar>(d: &DenseRef<'_, T>, device: &Arc<Device>, context: &str) -> Result<Bound> {
+    let buffer = input_buffer(d, device, context)?;
+    Bound::new(buffer.address(), d.rows(), d.cols(), d.ld(), d.layout(), context)
+}
+
+/// A writable operand, which must live on `device`.
+pub(crate) fn bind_output<T: Scalar>(
+    d: &mut DenseMut<'_, T>,
+    device: &Arc<Device>,
+    context: &str,
+) -> Result<Bound> {
+    let (rows, cols, ld, layout) = (d.rows(), d.cols(), d.ld(), d.layout());
+    let location = d.location();
+    let address = match d.memory() {
+        MemoryMut::Device(m) => match m.as_any_mut().downcast_mut::<CudaBuffer<T>>() {
+            Some(buf) if Arc::ptr_eq(buf.device(), device) => buf.address(),
+            _ => return Err(wrong_memory(context, device, location)),
+        },
+        MemoryMut::Host(_) => {
+            return Err(wrong_memory(
+                context,
+                device,
+                "host (allocate it with the backend's zeros)".into(),
+            ))
+        }
+    };
+    Bound::new(address, rows, cols, ld, layout, context)
+}
+
+/// The buffer behind a read-only operand on `device`.
+pub(crate) fn input_buffer<'a, T: Scalar>(
     d: &DenseRef<'a, T>,
     device: &Arc<Device>,
     context: &str,
@@ -85,52 +123,98 @@ pub fn input<'a, T: Scalar>(
     }
 }
 
-/// The buffer behind a writable operand, which must live on `device`.
-pub fn output<'a, 'b, T: Scalar>(
-    d: &'b mut DenseMut<'a, T>,
+/// The operands of `y = alpha*A*x + beta*y` for a `rows x cols` A.
+pub(crate) fn bind_spmv<T: Scalar, O: Scalar>(
     device: &Arc<Device>,
-    context: &str,
-) -> Result<&'b mut CudaBuffer<T>> {
-    let location = d.location();
-    match d.memory() {
-        MemoryMut::Device(m) => match m.as_any_mut().downcast_mut::<CudaBuffer<T>>() {
-            Some(buf) if Arc::ptr_eq(buf.device(), device) => Ok(buf),
-            _ => Err(wrong_memory(context, device, location)),
-        },
-        MemoryMut::Host(_) => Err(wrong_memory(
-            context,
-            device,
-            "host (allocate it with the backend's zeros)".into(),
-        )),
-    }
+    (rows, cols): (usize, usize),
+    x: &DenseRef<'_, T>,
+    y: &mut DenseMut<'_, O>,
+) -> Result<(Bound, Bound)> {
+    x.expect_shape("spmv x", (cols, 1))?;
+    y.expect_shape("spmv y", (rows, 1))?;
+    Ok((
+        bind_input(x, device, "spmv x")?,
+        bind_output(y, device, "spmv y")?,
+    ))
 }
 
-/// A value of the accumulation type, passed to kernels by value.
-#[derive(Clone, Copy, Debug)]
-pub enum AccArg {
-    F32(f32),
-    F64(f64),
+/// The operands of `C = alpha*A*B + beta*C` for a `rows x cols` A: N, B and C.
+pub(crate) struct SpmmOperands {
+    pub n: u32,
+    pub b: Bound,
+    pub c: Bound,
 }
 
-impl AccArg {
-    /// `v` in the accumulation type of `T` (f64 for f64 storage, f32 otherwise).
-    pub fn of<T: Scalar>(v: f64) -> Self {
-        if T::DTYPE == DType::F64 {
-            AccArg::F64(v)
-        } else {
-            AccArg::F32(v as f32)
-        }
-    }
+pub(crate) fn bind_spmm<T: Scalar, O: Scalar>(
+    device: &Arc<Device>,
+    (rows, cols): (usize, usize),
+    b: &DenseRef<'_, T>,
+    c: &mut DenseMut<'_, O>,
+) -> Result<SpmmOperands> {
+    let width = b.cols();
+    b.expect_shape("spmm B", (cols, width))?;
+    c.expect_shape("spmm C", (rows, width))?;
+    Ok(SpmmOperands {
+        n: to_u32("spmm width (columns of B)", width)?,
+        b: bind_input(b, device, "spmm B")?,
+        c: bind_output(c, device, "spmm C")?,
+    })
+}
 
-    pub fn push<'a>(&'a self, args: &mut LaunchArgs<'a>) {
-        match self {
-            AccArg::F32(v) => args.arg(v),
-            AccArg::F64(v) => args.arg(v),
-        };
-    }
+/// The operands of `C = alpha*(X*Y^T) ∘ spy(S) + beta*C` over a `rows x cols` pattern whose
+/// output has `slots` values: K, X, Y and C.
+pub(crate) struct SddmmOperands {
+    pub k: u32,
+    pub x: Bound,
+    pub y: Bound,
+    pub c: Bound,
+}
+
+pub(crate) fn bind_sddmm<T: Scalar, O: Scalar>(
+    device: &Arc<Device>,
+    (rows, cols, slots): (usize, usize, usize),
+    x: &DenseRef<'_, T>,
+    y: &DenseRef<'_, T>,
+    c: &mut DenseMut<'_, O>,
+) -> Result<SddmmOperands> {
+    let width = x.cols();
+    x.expect_shape("sddmm X", (rows, width))?;
+    y.expect_shape("sddmm Y", (cols, width))?;
+    c.expect_shape("sddmm C", (slots, 1))?;
+    Ok(SddmmOperands {
+        k: to_u32("sddmm inner dimension (columns of X)", width)?,
+        x: bind_input(x, device, "sddmm X")?,
+        y: bind_input(y, device, "sddmm Y")?,
+        c: bind_output(c, device, "sddmm C")?,
+    })
 }
 
 /// A dimension or index as the kernels' `u32`, or an overflow error with the numbers.
-pub fn to_u32(what: &str, v: usize) -> Result<u32> {
+pub(crate) fn to_u32(what: &str, v: usize) -> Result<u32> {
     u32::try_from(v).map_err(|_| Error::overflow::<u32>(what, v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leading_dimensions_are_checked_not_truncated() {
+        let ld = u32::MAX as usize + 8;
+        let bound = |rows, cols, layout| Bound::new(0, rows, cols, ld, layout, "B");
+        assert!(matches!(
+            bound(2, 3, Layout::RowMajor),
+            Err(Error::IndexOverflow { .. })
+        ));
+        assert!(matches!(
+            bound(3, 2, Layout::ColMajor),
+            Err(Error::IndexOverflow { .. })
+        ));
+        // One row (row-major) or one column (column-major): the leading dimension is never read.
+        assert_eq!(bound(1, 3, Layout::RowMajor).unwrap().strides(), (3, 1));
+        assert_eq!(bound(5, 1, Layout::ColMajor).unwrap().increment(), 1);
+        let strided = Bound::new(0, 5, 1, 3, Layout::RowMajor, "x").unwrap();
+        assert_eq!(strided.increment(), 3);
+        assert!(!strided.rows_in_runs(2) && strided.rows_in_runs(1));
+    }
 }

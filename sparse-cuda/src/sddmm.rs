@@ -1,4 +1,5 @@
-//! CSR SDDMM plans on CUDA cores, `C = alpha*(X*Y^T) ∘ spy(S) + beta*C`.
+//! CSR SDDMM plans on CUDA cores, `C = alpha*(X*Y^T) ∘ spy(S) + beta*C` (`sddmm.cu` has the
+//! kernels).
 //!
 //! The `vector` algorithm (`auto` picks it or RoDe, see `rode.rs`): a sub-warp per row segment
 //! of at most [`SEGMENT`] entries, listed at plan time, so long rows are spread over many
@@ -10,26 +11,78 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, LaunchConfig};
 use sparse_core::{
-    Accumulator, Algorithm, BackendKind, CsrRef, DenseMut, DenseRef, Error, Format, Layout, OpKind,
-    PlanInfo, Precision, Result, Scalar, SddmmPlan, SpIndex,
+    Algorithm, BackendKind, CsrRef, Format, Layout, OpKind, PlanInfo, Result, Scalar, SddmmDesc,
+    SpIndex,
 };
 
-use crate::compile::sources;
-use crate::device::{driver_error, Device};
+use crate::device::Device;
+use crate::kernel::{c_type, kernel_params, Entry, KernelParams, KernelSource, KernelSpec, Ptr};
 use crate::matrix::DeviceCsr;
-use crate::operand::{input, output, sddmm_inner, strides, suffix, to_u32, AccArg};
-use crate::spmm::{scale_dense, Variants};
+use crate::operand::{to_u32, Bound, SddmmOperands};
+use crate::plan::{CudaPlan, Phase, PlanBase, SddmmKernels, Values};
+use crate::spmm::{subwarp_lanes, vector_values, Variants};
 
+/// Threads per block (`SDDMM_BLOCK`).
 const BLOCK: u32 = 256;
 /// Entries of one row a sub-warp takes at most: long enough to amortise loading the X row
 /// into registers, short enough that a long row is shared by many sub-warps.
 const SEGMENT: usize = 256;
 
+kernel_params! {
+    /// `sddmm_csr<W, V>`: segment s covers entries `seg_start[s] .. seg_start[s + 1]` of row
+    /// `seg_row[s]`.
+    pub(crate) struct SddmmCsr<T> {
+        segments: u32,
+        seg_row: ptr(u32),
+        seg_start: ptr(u32),
+        col_idx: ptr(u32),
+        s_values: ptr(T),
+        scale_by_values: u32,
+        k: u32,
+        x: ptr(T),
+        x_rs: u32,
+        x_cs: u32,
+        y: ptr(T),
+        y_rs: u32,
+        y_cs: u32,
+        c: out(T),
+        c_inc: u32,
+        alpha: acc,
+        beta: acc,
+    }
+}
+
+pub(crate) const SOURCE: KernelSource = KernelSource {
+    name: "sddmm",
+    code: include_str!("../kernels/sddmm.cu"),
+    params: &[<SddmmCsr<f32> as KernelParams>::C_DECL],
+    defines: &[("SDDMM_BLOCK", BLOCK)],
+};
+
+fn entry<T: Scalar>(lanes: u32, values: u32) -> Result<Entry<SddmmCsr<T>>> {
+    Entry::new(&SOURCE, "sddmm_csr", &[&c_type(T::DTYPE)?, &lanes, &values])
+}
+
+fn specs_of<T: Scalar>() -> Result<Vec<KernelSpec>> {
+    Ok(Variants::entries(entry::<T>)?
+        .iter()
+        .map(|e| e.spec().clone())
+        .collect())
+}
+
+/// Every kernel of this file Rust can ask for.
+pub(crate) fn all_specs() -> Result<Vec<KernelSpec>> {
+    let mut specs = specs_of::<f64>()?;
+    specs.extend(specs_of::<f32>()?);
+    specs.extend(specs_of::<half::f16>()?);
+    Ok(specs)
+}
+
 /// The leading dimension of a row-major operand (whose rows are contiguous).
-fn row_major_ld<T>(d: &DenseRef<'_, T>) -> Option<usize> {
-    (d.layout() == Layout::RowMajor).then(|| d.ld())
+fn row_major_ld(d: &Bound) -> Option<usize> {
+    (d.layout == Layout::RowMajor).then_some(d.ld as usize)
 }
 
 /// Segment rows and starts: segment s covers entries `start[s] .. start[s + 1]` of row
@@ -47,140 +100,93 @@ fn segments<T, I: SpIndex>(s: CsrRef<'_, T, I>) -> Result<(Vec<u32>, Vec<u32>)> 
     Ok((rows, starts))
 }
 
-pub struct CudaSddmmPlan<T> {
-    device: Arc<Device>,
+/// The CSR SDDMM kernels of one plan and the pattern they read.
+pub(crate) struct SddmmFamily<T: Scalar> {
     s: DeviceCsr<T>,
     segments: u32,
     seg_row: CudaSlice<u32>,
     seg_start: CudaSlice<u32>,
-    kernels: Variants,
-    scale: CudaFunction,
+    kernels: Variants<SddmmCsr<T>>,
     scale_by_values: bool,
-    info: PlanInfo,
 }
 
-impl<T: Scalar> CudaSddmmPlan<T> {
-    pub fn new<I: SpIndex>(
-        device: &Arc<Device>,
-        s: CsrRef<'_, T, I>,
-        precision: Precision,
-        algorithm: Algorithm,
-        scale_by_values: bool,
-    ) -> Result<Self> {
-        let sfx = suffix(T::DTYPE)
-            .ok_or_else(|| Error::invalid(format!("no CUDA SDDMM kernel for {}", T::DTYPE)))?;
-        let algorithm = match algorithm {
-            Algorithm::Auto | Algorithm::Vector => Algorithm::Vector,
-            other => {
-                return Err(Error::invalid(format!(
-                    "the cuda backend has no {other} SDDMM for csr"
-                )))
-            }
-        };
-        let dev = DeviceCsr::upload(device, s)?;
-        let (rows, starts) = segments(s)?;
-        let upload = |host: &[u32]| {
-            device
-                .stream
-                .clone_htod(host)
-                .map_err(|e| driver_error("copying SDDMM segments to the device", e))
-        };
-        let (seg_row, seg_start) = (upload(&rows)?, upload(&starts)?);
-        let kernels = Variants::load(device, sources::SDDMM, |w, v| {
-            format!("sddmm_csr_{sfx}_w{w}_v{v}")
-        })?;
-        // alpha == 0 leaves beta*C: C is a dense nnz x 1 matrix, scaled as SpMM scales its C.
-        let scale = device.function(sources::SPMM, &format!("scale_matrix_{sfx}"))?;
-        let info = PlanInfo {
-            backend: BackendKind::Cuda,
-            op: OpKind::Sddmm,
-            format: Format::Csr,
-            precision,
-            algorithm,
-            bytes: dev.bytes() + (rows.len() + starts.len()) * size_of::<u32>(),
-            deterministic: true,
-        };
-        Ok(CudaSddmmPlan {
-            device: device.clone(),
-            s: dev,
-            segments: to_u32("number of SDDMM segments", rows.len() - 1)?,
-            seg_row,
-            seg_start,
-            kernels,
-            scale,
-            scale_by_values,
-            info,
-        })
-    }
+/// A planned `vector` CSR SDDMM.
+pub(crate) fn plan<T: Scalar, I: SpIndex>(
+    device: &Arc<Device>,
+    s: CsrRef<'_, T, I>,
+    desc: &SddmmDesc,
+) -> Result<CudaPlan<T, SddmmFamily<T>>> {
+    let entries = Variants::entries(entry::<T>)?;
+    let specs: Vec<&KernelSpec> = entries.iter().map(|e| e.spec()).collect();
+    let info = PlanInfo {
+        reserved_width: desc.reserved_width(),
+        ..PlanInfo::new(
+            BackendKind::Cuda,
+            OpKind::Sddmm,
+            Format::Csr,
+            desc.precision,
+            Algorithm::Vector,
+            true,
+        )
+    };
+    let (mut base, mut clock) =
+        PlanBase::<T>::new(device, (s.rows(), s.cols(), s.nnz()), info, &specs)?;
+    let (rows, starts) = segments(s)?;
+    clock.lap(device, Phase::Host)?;
+    let family = SddmmFamily {
+        s: DeviceCsr::upload(device, s)?,
+        segments: to_u32("number of SDDMM segments", rows.len() - 1)?,
+        seg_row: device.upload_converted(&rows, 0, |&r| r)?,
+        seg_start: device.upload_converted(&starts, 0, |&e| e)?,
+        kernels: Variants::load(device, &entries)?,
+        scale_by_values: desc.scale_by_values,
+    };
+    clock.lap(device, Phase::Transfer)?;
+    let bytes = family.s.bytes() + (rows.len() + starts.len()) * size_of::<u32>();
+    base.finish(clock, bytes);
+    Ok(CudaPlan {
+        base,
+        kernels: family,
+    })
 }
 
-impl<T: Scalar> SddmmPlan<T> for CudaSddmmPlan<T> {
-    fn info(&self) -> &PlanInfo {
-        &self.info
+impl<T: Scalar> SddmmKernels<T> for SddmmFamily<T> {
+    fn values(&self) -> Values<'_, T> {
+        Values {
+            buffer: &self.s.values,
+            slots: None,
+        }
     }
 
     fn run(
         &mut self,
+        base: &PlanBase<T>,
+        ops: &SddmmOperands,
         alpha: T::Acc,
-        x: DenseRef<'_, T>,
-        y: DenseRef<'_, T>,
         beta: T::Acc,
-        mut c: DenseMut<'_, T::Out>,
     ) -> Result<()> {
-        let s = &self.s;
-        let k = sddmm_inner(
-            (s.rows as usize, s.cols as usize, s.nnz as usize),
-            &x,
-            &y,
-            &c,
-        )?;
-        let c_layout = c.layout();
-        let c_ld = to_u32("sddmm C leading dimension", c.ld())?;
-        let ((x_rs, x_cs), (y_rs, y_cs)) =
-            (strides(x.layout(), x.ld()), strides(y.layout(), y.ld()));
-        let (c_inc, _) = strides(c.layout(), c.ld());
-        let xb = input(&x, &self.device, "sddmm X")?;
-        let yb = input(&y, &self.device, "sddmm Y")?;
-        let cb = output(&mut c, &self.device, "sddmm C")?;
-        if s.nnz == 0 {
-            return Ok(());
-        }
-        let (alpha, beta) = (Accumulator::to_f64(alpha), Accumulator::to_f64(beta));
-        let (acc_alpha, acc_beta) = (AccArg::of::<T>(alpha), AccArg::of::<T>(beta));
-        let stream = &self.device.stream;
-        if alpha == 0.0 {
-            return scale_dense(
-                &self.device,
-                &self.scale,
-                (s.nnz, 1),
-                c_layout,
-                c_ld,
-                &mut cb.bytes,
-                acc_beta,
-            );
-        }
-        let values = Variants::values(k as usize, &[row_major_ld(&x), row_major_ld(&y)]);
-        let lanes = Variants::lanes(k as usize, values);
-        let function = self.kernels.get(lanes, values);
-        let scale_by_values = u32::from(self.scale_by_values);
-        let mut args = stream.launch_builder(function);
-        args.arg(&self.segments)
-            .arg(&self.seg_row)
-            .arg(&self.seg_start)
-            .arg(&s.col_idx)
-            .arg(&s.values.bytes)
-            .arg(&scale_by_values)
-            .arg(&k)
-            .arg(&xb.bytes)
-            .arg(&x_rs)
-            .arg(&x_cs)
-            .arg(&yb.bytes)
-            .arg(&y_rs)
-            .arg(&y_cs)
-            .arg(&mut cb.bytes)
-            .arg(&c_inc);
-        acc_alpha.push(&mut args);
-        acc_beta.push(&mut args);
+        let values = vector_values(ops.k as usize, &[row_major_ld(&ops.x), row_major_ld(&ops.y)]);
+        let lanes = subwarp_lanes(ops.k as usize, values);
+        let ((x_rs, x_cs), (y_rs, y_cs)) = (ops.x.strides(), ops.y.strides());
+        let params = SddmmCsr {
+            segments: self.segments,
+            seg_row: Ptr::of(&self.seg_row, &base.device),
+            seg_start: Ptr::of(&self.seg_start, &base.device),
+            col_idx: Ptr::of(&self.s.col_idx, &base.device),
+            s_values: Ptr::of_buffer(&self.s.values),
+            scale_by_values: u32::from(self.scale_by_values),
+            k: ops.k,
+            x: ops.x.input(),
+            x_rs,
+            x_cs,
+            y: ops.y.input(),
+            y_rs,
+            y_cs,
+            c: ops.c.output(),
+            c_inc: ops.c.increment(),
+            alpha,
+            beta,
+        };
         let threads = u64::from(self.segments) * u64::from(lanes);
         let config = LaunchConfig {
             // At most nnz < 2^32 segments of 32 lanes: 2^29 blocks, within grid.x's limit.
@@ -188,13 +194,12 @@ impl<T: Scalar> SddmmPlan<T> for CudaSddmmPlan<T> {
             block_dim: (BLOCK, 1, 1),
             shared_mem_bytes: 0,
         };
-        // SAFETY: arguments match the kernel; the segments partition S's entries by row; S is
-        // canonical with columns < cols = Y's rows; X spans rows x k, Y cols x k and C nnz
-        // elements at their strides (checked by the Dense views); V > 1 is chosen only when V
-        // divides k and both row-major leading dimensions, so vector loads (from allocations
-        // aligned to 256 bytes) are aligned and inside the rows.
-        unsafe { args.launch(config) }.map_err(|e| driver_error("sddmm", e))?;
-        Ok(())
+        // SAFETY: the segments partition S's entries by row; S is canonical with columns < cols
+        // = Y's rows; X spans rows x k, Y cols x k and C nnz elements at their strides (bound
+        // operands); V > 1 is chosen only when V divides k and both row-major leading
+        // dimensions, so vector loads (from allocations aligned to 256 bytes) are aligned and
+        // inside the rows.
+        unsafe { self.kernels.get(lanes, values).launch(config, &params) }
     }
 }
 

@@ -1,4 +1,4 @@
-//! SpMV plans on CUDA cores.
+//! SpMV plans on CUDA cores (`spmv.cu` has the kernels).
 //!
 //! The `auto` choice, from the row-length statistics:
 //! - a row longer than [`LONG_ROW`] entries: vector-split, so long rows are spread over many
@@ -8,24 +8,226 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, LaunchConfig};
 use sparse_core::{
-    Accumulator, Algorithm, BackendKind, CsrRef, DenseMut, DenseRef, Error, Format, Layout, OpKind,
-    PlanInfo, Precision, Result, RowStats, Scalar, SpIndex, SpmvPlan,
+    Algorithm, BackendKind, CsrRef, Error, Format, OpKind, PlanInfo, Precision, Result, RowStats,
+    Scalar, SpIndex,
 };
 
-use crate::compile::sources;
-use crate::device::{driver_error, Device};
+use crate::device::Device;
+use crate::kernel::{
+    c_type, kernel_params, Entry, Kernel, KernelParams, KernelSource, KernelSpec, MutPtr, Ptr,
+};
 use crate::matrix::DeviceCsr;
-use crate::operand::{input, output, strides, suffix, to_u32, AccArg};
+use crate::operand::{to_u32, Bound};
+use crate::plan::{CudaPlan, Phase, PlanBase, SpmvKernels, Values};
 
+/// Threads per block of every SpMV kernel (`SPMV_BLOCK`).
 const BLOCK: u32 = 256;
 /// Merge-path items (row ends plus entries) per thread.
 const MERGE_ITEMS: u32 = 8;
+/// Lanes per row the vector kernel is instantiated for.
+const VECTOR_LANES: [u32; 5] = [2, 4, 8, 16, 32];
 
 /// Rows longer than this are split into segments of this length by `vector-split`: a warp
 /// then loops at most 32 times over one row.
 pub const LONG_ROW: u32 = 1024;
+
+kernel_params! {
+    /// `spmv_csr_scalar`, `spmv_csr_vector<W>`: rows longer than `long_row` are skipped.
+    pub(crate) struct SpmvCsr<T> {
+        rows: u32,
+        row_ptr: ptr(u32),
+        col_idx: ptr(u32),
+        values: ptr(T),
+        x: ptr(T),
+        incx: u32,
+        y: out(T),
+        incy: u32,
+        alpha: acc,
+        beta: acc,
+        long_row: u32,
+    }
+}
+
+kernel_params! {
+    /// `spmv_long_segments`: one warp per segment of a long row, its sum to `partial`.
+    pub(crate) struct SpmvSegments<T> {
+        segments: u32,
+        segment_length: u32,
+        segment_row: ptr(u32),
+        segment_start: ptr(u32),
+        row_ptr: ptr(u32),
+        col_idx: ptr(u32),
+        values: ptr(T),
+        x: ptr(T),
+        incx: u32,
+        partial: out(acc),
+    }
+}
+
+kernel_params! {
+    /// `spmv_long_rows`: one warp per long row adds its segments' partials in order.
+    pub(crate) struct SpmvLongRows<T> {
+        long_rows: u32,
+        long_row: ptr(u32),
+        first_segment: ptr(u32),
+        partial: ptr(acc),
+        y: out(T),
+        incy: u32,
+        alpha: acc,
+        beta: acc,
+    }
+}
+
+kernel_params! {
+    /// `spmv_merge_partition`: where each merge-path thread starts.
+    pub(crate) struct MergePartition {
+        rows: u32,
+        nnz: u32,
+        row_ptr: ptr(u32),
+        items: u32,
+        threads: u32,
+        start_row: out(u32),
+        start_entry: out(u32),
+    }
+}
+
+kernel_params! {
+    /// `spmv_csr_merge`: the CSR product over the threads' merge-path shares.
+    pub(crate) struct SpmvMerge<T> {
+        csr: sub(SpmvCsr),
+        threads: u32,
+        start_row: ptr(u32),
+        start_entry: ptr(u32),
+        partial_row: out(u32),
+        partial_sum: out(acc),
+    }
+}
+
+kernel_params! {
+    /// `spmv_merge_fixup`: the rows split between merge-path threads.
+    pub(crate) struct SpmvMergeFixup<T> {
+        slots: u32,
+        partial_row: ptr(u32),
+        partial_sum: ptr(acc),
+        y: out(T),
+        incy: u32,
+        alpha: acc,
+        beta: acc,
+    }
+}
+
+kernel_params! {
+    /// `coo_rows`: the row of every entry.
+    pub(crate) struct CooRows {
+        rows: u32,
+        row_ptr: ptr(u32),
+        row_idx: out(u32),
+    }
+}
+
+kernel_params! {
+    /// `spmv_coo`: atomic adds into a y already scaled by beta.
+    pub(crate) struct SpmvCoo<T> {
+        nnz: u32,
+        row_idx: ptr(u32),
+        col_idx: ptr(u32),
+        values: ptr(T),
+        x: ptr(T),
+        incx: u32,
+        y: out(T),
+        incy: u32,
+        alpha: acc,
+    }
+}
+
+pub(crate) const SOURCE: KernelSource = KernelSource {
+    name: "spmv",
+    code: include_str!("../kernels/spmv.cu"),
+    params: &[
+        <SpmvCsr<f32> as KernelParams>::C_DECL,
+        <SpmvSegments<f32> as KernelParams>::C_DECL,
+        <SpmvLongRows<f32> as KernelParams>::C_DECL,
+        <MergePartition as KernelParams>::C_DECL,
+        <SpmvMerge<f32> as KernelParams>::C_DECL,
+        <SpmvMergeFixup<f32> as KernelParams>::C_DECL,
+        <CooRows as KernelParams>::C_DECL,
+        <SpmvCoo<f32> as KernelParams>::C_DECL,
+    ],
+    defines: &[("SPMV_BLOCK", BLOCK)],
+};
+
+/// The entries of this file for storage type `T`: the names Rust can form, each built once here.
+struct Entries;
+
+impl Entries {
+    fn scalar<T: Scalar>() -> Result<Entry<SpmvCsr<T>>> {
+        Entry::new(&SOURCE, "spmv_csr_scalar", &[&c_type(T::DTYPE)?])
+    }
+    fn vector<T: Scalar>(lanes: u32) -> Result<Entry<SpmvCsr<T>>> {
+        if !VECTOR_LANES.contains(&lanes) {
+            return Err(Error::internal(format!("no vector SpMV of {lanes} lanes")));
+        }
+        Entry::new(&SOURCE, "spmv_csr_vector", &[&c_type(T::DTYPE)?, &lanes])
+    }
+    fn segments<T: Scalar>() -> Result<Entry<SpmvSegments<T>>> {
+        Entry::new(&SOURCE, "spmv_long_segments", &[&c_type(T::DTYPE)?])
+    }
+    fn long_rows<T: Scalar>() -> Result<Entry<SpmvLongRows<T>>> {
+        Entry::new(&SOURCE, "spmv_long_rows", &[&c_type(T::DTYPE)?])
+    }
+    fn partition() -> Result<Entry<MergePartition>> {
+        Entry::new(&SOURCE, "spmv_merge_partition", &[])
+    }
+    fn merge<T: Scalar>() -> Result<Entry<SpmvMerge<T>>> {
+        Entry::new(&SOURCE, "spmv_csr_merge", &[&c_type(T::DTYPE)?])
+    }
+    fn fixup<T: Scalar>() -> Result<Entry<SpmvMergeFixup<T>>> {
+        Entry::new(&SOURCE, "spmv_merge_fixup", &[&c_type(T::DTYPE)?])
+    }
+    fn coo_rows() -> Result<Entry<CooRows>> {
+        Entry::new(&SOURCE, "coo_rows", &[])
+    }
+    fn coo<T: Scalar>() -> Result<Entry<SpmvCoo<T>>> {
+        Entry::new(&SOURCE, "spmv_coo", &[&c_type(T::DTYPE)?])
+    }
+
+    /// Every entry of storage type `T` (the COO kernel only where atomics add `T`).
+    fn all<T: Scalar>() -> Result<Vec<KernelSpec>> {
+        let mut specs = vec![
+            Self::scalar::<T>()?.spec().clone(),
+            Self::segments::<T>()?.spec().clone(),
+            Self::long_rows::<T>()?.spec().clone(),
+            Self::merge::<T>()?.spec().clone(),
+            Self::fixup::<T>()?.spec().clone(),
+        ];
+        for lanes in VECTOR_LANES {
+            specs.push(Self::vector::<T>(lanes)?.spec().clone());
+        }
+        if coo_atomics(T::DTYPE) {
+            specs.push(Self::coo::<T>()?.spec().clone());
+        }
+        Ok(specs)
+    }
+}
+
+/// Every kernel of this file Rust can ask for.
+pub(crate) fn all_specs() -> Result<Vec<KernelSpec>> {
+    let mut specs = vec![
+        Entries::partition()?.spec().clone(),
+        Entries::coo_rows()?.spec().clone(),
+    ];
+    specs.extend(Entries::all::<f64>()?);
+    specs.extend(Entries::all::<f32>()?);
+    specs.extend(Entries::all::<half::f16>()?);
+    Ok(specs)
+}
+
+/// COO SpMV adds into y with atomics, which exist for f32 and f64.
+pub(crate) fn coo_atomics(dtype: sparse_core::DType) -> bool {
+    matches!(dtype, sparse_core::DType::F32 | sparse_core::DType::F64)
+}
 
 /// The algorithm `auto` picks for a matrix with these row statistics.
 pub fn auto_algorithm(stats: &RowStats) -> Algorithm {
@@ -44,52 +246,11 @@ fn vector_width(mean: f64) -> u32 {
     1 << w
 }
 
-/// Long rows of `vector-split`: each cut into segments of [`LONG_ROW`] entries.
-struct LongRows {
-    segments: u32,
-    rows: u32,
-    segment_row: CudaSlice<u32>,
-    segment_start: CudaSlice<u32>,
-    long_row: CudaSlice<u32>,
-    first_segment: CudaSlice<u32>,
-    partial: CudaSlice<u8>,
-    segment_kernel: CudaFunction,
-    row_kernel: CudaFunction,
-}
-
-enum Kernel {
-    Csr {
-        function: CudaFunction,
-        lanes: u32,
-        long: Option<LongRows>,
-    },
-    Merge {
-        function: CudaFunction,
-        fixup: CudaFunction,
-        threads: u32,
-        start_row: CudaSlice<u32>,
-        start_entry: CudaSlice<u32>,
-        partial_row: CudaSlice<u32>,
-        partial_sum: CudaSlice<u8>,
-    },
-    Coo {
-        function: CudaFunction,
-        row_idx: CudaSlice<u32>,
-    },
-}
-
-pub struct CudaSpmvPlan<T> {
-    device: Arc<Device>,
-    a: DeviceCsr<T>,
-    kernel: Kernel,
-    scale: CudaFunction,
-    info: PlanInfo,
-}
-
-fn grid(threads: u64) -> Result<LaunchConfig> {
+/// One thread per `items` items, in blocks of [`BLOCK`].
+fn grid(items: u64) -> Result<LaunchConfig> {
     let blocks = to_u32(
         "number of thread blocks",
-        threads.div_ceil(u64::from(BLOCK)).max(1) as usize,
+        items.div_ceil(u64::from(BLOCK)).max(1) as usize,
     )?;
     Ok(LaunchConfig {
         grid_dim: (blocks, 1, 1),
@@ -98,150 +259,23 @@ fn grid(threads: u64) -> Result<LaunchConfig> {
     })
 }
 
-impl<T: Scalar> CudaSpmvPlan<T> {
-    pub fn new<I: SpIndex>(
-        device: &Arc<Device>,
-        a: CsrRef<'_, T, I>,
-        format: Format,
-        precision: Precision,
-        algorithm: Algorithm,
-    ) -> Result<Self> {
-        let sfx = suffix(T::DTYPE)
-            .ok_or_else(|| Error::invalid(format!("no CUDA SpMV kernel for {}", T::DTYPE)))?;
-        let stats = a.row_stats();
-        let algorithm = match (format, algorithm) {
-            (Format::Coo, Algorithm::Auto) => Algorithm::Atomic,
-            (Format::Csr, Algorithm::Auto) => auto_algorithm(&stats),
-            (_, chosen) => chosen,
-        };
-        let dev = DeviceCsr::upload(device, a)?;
-        let kernel = match (format, algorithm) {
-            (Format::Csr, Algorithm::Scalar) => Kernel::Csr {
-                function: device.function(sources::SPMV, &format!("spmv_csr_scalar_{sfx}"))?,
-                lanes: 1,
-                long: None,
-            },
-            (Format::Csr, Algorithm::Vector) => {
-                let lanes = vector_width(stats.mean);
-                Kernel::Csr {
-                    function: device
-                        .function(sources::SPMV, &format!("spmv_csr_vector_{sfx}_w{lanes}"))?,
-                    lanes,
-                    long: None,
-                }
-            }
-            (Format::Csr, Algorithm::VectorSplit) => {
-                let long = LongRows::new(device, a, sfx, size_of::<T::Acc>())?;
-                let (long_rows, long_entries) = long_rows_and_entries(a);
-                let mean = (a.nnz() - long_entries) as f64 / (a.rows() - long_rows).max(1) as f64;
-                let lanes = vector_width(mean);
-                Kernel::Csr {
-                    function: device
-                        .function(sources::SPMV, &format!("spmv_csr_vector_{sfx}_w{lanes}"))?,
-                    lanes,
-                    long,
-                }
-            }
-            (Format::Csr, Algorithm::MergePath) => Self::merge(device, &dev, sfx)?,
-            (Format::Coo, Algorithm::Atomic) => Kernel::Coo {
-                function: device.function(sources::SPMV, &format!("spmv_coo_{sfx}"))?,
-                row_idx: DeviceCsr::upload_row_indices(device, a)?,
-            },
-            (format, other) => {
-                return Err(Error::invalid(format!(
-                    "the cuda backend has no {other} SpMV for {format}"
-                )))
-            }
-        };
-        let extra = match &kernel {
-            Kernel::Merge { threads, .. } => {
-                (*threads as usize + 1) * 8 + *threads as usize * 2 * (4 + size_of::<T::Acc>())
-            }
-            Kernel::Coo { .. } => a.nnz() * 4,
-            Kernel::Csr { long: Some(l), .. } => {
-                (2 * l.segments as usize + 2 * l.rows as usize + 1) * 4
-                    + l.segments as usize * size_of::<T::Acc>()
-            }
-            Kernel::Csr { long: None, .. } => 0,
-        };
-        let info = PlanInfo {
-            backend: BackendKind::Cuda,
-            op: OpKind::Spmv,
-            format,
-            precision,
-            algorithm,
-            bytes: dev.bytes() + extra,
-            deterministic: !matches!(kernel, Kernel::Coo { .. }),
-        };
-        let scale = device.function(sources::SPMV, &format!("scale_vector_{sfx}"))?;
-        Ok(CudaSpmvPlan {
-            device: device.clone(),
-            a: dev,
-            kernel,
-            scale,
-            info,
-        })
-    }
-
-    /// Partitions the merge path once, on the device, and sizes the partial-sum workspace.
-    fn merge(device: &Arc<Device>, a: &DeviceCsr<T>, sfx: &str) -> Result<Kernel> {
-        let items = u64::from(a.rows) + u64::from(a.nnz);
-        let threads = to_u32(
-            "merge-path threads",
-            items.div_ceil(u64::from(MERGE_ITEMS)).max(1) as usize,
-        )?;
-        let stream = &device.stream;
-        let alloc = |n: usize| {
-            stream
-                .alloc_zeros::<u32>(n)
-                .map_err(|e| driver_error("allocating the merge-path partition", e))
-        };
-        let (mut start_row, mut start_entry) =
-            (alloc(threads as usize + 1)?, alloc(threads as usize + 1)?);
-        let partition = device.function(sources::SPMV, "spmv_merge_partition")?;
-        let mut args = stream.launch_builder(&partition);
-        args.arg(&a.rows)
-            .arg(&a.nnz)
-            .arg(&a.row_ptr)
-            .arg(&MERGE_ITEMS)
-            .arg(&threads)
-            .arg(&mut start_row)
-            .arg(&mut start_entry);
-        // SAFETY: the arguments match the kernel's signature; the outputs hold threads + 1 entries.
-        unsafe { args.launch(grid(u64::from(threads) + 1)?) }
-            .map_err(|e| driver_error("spmv_merge_partition", e))?;
-        let slots = 2 * threads as usize;
-        let partial_sum = stream
-            .alloc_zeros::<u8>(slots * size_of::<T::Acc>())
-            .map_err(|e| driver_error("allocating merge-path partials", e))?;
-        Ok(Kernel::Merge {
-            function: device.function(sources::SPMV, &format!("spmv_csr_merge_{sfx}"))?,
-            fixup: device.function(sources::SPMV, &format!("spmv_merge_fixup_{sfx}"))?,
-            threads,
-            start_row,
-            start_entry,
-            partial_row: alloc(slots)?,
-            partial_sum,
-        })
-    }
+/// Long rows of `vector-split`: each cut into segments of [`LONG_ROW`] entries.
+struct LongRows<T: Scalar> {
+    segments: u32,
+    rows: u32,
+    segment_row: CudaSlice<u32>,
+    segment_start: CudaSlice<u32>,
+    long_row: CudaSlice<u32>,
+    first_segment: CudaSlice<u32>,
+    /// One accumulation value per segment.
+    partial: CudaSlice<u8>,
+    segment_kernel: Kernel<SpmvSegments<T>>,
+    row_kernel: Kernel<SpmvLongRows<T>>,
 }
 
-/// Number of rows longer than [`LONG_ROW`] and the entries they hold.
-fn long_rows_and_entries<T, I: SpIndex>(a: CsrRef<'_, T, I>) -> (usize, usize) {
-    (0..a.rows())
-        .map(|i| a.row_len(i))
-        .filter(|&n| n > LONG_ROW as usize)
-        .fold((0, 0), |(rows, entries), n| (rows + 1, entries + n))
-}
-
-impl LongRows {
+impl<T: Scalar> LongRows<T> {
     /// The segments of every row longer than [`LONG_ROW`], or `None` when there is none.
-    fn new<T, I: SpIndex>(
-        device: &Arc<Device>,
-        a: CsrRef<'_, T, I>,
-        sfx: &str,
-        acc_bytes: usize,
-    ) -> Result<Option<Self>> {
+    fn new<I: SpIndex>(device: &Arc<Device>, a: CsrRef<'_, T, I>) -> Result<Option<Self>> {
         let (mut segment_row, mut segment_start, mut long_row, mut first_segment) =
             (Vec::new(), Vec::new(), Vec::new(), vec![0u32]);
         for i in 0..a.rows() {
@@ -258,16 +292,7 @@ impl LongRows {
         if long_row.is_empty() {
             return Ok(None);
         }
-        let upload = |v: &[u32]| {
-            device
-                .stream
-                .clone_htod(v)
-                .map_err(|e| driver_error("copying the long-row segments", e))
-        };
-        let partial = device
-            .stream
-            .alloc_zeros::<u8>(segment_row.len() * acc_bytes)
-            .map_err(|e| driver_error("allocating long-row partials", e))?;
+        let upload = |v: &[u32]| device.upload_converted(v, 0, |&i| i);
         Ok(Some(LongRows {
             segments: to_u32("segment count", segment_row.len())?,
             rows: to_u32("long row count", long_row.len())?,
@@ -275,161 +300,334 @@ impl LongRows {
             segment_start: upload(&segment_start)?,
             long_row: upload(&long_row)?,
             first_segment: upload(&first_segment)?,
-            partial,
-            segment_kernel: device.function(sources::SPMV, &format!("spmv_long_segments_{sfx}"))?,
-            row_kernel: device.function(sources::SPMV, &format!("spmv_long_rows_{sfx}"))?,
+            partial: device.alloc_zeros::<u8>(
+                segment_row.len() * size_of::<T::Acc>(),
+                "allocating long-row partials",
+            )?,
+            segment_kernel: device.kernel(&Entries::segments::<T>()?)?,
+            row_kernel: device.kernel(&Entries::long_rows::<T>()?)?,
         }))
     }
-}
 
-/// Stride between consecutive elements of a vector operand.
-fn increment(rows: usize, ld: usize, layout: Layout) -> u32 {
-    let (row_stride, _) = strides(layout, ld);
-    if rows <= 1 {
-        1
-    } else {
-        row_stride
+    fn bytes(&self) -> usize {
+        (2 * self.segments as usize + 2 * self.rows as usize + 1) * 4
+            + self.segments as usize * size_of::<T::Acc>()
     }
 }
 
-impl<T: Scalar> SpmvPlan<T> for CudaSpmvPlan<T> {
-    fn info(&self) -> &PlanInfo {
-        &self.info
+/// The merge-path partition and the partial sums of the rows split between threads.
+struct MergePath<T: Scalar> {
+    kernel: Kernel<SpmvMerge<T>>,
+    fixup: Kernel<SpmvMergeFixup<T>>,
+    threads: u32,
+    start_row: CudaSlice<u32>,
+    start_entry: CudaSlice<u32>,
+    partial_row: CudaSlice<u32>,
+    /// Two accumulation values per thread.
+    partial_sum: CudaSlice<u8>,
+}
+
+impl<T: Scalar> MergePath<T> {
+    /// Partitions the merge path once, on the device, and sizes the partial sums.
+    fn new(device: &Arc<Device>, a: &DeviceCsr<T>) -> Result<Self> {
+        let items = u64::from(a.rows) + u64::from(a.nnz);
+        let threads = to_u32(
+            "merge-path threads",
+            items.div_ceil(u64::from(MERGE_ITEMS)).max(1) as usize,
+        )?;
+        let slots = 2 * threads as usize;
+        let merge = MergePath {
+            kernel: device.kernel(&Entries::merge::<T>()?)?,
+            fixup: device.kernel(&Entries::fixup::<T>()?)?,
+            threads,
+            start_row: device.alloc_zeros(threads as usize + 1, "allocating the merge path")?,
+            start_entry: device.alloc_zeros(threads as usize + 1, "allocating the merge path")?,
+            partial_row: device.alloc_zeros(slots, "allocating merge-path partials")?,
+            partial_sum: device
+                .alloc_zeros(slots * size_of::<T::Acc>(), "allocating merge-path partials")?,
+        };
+        let params = MergePartition {
+            rows: a.rows,
+            nnz: a.nnz,
+            row_ptr: Ptr::of(&a.row_ptr, device),
+            items: MERGE_ITEMS,
+            threads,
+            start_row: MutPtr::of(&merge.start_row, device),
+            start_entry: MutPtr::of(&merge.start_entry, device),
+        };
+        // SAFETY: row_ptr holds rows + 1 offsets; the outputs hold threads + 1 entries, one per
+        // thread of the launch (threads + 1 of them).
+        unsafe {
+            device
+                .kernel(&Entries::partition()?)?
+                .launch(grid(u64::from(threads) + 1)?, &params)?
+        };
+        Ok(merge)
+    }
+
+    fn bytes(&self) -> usize {
+        (self.threads as usize + 1) * 8 + self.threads as usize * 2 * (4 + size_of::<T::Acc>())
+    }
+}
+
+enum Kind<T: Scalar> {
+    Csr {
+        kernel: Kernel<SpmvCsr<T>>,
+        lanes: u32,
+        long: Option<LongRows<T>>,
+    },
+    Merge(MergePath<T>),
+    Coo {
+        kernel: Kernel<SpmvCoo<T>>,
+        row_idx: CudaSlice<u32>,
+    },
+}
+
+/// The SpMV kernels of one plan and the matrix they read.
+pub(crate) struct SpmvFamily<T: Scalar> {
+    a: DeviceCsr<T>,
+    kind: Kind<T>,
+}
+
+/// A planned SpMV of CSR (`scalar`, `vector`, `vector-split`, `merge-path`) or COO (`atomic`).
+pub(crate) fn plan<T: Scalar, I: SpIndex>(
+    device: &Arc<Device>,
+    a: CsrRef<'_, T, I>,
+    format: Format,
+    precision: Precision,
+    algorithm: Algorithm,
+) -> Result<CudaPlan<T, SpmvFamily<T>>> {
+    let stats = a.row_stats();
+    let algorithm = match (format, algorithm) {
+        (Format::Coo, Algorithm::Auto) => Algorithm::Atomic,
+        (Format::Csr, Algorithm::Auto) => auto_algorithm(&stats),
+        (_, chosen) => chosen,
+    };
+    let lanes = match algorithm {
+        Algorithm::Vector => vector_width(stats.mean),
+        Algorithm::VectorSplit => {
+            let (long_rows, long_entries) = long_rows_and_entries(a);
+            vector_width((a.nnz() - long_entries) as f64 / (a.rows() - long_rows).max(1) as f64)
+        }
+        _ => 1,
+    };
+    let mut specs = Vec::new();
+    let csr_entry = match (format, algorithm) {
+        (Format::Csr, Algorithm::Scalar) => Some(Entries::scalar::<T>()?),
+        (Format::Csr, Algorithm::Vector | Algorithm::VectorSplit) => {
+            Some(Entries::vector::<T>(lanes)?)
+        }
+        _ => None,
+    };
+    let others: Vec<KernelSpec> = match (format, algorithm) {
+        (Format::Csr, Algorithm::VectorSplit) => vec![
+            Entries::segments::<T>()?.spec().clone(),
+            Entries::long_rows::<T>()?.spec().clone(),
+        ],
+        (Format::Csr, Algorithm::MergePath) => vec![
+            Entries::partition()?.spec().clone(),
+            Entries::merge::<T>()?.spec().clone(),
+            Entries::fixup::<T>()?.spec().clone(),
+        ],
+        (Format::Coo, Algorithm::Atomic) => vec![
+            Entries::coo_rows()?.spec().clone(),
+            Entries::coo::<T>()?.spec().clone(),
+        ],
+        (Format::Csr, Algorithm::Scalar | Algorithm::Vector) => Vec::new(),
+        (format, other) => {
+            return Err(Error::internal(format!(
+                "the table lists no {other} SpMV on {format}"
+            )))
+        }
+    };
+    specs.extend(csr_entry.iter().map(|e| e.spec()));
+    specs.extend(others.iter());
+    let info = PlanInfo {
+        reserved_width: 0,
+        ..PlanInfo::new(
+            BackendKind::Cuda,
+            OpKind::Spmv,
+            format,
+            precision,
+            algorithm,
+            algorithm != Algorithm::Atomic,
+        )
+    };
+    let (mut base, mut clock) =
+        PlanBase::<T>::new(device, (a.rows(), a.cols(), a.nnz()), info, &specs)?;
+    clock.lap(device, Phase::Host)?;
+    let dev = DeviceCsr::upload(device, a)?;
+    clock.lap(device, Phase::Transfer)?;
+    let kind = match csr_entry {
+        Some(entry) => Kind::Csr {
+            kernel: device.kernel(&entry)?,
+            lanes,
+            long: if algorithm == Algorithm::VectorSplit {
+                LongRows::new(device, a)?
+            } else {
+                None
+            },
+        },
+        None if algorithm == Algorithm::MergePath => Kind::Merge(MergePath::new(device, &dev)?),
+        None => {
+            let row_idx = device.alloc_zeros::<u32>(a.nnz(), "allocating COO row indices")?;
+            let params = CooRows {
+                rows: dev.rows,
+                row_ptr: Ptr::of(&dev.row_ptr, device),
+                row_idx: MutPtr::of(&row_idx, device),
+            };
+            // SAFETY: one warp per row writes the row's entries' slots, all below nnz, which
+            // row_idx holds.
+            unsafe {
+                device
+                    .kernel(&Entries::coo_rows()?)?
+                    .launch(grid(u64::from(dev.rows) * 32)?, &params)?
+            };
+            Kind::Coo {
+                kernel: device.kernel(&Entries::coo::<T>()?)?,
+                row_idx,
+            }
+        }
+    };
+    clock.lap(device, Phase::Device)?;
+    let extra = match &kind {
+        Kind::Merge(m) => m.bytes(),
+        Kind::Coo { .. } => a.nnz() * 4,
+        Kind::Csr { long: Some(l), .. } => l.bytes(),
+        Kind::Csr { long: None, .. } => 0,
+    };
+    base.finish(clock, dev.bytes() + extra);
+    Ok(CudaPlan {
+        base,
+        kernels: SpmvFamily { a: dev, kind },
+    })
+}
+
+/// Number of rows longer than [`LONG_ROW`] and the entries they hold.
+fn long_rows_and_entries<T, I: SpIndex>(a: CsrRef<'_, T, I>) -> (usize, usize) {
+    (0..a.rows())
+        .map(|i| a.row_len(i))
+        .filter(|&n| n > LONG_ROW as usize)
+        .fold((0, 0), |(rows, entries), n| (rows + 1, entries + n))
+}
+
+impl<T: Scalar> SpmvKernels<T> for SpmvFamily<T> {
+    fn values(&self) -> Values<'_, T> {
+        Values {
+            buffer: &self.a.values,
+            slots: None,
+        }
     }
 
     fn run(
         &mut self,
+        base: &PlanBase<T>,
+        x: &Bound,
+        y: &Bound,
         alpha: T::Acc,
-        x: DenseRef<'_, T>,
         beta: T::Acc,
-        mut y: DenseMut<'_, T::Out>,
     ) -> Result<()> {
-        let (rows, cols) = (self.a.rows as usize, self.a.cols as usize);
-        x.expect_shape("spmv x", (cols, 1))?;
-        y.expect_shape("spmv y", (rows, 1))?;
-        let incx = increment(cols, x.ld(), x.layout());
-        let incy = increment(rows, y.ld(), y.layout());
-        let xb = input(&x, &self.device, "spmv x")?;
-        let yb = output(&mut y, &self.device, "spmv y")?;
-        let (alpha, beta) = (Accumulator::to_f64(alpha), Accumulator::to_f64(beta));
-        let (acc_alpha, acc_beta) = (AccArg::of::<T>(alpha), AccArg::of::<T>(beta));
-        let stream = self.device.stream.clone();
+        let device = &base.device;
         let a = &self.a;
-        if alpha == 0.0 || matches!(self.kernel, Kernel::Coo { .. }) {
-            let mut args = stream.launch_builder(&self.scale);
-            args.arg(&a.rows).arg(&mut yb.bytes).arg(&incy);
-            acc_beta.push(&mut args);
-            // SAFETY: y holds rows elements at stride incy (checked by the DenseMut).
-            unsafe { args.launch(grid(u64::from(a.rows))?) }
-                .map_err(|e| driver_error("scale_vector", e))?;
-            if alpha == 0.0 {
-                return Ok(());
-            }
-        }
-        match &mut self.kernel {
-            Kernel::Csr {
-                function,
+        let csr = |long_row: u32| SpmvCsr {
+            rows: a.rows,
+            row_ptr: Ptr::of(&a.row_ptr, device),
+            col_idx: Ptr::of(&a.col_idx, device),
+            values: Ptr::of_buffer(&a.values),
+            x: x.input(),
+            incx: x.increment(),
+            y: y.output(),
+            incy: y.increment(),
+            alpha,
+            beta,
+            long_row,
+        };
+        match &self.kind {
+            Kind::Csr {
+                kernel,
                 lanes,
                 long,
             } => {
                 let limit = if long.is_some() { LONG_ROW } else { u32::MAX };
-                let mut args = stream.launch_builder(function);
-                args.arg(&a.rows)
-                    .arg(&a.row_ptr)
-                    .arg(&a.col_idx)
-                    .arg(&a.values.bytes);
-                args.arg(&xb.bytes).arg(&incx).arg(&mut yb.bytes).arg(&incy);
-                acc_alpha.push(&mut args);
-                acc_beta.push(&mut args);
-                if *lanes > 1 {
-                    args.arg(&limit);
-                }
-                // SAFETY: arguments match the kernel; the CSR is canonical with columns < cols,
-                // x spans cols elements at stride incx and y rows at stride incy.
-                unsafe { args.launch(grid(u64::from(a.rows) * u64::from(*lanes))?) }
-                    .map_err(|e| driver_error("spmv", e))?;
+                // SAFETY: the CSR is canonical with columns < cols; x spans cols elements at
+                // stride incx and y rows at stride incy (bound operands); W lanes per row.
+                unsafe { kernel.launch(grid(u64::from(a.rows) * u64::from(*lanes))?, &csr(limit))? };
                 if let Some(l) = long {
-                    let mut args = stream.launch_builder(&l.segment_kernel);
-                    args.arg(&l.segments)
-                        .arg(&LONG_ROW)
-                        .arg(&l.segment_row)
-                        .arg(&l.segment_start);
-                    args.arg(&a.row_ptr).arg(&a.col_idx).arg(&a.values.bytes);
-                    args.arg(&xb.bytes).arg(&incx).arg(&mut l.partial);
-                    // SAFETY: segments lie inside their rows; partial holds one value per segment.
-                    unsafe { args.launch(grid(u64::from(l.segments) * 32)?) }
-                        .map_err(|e| driver_error("spmv_long_segments", e))?;
-                    let mut args = stream.launch_builder(&l.row_kernel);
-                    args.arg(&l.rows)
-                        .arg(&l.long_row)
-                        .arg(&l.first_segment)
-                        .arg(&l.partial);
-                    args.arg(&mut yb.bytes).arg(&incy);
-                    acc_alpha.push(&mut args);
-                    acc_beta.push(&mut args);
-                    // SAFETY: first_segment holds rows + 1 offsets into the partials written above.
-                    unsafe { args.launch(grid(u64::from(l.rows) * 32)?) }
-                        .map_err(|e| driver_error("spmv_long_rows", e))?;
+                    let params = SpmvSegments {
+                        segments: l.segments,
+                        segment_length: LONG_ROW,
+                        segment_row: Ptr::of(&l.segment_row, device),
+                        segment_start: Ptr::of(&l.segment_start, device),
+                        row_ptr: Ptr::of(&a.row_ptr, device),
+                        col_idx: Ptr::of(&a.col_idx, device),
+                        values: Ptr::of_buffer(&a.values),
+                        x: x.input(),
+                        incx: x.increment(),
+                        partial: MutPtr::of_bytes(&l.partial, device),
+                    };
+                    // SAFETY: segments lie inside their rows; partial holds one value per
+                    // segment; one warp per segment.
+                    unsafe {
+                        l.segment_kernel
+                            .launch(grid(u64::from(l.segments) * 32)?, &params)?
+                    };
+                    let params = SpmvLongRows {
+                        long_rows: l.rows,
+                        long_row: Ptr::of(&l.long_row, device),
+                        first_segment: Ptr::of(&l.first_segment, device),
+                        partial: Ptr::of_bytes(&l.partial, device),
+                        y: y.output(),
+                        incy: y.increment(),
+                        alpha,
+                        beta,
+                    };
+                    // SAFETY: first_segment holds rows + 1 offsets into the partials written
+                    // above (stream order); long rows are rows of y.
+                    unsafe { l.row_kernel.launch(grid(u64::from(l.rows) * 32)?, &params)? };
                 }
+                Ok(())
             }
-            Kernel::Merge {
-                function,
-                fixup,
-                threads,
-                start_row,
-                start_entry,
-                partial_row,
-                partial_sum,
-            } => {
-                let mut args = stream.launch_builder(function);
-                args.arg(&a.rows)
-                    .arg(&a.row_ptr)
-                    .arg(&a.col_idx)
-                    .arg(&a.values.bytes)
-                    .arg(&xb.bytes)
-                    .arg(&incx)
-                    .arg(&mut yb.bytes)
-                    .arg(&incy);
-                acc_alpha.push(&mut args);
-                acc_beta.push(&mut args);
-                args.arg(&*threads)
-                    .arg(&*start_row)
-                    .arg(&*start_entry)
-                    .arg(&mut *partial_row)
-                    .arg(&mut *partial_sum);
-                // SAFETY: as above; the partition holds threads + 1 points and the partials 2 * threads slots.
-                unsafe { args.launch(grid(u64::from(*threads))?) }
-                    .map_err(|e| driver_error("spmv_csr_merge", e))?;
-                let slots = 2 * *threads;
-                let mut args = stream.launch_builder(fixup);
-                args.arg(&slots)
-                    .arg(&*partial_row)
-                    .arg(&*partial_sum)
-                    .arg(&mut yb.bytes)
-                    .arg(&incy);
-                acc_alpha.push(&mut args);
-                acc_beta.push(&mut args);
+            Kind::Merge(m) => {
+                let params = SpmvMerge {
+                    csr: csr(u32::MAX),
+                    threads: m.threads,
+                    start_row: Ptr::of(&m.start_row, device),
+                    start_entry: Ptr::of(&m.start_entry, device),
+                    partial_row: MutPtr::of(&m.partial_row, device),
+                    partial_sum: MutPtr::of_bytes(&m.partial_sum, device),
+                };
+                // SAFETY: as above; the partition holds threads + 1 points and the partials
+                // 2 * threads slots.
+                unsafe { m.kernel.launch(grid(u64::from(m.threads))?, &params)? };
+                let slots = 2 * m.threads;
+                let params = SpmvMergeFixup {
+                    slots,
+                    partial_row: Ptr::of(&m.partial_row, device),
+                    partial_sum: Ptr::of_bytes(&m.partial_sum, device),
+                    y: y.output(),
+                    incy: y.increment(),
+                    alpha,
+                    beta,
+                };
                 // SAFETY: the partials were written by the kernel above, in stream order.
-                unsafe { args.launch(grid(u64::from(slots))?) }
-                    .map_err(|e| driver_error("spmv_merge_fixup", e))?;
+                unsafe { m.fixup.launch(grid(u64::from(slots))?, &params) }
             }
-            Kernel::Coo { function, row_idx } => {
-                let mut args = stream.launch_builder(function);
-                let typed_alpha = AccArg::of::<T>(alpha);
-                args.arg(&a.nnz)
-                    .arg(&*row_idx)
-                    .arg(&a.col_idx)
-                    .arg(&a.values.bytes)
-                    .arg(&xb.bytes)
-                    .arg(&incx)
-                    .arg(&mut yb.bytes)
-                    .arg(&incy);
-                typed_alpha.push(&mut args);
+            Kind::Coo { kernel, row_idx } => {
+                base.scale(y, beta)?;
+                let params = SpmvCoo {
+                    nnz: a.nnz,
+                    row_idx: Ptr::of(row_idx, device),
+                    col_idx: Ptr::of(&a.col_idx, device),
+                    values: Ptr::of_buffer(&a.values),
+                    x: x.input(),
+                    incx: x.increment(),
+                    y: y.output(),
+                    incy: y.increment(),
+                    alpha,
+                };
                 // SAFETY: row and column indices are in range; y was scaled by beta above.
-                unsafe { args.launch(grid(u64::from(a.nnz))?) }
-                    .map_err(|e| driver_error("spmv_coo", e))?;
+                unsafe { kernel.launch(grid(u64::from(a.nnz))?, &params) }
             }
         }
-        Ok(())
     }
 }

@@ -122,13 +122,8 @@ impl DeviceTimer {
 
     fn alloc(&self, bytes: usize) -> Result<CudaSlice<u8>> {
         // SAFETY: the buffer is written in full by `fill` or a copy before anything reads it.
-        unsafe { self.device.stream.alloc::<u8>(bytes) }.map_err(|e| match driver_error("", e) {
-            Error::OutOfMemory { .. } => Error::OutOfMemory {
-                device: self.device.location(),
-                bytes,
-            },
-            other => other,
-        })
+        unsafe { self.device.stream.alloc::<u8>(bytes) }
+            .map_err(|e| self.device.alloc_error("allocating a timing buffer", bytes, e))
     }
 }
 

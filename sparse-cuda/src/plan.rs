@@ -1,0 +1,420 @@
+//! The scaffold every CUDA plan is built on. A kernel family writes its analysis (the
+//! constructor of its kernels' state), its launches, and where its values live; this module
+//! does the rest the same way for all of them:
+//! - operands bound and checked ([`crate::operand`]) before anything is launched;
+//! - `alpha == 0`: the output becomes `beta * out` without reading A or the inputs;
+//! - empty shapes: nothing to do;
+//! - widths past the reservation refused, and `reserve` growing the family's workspace;
+//! - value updates: new CSR-ordered values uploaded and, where the family stores them in its own
+//!   order, scattered there on the device;
+//! - [`PlanInfo`] with the time planning spent in each phase ([`PlanClock`]).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use cudarc::driver::{CudaSlice, LaunchConfig};
+use sparse_core::{
+    Accumulator, DenseMut, DenseRef, Memory, PlanInfo, PlanTime, Result, Scalar, SddmmPlan,
+    SpmmPlan, SpmvPlan, ValueOrder,
+};
+
+use crate::device::{CudaBuffer, Device};
+use crate::kernel::{kernel_params, Entry, Kernel, KernelParams, KernelSource, KernelSpec, Ptr};
+use crate::operand::{
+    bind_input, bind_sddmm, bind_spmm, bind_spmv, Bound, SddmmOperands, SpmmOperands,
+};
+
+/// Threads per block of the shared kernels (`PLAN_BLOCK`).
+const BLOCK: u32 = 256;
+/// Blocks of their grid-stride loops at most: several waves on the largest devices.
+const MAX_BLOCKS: u64 = 4096;
+
+kernel_params! {
+    /// `scale_dense`: `out = beta*out` over `outer` runs of `inner` elements, `ld` apart.
+    pub(crate) struct ScaleDense<T> {
+        inner: u32,
+        outer: u32,
+        out: out(T),
+        ld: u32,
+        beta: acc,
+    }
+}
+
+kernel_params! {
+    /// `scatter_values`: `dst[slots[e]] = src[e * inc]` (`dst[e]` when `slots` is null).
+    pub(crate) struct ScatterValues<T> {
+        n: u32,
+        src: ptr(T),
+        inc: u32,
+        slots: ptr(u32),
+        dst: out(T),
+    }
+}
+
+pub(crate) const SOURCE: KernelSource = KernelSource {
+    name: "plan",
+    code: include_str!("../kernels/plan.cu"),
+    params: &[
+        <ScaleDense<f32> as KernelParams>::C_DECL,
+        <ScatterValues<f32> as KernelParams>::C_DECL,
+    ],
+    defines: &[("PLAN_BLOCK", BLOCK)],
+};
+
+/// The shared kernels of storage type `T`.
+pub(crate) fn entries<T: Scalar>() -> Result<(Entry<ScaleDense<T>>, Entry<ScatterValues<T>>)> {
+    let t = crate::kernel::c_type(T::DTYPE)?;
+    Ok((
+        Entry::new(&SOURCE, "scale_dense", &[&t])?,
+        Entry::new(&SOURCE, "scatter_values", &[&t])?,
+    ))
+}
+
+fn specs_of<T: Scalar>() -> Result<Vec<KernelSpec>> {
+    let (scale, scatter) = entries::<T>()?;
+    Ok(vec![scale.spec().clone(), scatter.spec().clone()])
+}
+
+/// Every kernel of this file Rust can ask for.
+pub(crate) fn all_specs() -> Result<Vec<KernelSpec>> {
+    let mut specs = specs_of::<f64>()?;
+    specs.extend(specs_of::<f32>()?);
+    specs.extend(specs_of::<half::f16>()?);
+    Ok(specs)
+}
+
+/// A grid-stride launch over `items`.
+fn stride_config(items: u64) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (items.div_ceil(u64::from(BLOCK)).clamp(1, MAX_BLOCKS) as u32, 1, 1),
+        block_dim: (BLOCK, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// A phase of planning.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Phase {
+    Host,
+    Transfer,
+    Device,
+    Kernels,
+}
+
+/// Attributes the time since the last lap to a phase; device phases wait for the stream first,
+/// so that their work, not its enqueueing, is what is timed.
+pub(crate) struct PlanClock {
+    last: Instant,
+    time: PlanTime,
+}
+
+impl PlanClock {
+    pub fn start() -> Self {
+        PlanClock {
+            last: Instant::now(),
+            time: PlanTime::default(),
+        }
+    }
+
+    pub fn lap(&mut self, device: &Device, phase: Phase) -> Result<()> {
+        if matches!(phase, Phase::Transfer | Phase::Device) {
+            device.synchronize()?;
+        }
+        let now = Instant::now();
+        let elapsed = now - self.last;
+        self.last = now;
+        let slot = match phase {
+            Phase::Host => &mut self.time.host,
+            Phase::Transfer => &mut self.time.transfer,
+            Phase::Device => &mut self.time.device,
+            Phase::Kernels => &mut self.time.kernels,
+        };
+        *slot += elapsed;
+        Ok(())
+    }
+}
+
+/// Where a plan's values live: `buffer` in the plan's order, and for each CSR entry its slot
+/// there (`None` when the order is the CSR order).
+pub(crate) struct Values<'a, T> {
+    pub buffer: &'a CudaBuffer<T>,
+    pub slots: Option<&'a CudaSlice<u32>>,
+}
+
+/// What every plan holds beside its family's state.
+pub(crate) struct PlanBase<T: Scalar> {
+    pub device: Arc<Device>,
+    pub rows: usize,
+    pub cols: usize,
+    pub nnz: usize,
+    pub info: PlanInfo,
+    scale: Kernel<ScaleDense<T>>,
+    scatter: Kernel<ScatterValues<T>>,
+}
+
+impl<T: Scalar> PlanBase<T> {
+    /// Compiles or loads the family's kernels (`family`) with the shared ones, in parallel, and
+    /// starts the plan's clock with that time counted.
+    pub fn new(
+        device: &Arc<Device>,
+        (rows, cols, nnz): (usize, usize, usize),
+        info: PlanInfo,
+        family: &[&KernelSpec],
+    ) -> Result<(Self, PlanClock)> {
+        let mut clock = PlanClock::start();
+        let (scale, scatter) = entries::<T>()?;
+        let mut specs = vec![scale.spec(), scatter.spec()];
+        specs.extend_from_slice(family);
+        device.prepare(&specs)?;
+        let base = PlanBase {
+            device: device.clone(),
+            rows,
+            cols,
+            nnz,
+            info,
+            scale: device.kernel(&scale)?,
+            scatter: device.kernel(&scatter)?,
+        };
+        clock.lap(device, Phase::Kernels)?;
+        Ok((base, clock))
+    }
+
+    /// Raises the reservation to `width`, growing the family's workspace by `grow`.
+    fn reserve(&mut self, width: usize, grow: impl FnOnce(&Self) -> Result<usize>) -> Result<()> {
+        if width > self.info.reserved_width {
+            self.info.bytes += grow(self)?;
+            self.info.reserved_width = width;
+        }
+        Ok(())
+    }
+
+    /// Records the plan's bytes and the time each phase took.
+    pub fn finish(&mut self, clock: PlanClock, bytes: usize) {
+        self.info.bytes = bytes;
+        self.info.plan_time = clock.time;
+    }
+
+    /// `out = beta*out` (zeros when beta == 0, never reading out): what `alpha == 0` leaves.
+    pub fn scale(&self, out: &Bound, beta: T::Acc) -> Result<()> {
+        let (inner, outer) = match out.layout {
+            sparse_core::Layout::RowMajor => (out.cols, out.rows),
+            sparse_core::Layout::ColMajor => (out.rows, out.cols),
+        };
+        let (inner, outer) = (
+            crate::operand::to_u32("output rows", inner)?,
+            crate::operand::to_u32("output columns", outer)?,
+        );
+        let params = ScaleDense {
+            inner,
+            outer,
+            out: out.output(),
+            ld: out.ld,
+            beta,
+        };
+        // SAFETY: `out` is a bound operand: `outer` runs of `inner` elements, `ld` apart, in
+        // its allocation (checked by its Dense view).
+        unsafe {
+            self.scale
+                .launch(stride_config(u64::from(inner) * u64::from(outer)), &params)
+        }
+    }
+
+    /// Overwrites the plan's values with `new` (nnz x 1, in CSR entry order).
+    pub fn update(&self, target: Values<'_, T>, new: DenseRef<'_, T>) -> Result<()> {
+        new.expect_shape("update_values", (self.nnz, 1))?;
+        if self.nnz == 0 {
+            return Ok(());
+        }
+        let n = crate::operand::to_u32("number of entries", self.nnz)?;
+        let slots = target.slots.map_or(Ptr::NULL, |s| Ptr::of(s, &self.device));
+        let scatter = |src: Ptr<T>, inc: u32| {
+            let params = ScatterValues {
+                n,
+                src,
+                inc,
+                slots,
+                dst: crate::kernel::MutPtr::of_buffer(target.buffer),
+            };
+            // SAFETY: `src` holds nnz elements `inc` apart; `slots`, when present, holds a slot
+            // below the buffer's length for each of the nnz entries (the family's invariant),
+            // and without it the buffer holds nnz values in CSR order.
+            unsafe { self.scatter.launch(stride_config(u64::from(n)), &params) }
+        };
+        match new.memory() {
+            Memory::Host(_) => {
+                let contiguous;
+                let contiguous_rows = new.layout() == sparse_core::Layout::ColMajor || new.ld() == 1;
+                let host: &[T] = if contiguous_rows {
+                    &new.host("update_values")?[..self.nnz]
+                } else {
+                    contiguous = (0..self.nnz).map(|e| new.at(e, 0)).collect::<Vec<T>>();
+                    &contiguous
+                };
+                match target.slots {
+                    None => self.device.stage(
+                        target.buffer.address(),
+                        self.nnz,
+                        |start, out: &mut [T]| {
+                            out.copy_from_slice(&host[start..start + out.len()]);
+                        },
+                    ),
+                    Some(_) => {
+                        let staged = self.device.upload(host)?;
+                        scatter(Ptr::of_buffer(&staged), 1)
+                    }
+                }
+            }
+            Memory::Device(_) => {
+                let src = bind_input(&new, &self.device, "update_values")?;
+                scatter(src.input(), src.increment())
+            }
+        }
+    }
+}
+
+/// A plan: the shared part and a family's kernels.
+pub(crate) struct CudaPlan<T: Scalar, K> {
+    pub base: PlanBase<T>,
+    pub kernels: K,
+}
+
+/// What an SpMV family supplies.
+pub(crate) trait SpmvKernels<T: Scalar>: Send {
+    /// `y = alpha*A*x + beta*y` with `alpha != 0`, A with at least one row.
+    fn run(&mut self, base: &PlanBase<T>, x: &Bound, y: &Bound, alpha: T::Acc, beta: T::Acc)
+        -> Result<()>;
+    fn values(&self) -> Values<'_, T>;
+}
+
+/// What an SpMM family supplies.
+pub(crate) trait SpmmKernels<T: Scalar>: Send {
+    /// `C = alpha*A*B + beta*C` with `alpha != 0`, rows and N at least one, N within the
+    /// reservation.
+    fn run(&mut self, base: &PlanBase<T>, ops: &SpmmOperands, alpha: T::Acc, beta: T::Acc)
+        -> Result<()>;
+    fn values(&self) -> Values<'_, T>;
+    /// Sizes the workspace for N up to `width`; returns the bytes it grew by.
+    fn reserve(&mut self, _base: &PlanBase<T>, _width: usize) -> Result<usize> {
+        Ok(0)
+    }
+}
+
+/// What an SDDMM family supplies.
+pub(crate) trait SddmmKernels<T: Scalar>: Send {
+    /// `C = alpha*(X*Y^T) ∘ spy(S) + beta*C` with `alpha != 0` and at least one output slot.
+    fn run(&mut self, base: &PlanBase<T>, ops: &SddmmOperands, alpha: T::Acc, beta: T::Acc)
+        -> Result<()>;
+    fn values(&self) -> Values<'_, T>;
+    /// The order C is written in, when it is not S's CSR entry order.
+    fn value_order(&self) -> Option<&ValueOrder> {
+        None
+    }
+    /// Sizes the workspace for K up to `width`; returns the bytes it grew by.
+    fn reserve(&mut self, _base: &PlanBase<T>, _width: usize) -> Result<usize> {
+        Ok(0)
+    }
+}
+
+impl<T: Scalar, K: SpmvKernels<T>> SpmvPlan<T> for CudaPlan<T, K> {
+    fn info(&self) -> &PlanInfo {
+        &self.base.info
+    }
+
+    fn run(
+        &mut self,
+        alpha: T::Acc,
+        x: DenseRef<'_, T>,
+        beta: T::Acc,
+        mut y: DenseMut<'_, T::Out>,
+    ) -> Result<()> {
+        let base = &self.base;
+        let (x, y) = bind_spmv(&base.device, (base.rows, base.cols), &x, &mut y)?;
+        if base.rows == 0 {
+            return Ok(());
+        }
+        if alpha == T::Acc::ZERO {
+            return base.scale(&y, beta);
+        }
+        self.kernels.run(base, &x, &y, alpha, beta)
+    }
+
+    fn update_values(&mut self, values: DenseRef<'_, T>) -> Result<()> {
+        self.base.update(self.kernels.values(), values)
+    }
+}
+
+impl<T: Scalar, K: SpmmKernels<T>> SpmmPlan<T> for CudaPlan<T, K> {
+    fn info(&self) -> &PlanInfo {
+        &self.base.info
+    }
+
+    fn run(
+        &mut self,
+        alpha: T::Acc,
+        b: DenseRef<'_, T>,
+        beta: T::Acc,
+        mut c: DenseMut<'_, T::Out>,
+    ) -> Result<()> {
+        let base = &self.base;
+        let ops = bind_spmm(&base.device, (base.rows, base.cols), &b, &mut c)?;
+        base.info.check_width(ops.n as usize)?;
+        if base.rows == 0 || ops.n == 0 {
+            return Ok(());
+        }
+        if alpha == T::Acc::ZERO {
+            return base.scale(&ops.c, beta);
+        }
+        self.kernels.run(base, &ops, alpha, beta)
+    }
+
+    fn update_values(&mut self, values: DenseRef<'_, T>) -> Result<()> {
+        self.base.update(self.kernels.values(), values)
+    }
+
+    fn reserve(&mut self, width: usize) -> Result<()> {
+        let kernels = &mut self.kernels;
+        self.base
+            .reserve(width, |base| kernels.reserve(base, width))
+    }
+}
+
+impl<T: Scalar, K: SddmmKernels<T>> SddmmPlan<T> for CudaPlan<T, K> {
+    fn info(&self) -> &PlanInfo {
+        &self.base.info
+    }
+
+    fn value_order(&self) -> Option<&ValueOrder> {
+        self.kernels.value_order()
+    }
+
+    fn run(
+        &mut self,
+        alpha: T::Acc,
+        x: DenseRef<'_, T>,
+        y: DenseRef<'_, T>,
+        beta: T::Acc,
+        mut c: DenseMut<'_, T::Out>,
+    ) -> Result<()> {
+        let base = &self.base;
+        let slots = self.kernels.value_order().map_or(base.nnz, ValueOrder::len);
+        let ops = bind_sddmm(&base.device, (base.rows, base.cols, slots), &x, &y, &mut c)?;
+        base.info.check_width(ops.k as usize)?;
+        if slots == 0 {
+            return Ok(());
+        }
+        if alpha == T::Acc::ZERO {
+            return base.scale(&ops.c, beta);
+        }
+        self.kernels.run(base, &ops, alpha, beta)
+    }
+
+    fn update_values(&mut self, values: DenseRef<'_, T>) -> Result<()> {
+        self.base.update(self.kernels.values(), values)
+    }
+
+    fn reserve(&mut self, width: usize) -> Result<()> {
+        let kernels = &mut self.kernels;
+        self.base
+            .reserve(width, |base| kernels.reserve(base, width))
+    }
+}

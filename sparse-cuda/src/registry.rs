@@ -1,0 +1,111 @@
+//! The one table of what the `cuda` backend runs: each kernel family registers its rows here
+//! (operation, format, precisions, algorithm, whether runs are bit-reproducible). Capability,
+//! the Unsupported errors, the conformance cases, spbench's kernels and `spblas capabilities`
+//! all read it; planning dispatches through it, so a row is also what makes a family's plan
+//! reachable. Every row runs on sm_80 and newer (the tensor-core rows use `mma` shapes of
+//! sm_80).
+
+use sparse_core::{Algorithm, Format, Offer, OpKind, Precision};
+
+/// The kernel families: each has its module, its kernel file and its plan constructor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Family {
+    Spmv,
+    Spmm,
+    Sddmm,
+}
+
+/// One row of the table.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Registration {
+    pub family: Family,
+    pub op: OpKind,
+    pub format: Format,
+    pub precisions: &'static [Precision],
+    pub algorithm: Algorithm,
+    pub deterministic: bool,
+}
+
+/// f64, f32, and f16 storage with f32 accumulation: what the CUDA-core kernels compute.
+const FLOATS: &[Precision] = &[Precision::F64, Precision::F32, Precision::F16];
+/// The types with an atomic add.
+const WIDE: &[Precision] = &[Precision::F64, Precision::F32];
+
+macro_rules! rows {
+    ($family:ident, $op:ident, $format:ident: $(($precisions:expr, $algorithm:ident, $det:expr)),+ $(,)?) => {
+        &[$(Registration {
+            family: Family::$family,
+            op: OpKind::$op,
+            format: Format::$format,
+            precisions: $precisions,
+            algorithm: Algorithm::$algorithm,
+            deterministic: $det,
+        }),+]
+    };
+}
+
+/// Every family's rows.
+const TABLE: &[&[Registration]] = &[
+    rows!(Spmv, Spmv, Csr:
+        (FLOATS, Scalar, true),
+        (FLOATS, Vector, true),
+        (FLOATS, VectorSplit, true),
+        (FLOATS, MergePath, true),
+    ),
+    rows!(Spmv, Spmv, Coo: (WIDE, Atomic, false)),
+    rows!(Spmm, Spmm, Csr: (FLOATS, Vector, true)),
+    rows!(Sddmm, Sddmm, Csr: (FLOATS, Vector, true)),
+];
+
+fn rows() -> impl Iterator<Item = &'static Registration> {
+    TABLE.iter().flat_map(|family| family.iter())
+}
+
+/// What the backend runs for `op` on `format` in `precision`.
+pub(crate) fn algorithms(op: OpKind, format: Format, precision: Precision) -> Vec<Offer> {
+    rows()
+        .filter(|r| r.op == op && r.format == format && r.precisions.contains(&precision))
+        .map(|r| Offer::native(r.algorithm, r.deterministic))
+        .collect()
+}
+
+/// The family that runs `algorithm` (never `auto`) for `op` on `format` in `precision`.
+pub(crate) fn family(
+    op: OpKind,
+    format: Format,
+    precision: Precision,
+    algorithm: Algorithm,
+) -> Option<Family> {
+    rows()
+        .find(|r| {
+            r.op == op
+                && r.format == format
+                && r.algorithm == algorithm
+                && r.precisions.contains(&precision)
+        })
+        .map(|r| r.family)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_row_repeats_and_every_row_is_reachable() {
+        let all: Vec<&Registration> = rows().collect();
+        for (i, r) in all.iter().enumerate() {
+            for &p in r.precisions {
+                assert!(
+                    all[..i].iter().all(|o| (o.op, o.format, o.algorithm) != (r.op, r.format, r.algorithm)
+                        || !o.precisions.contains(&p)),
+                    "{} {} {} {p} is listed twice",
+                    r.op,
+                    r.format,
+                    r.algorithm
+                );
+                assert_eq!(family(r.op, r.format, p, r.algorithm), Some(r.family));
+            }
+            assert_ne!(r.algorithm, Algorithm::Auto);
+        }
+    }
+}
