@@ -35,6 +35,7 @@ impl CpuBackend {
                 format,
                 precision,
                 backend: BackendKind::Cpu,
+                algorithm: None,
                 supported: supported_list(op),
             }),
             _ => Ok(()),
@@ -108,6 +109,8 @@ impl<'a, T: Scalar, I: SpIndex> CpuPlan<'a, T, I> {
             algorithm,
             bytes,
             deterministic: true,
+            reserved_width: usize::MAX,
+            plan_time: Default::default(),
         };
         let value_order = stored.value_order();
         Ok(CpuPlan {
@@ -230,6 +233,9 @@ impl<T: Scalar, I: SpIndex> SpmvPlan<T> for CpuPlan<'_, T, I> {
             _ => self.stored.spmv(alpha, x, beta, y),
         }
     }
+    fn update_values(&mut self, _values: DenseRef<'_, T>) -> Result<()> {
+        Err(Error::internal("pending"))
+    }
 }
 
 impl<T: Scalar, I: SpIndex> SpmmPlan<T> for CpuPlan<'_, T, I> {
@@ -258,6 +264,12 @@ impl<T: Scalar, I: SpIndex> SpmmPlan<T> for CpuPlan<'_, T, I> {
             Stored::Csr(a) => kernels::spmm(a, &self.row_bounds, alpha, b, beta, c),
             _ => self.stored.spmm(alpha, b, beta, c),
         }
+    }
+    fn update_values(&mut self, _values: DenseRef<'_, T>) -> Result<()> {
+        Err(Error::internal("pending"))
+    }
+    fn reserve(&mut self, _width: usize) -> Result<()> {
+        Ok(())
     }
 }
 
@@ -317,6 +329,12 @@ impl<T: Scalar, I: SpIndex> SddmmPlan<T> for CpuPlan<'_, T, I> {
                 .sddmm(alpha, x, y, beta, c, self.scale_by_values),
         }
     }
+    fn update_values(&mut self, _values: DenseRef<'_, T>) -> Result<()> {
+        Err(Error::internal("pending"))
+    }
+    fn reserve(&mut self, _width: usize) -> Result<()> {
+        Ok(())
+    }
 }
 
 impl<T: Scalar, I: SpIndex> AttentionPlan<T> for CpuPlan<'_, T, I> {
@@ -355,6 +373,13 @@ impl Executor for CpuBackend {
 
     fn description(&self) -> String {
         format!("cpu (rayon, {} threads)", rayon::current_num_threads())
+    }
+
+    fn algorithms(&self, op: OpKind, format: Format, precision: Precision) -> Vec<sparse_core::Offer> {
+        match self.capability(op, format, precision) {
+            Support::Unsupported => Vec::new(),
+            _ => vec![sparse_core::Offer::native(Algorithm::RowSplit, true)],
+        }
     }
 
     fn capability(&self, op: OpKind, format: Format, precision: Precision) -> Support {
