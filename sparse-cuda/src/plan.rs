@@ -284,6 +284,9 @@ pub(crate) trait SpmvKernels<T: Scalar>: Send {
     fn run(&mut self, base: &PlanBase<T>, x: &Bound, y: &Bound, alpha: T::Acc, beta: T::Acc)
         -> Result<()>;
     fn values(&self) -> Values<'_, T>;
+    /// Called after new values were written where [`Self::values`] points: for state derived
+    /// from the values (none of sparse-blas's own kernels keeps any).
+    fn values_updated(&mut self) {}
 }
 
 /// What an SpMM family supplies.
@@ -293,6 +296,9 @@ pub(crate) trait SpmmKernels<T: Scalar>: Send {
     fn run(&mut self, base: &PlanBase<T>, ops: &SpmmOperands, alpha: T::Acc, beta: T::Acc)
         -> Result<()>;
     fn values(&self) -> Values<'_, T>;
+    /// Called after new values were written where [`Self::values`] points: for state derived
+    /// from the values (none of sparse-blas's own kernels keeps any).
+    fn values_updated(&mut self) {}
     /// Sizes the workspace for N up to `width`; returns the bytes it grew by.
     fn reserve(&mut self, _base: &PlanBase<T>, _width: usize) -> Result<usize> {
         Ok(0)
@@ -305,6 +311,9 @@ pub(crate) trait SddmmKernels<T: Scalar>: Send {
     fn run(&mut self, base: &PlanBase<T>, ops: &SddmmOperands, alpha: T::Acc, beta: T::Acc)
         -> Result<()>;
     fn values(&self) -> Values<'_, T>;
+    /// Called after new values were written where [`Self::values`] points: for state derived
+    /// from the values (none of sparse-blas's own kernels keeps any).
+    fn values_updated(&mut self) {}
     /// The order C is written in, when it is not S's CSR entry order.
     fn value_order(&self) -> Option<&ValueOrder> {
         None
@@ -339,7 +348,9 @@ impl<T: Scalar, K: SpmvKernels<T>> SpmvPlan<T> for CudaPlan<T, K> {
     }
 
     fn update_values(&mut self, values: DenseRef<'_, T>) -> Result<()> {
-        self.base.update(self.kernels.values(), values)
+        self.base.update(self.kernels.values(), values)?;
+        self.kernels.values_updated();
+        Ok(())
     }
 }
 
@@ -368,7 +379,9 @@ impl<T: Scalar, K: SpmmKernels<T>> SpmmPlan<T> for CudaPlan<T, K> {
     }
 
     fn update_values(&mut self, values: DenseRef<'_, T>) -> Result<()> {
-        self.base.update(self.kernels.values(), values)
+        self.base.update(self.kernels.values(), values)?;
+        self.kernels.values_updated();
+        Ok(())
     }
 
     fn reserve(&mut self, width: usize) -> Result<()> {
@@ -409,7 +422,9 @@ impl<T: Scalar, K: SddmmKernels<T>> SddmmPlan<T> for CudaPlan<T, K> {
     }
 
     fn update_values(&mut self, values: DenseRef<'_, T>) -> Result<()> {
-        self.base.update(self.kernels.values(), values)
+        self.base.update(self.kernels.values(), values)?;
+        self.kernels.values_updated();
+        Ok(())
     }
 
     fn reserve(&mut self, width: usize) -> Result<()> {
