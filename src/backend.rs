@@ -2,8 +2,8 @@
 
 use sparse_core::{
     AttentionDesc, AttentionPlan, BackendKind, BackendRequest, CsrRef, Dense, DenseRef, Error,
-    Executor, Format, Layout, OpKind, Precision, Result, Scalar, SddmmDesc, SddmmPlan, SpIndex,
-    SpmmDesc, SpmmPlan, SpmvDesc, SpmvPlan, Support,
+    Executor, Format, Layout, Offer, OpKind, Precision, Result, Scalar, SddmmDesc, SddmmPlan,
+    SpIndex, SpmmDesc, SpmmPlan, SpmvDesc, SpmvPlan,
 };
 use sparse_cpu::CpuBackend;
 use sparse_cuda::{CudaBackend, CusparseBackend};
@@ -47,6 +47,17 @@ impl Backend {
     pub fn from_env_or(default: &str) -> Result<Self> {
         Self::new(BackendRequest::from_env_or(default)?)
     }
+
+    /// What a backend of `kind` runs, without making one: the GPU backends' tables hold for any
+    /// device they accept (sm_80 and newer), so this needs no GPU.
+    pub fn table(kind: BackendKind, op: OpKind, format: Format, precision: Precision) -> Vec<Offer> {
+        match kind {
+            BackendKind::Cpu => CpuBackend::new().algorithms(op, format, precision),
+            BackendKind::Cuda => CudaBackend::table(op, format, precision),
+            BackendKind::Cusparse => CusparseBackend::table(op, format, precision),
+            _ => Vec::new(),
+        }
+    }
 }
 
 impl Executor for Backend {
@@ -66,11 +77,11 @@ impl Executor for Backend {
         }
     }
 
-    fn capability(&self, op: OpKind, format: Format, precision: Precision) -> Support {
+    fn algorithms(&self, op: OpKind, format: Format, precision: Precision) -> Vec<Offer> {
         match self {
-            Backend::Cpu(b) => b.capability(op, format, precision),
-            Backend::Cuda(b) => b.capability(op, format, precision),
-            Backend::Cusparse(b) => b.capability(op, format, precision),
+            Backend::Cpu(b) => b.algorithms(op, format, precision),
+            Backend::Cuda(b) => b.algorithms(op, format, precision),
+            Backend::Cusparse(b) => b.algorithms(op, format, precision),
         }
     }
 

@@ -62,17 +62,27 @@ pub(crate) const SOURCE: KernelSource = KernelSource {
 };
 
 /// The shared kernels of storage type `T`.
-pub(crate) fn entries<T: Scalar>() -> Result<(Entry<ScaleDense<T>>, Entry<ScatterValues<T>>)> {
-    let t = crate::kernel::c_type(T::DTYPE)?;
-    Ok((
-        Entry::new(&SOURCE, "scale_dense", &[&t])?,
-        Entry::new(&SOURCE, "scatter_values", &[&t])?,
-    ))
+struct Shared<T: Scalar> {
+    scale: Entry<ScaleDense<T>>,
+    scatter: Entry<ScatterValues<T>>,
+}
+
+impl<T: Scalar> Shared<T> {
+    fn new() -> Result<Self> {
+        let t = crate::kernel::c_type(T::DTYPE)?;
+        Ok(Shared {
+            scale: Entry::new(&SOURCE, "scale_dense", &[&t])?,
+            scatter: Entry::new(&SOURCE, "scatter_values", &[&t])?,
+        })
+    }
+
+    fn specs(&self) -> [&KernelSpec; 2] {
+        [self.scale.spec(), self.scatter.spec()]
+    }
 }
 
 fn specs_of<T: Scalar>() -> Result<Vec<KernelSpec>> {
-    let (scale, scatter) = entries::<T>()?;
-    Ok(vec![scale.spec().clone(), scatter.spec().clone()])
+    Ok(Shared::<T>::new()?.specs().map(Clone::clone).to_vec())
 }
 
 /// Every kernel of this file Rust can ask for.
@@ -162,8 +172,8 @@ impl<T: Scalar> PlanBase<T> {
         family: &[&KernelSpec],
     ) -> Result<(Self, PlanClock)> {
         let mut clock = PlanClock::start();
-        let (scale, scatter) = entries::<T>()?;
-        let mut specs = vec![scale.spec(), scatter.spec()];
+        let shared = Shared::<T>::new()?;
+        let mut specs = shared.specs().to_vec();
         specs.extend_from_slice(family);
         device.prepare(&specs)?;
         let base = PlanBase {
@@ -172,8 +182,8 @@ impl<T: Scalar> PlanBase<T> {
             cols,
             nnz,
             info,
-            scale: device.kernel(&scale)?,
-            scatter: device.kernel(&scatter)?,
+            scale: device.kernel(&shared.scale)?,
+            scatter: device.kernel(&shared.scatter)?,
         };
         clock.lap(device, Phase::Kernels)?;
         Ok((base, clock))

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use cudarc::driver::LaunchConfig;
 use sparse_core::{
-    Algorithm, BackendKind, CsrRef, Format, Layout, OpKind, PlanInfo, Precision, Result, Scalar,
+    Algorithm, BackendKind, CsrRef, Format, Layout, OpKind, PlanInfo, Result, Scalar,
     SpIndex, SpmmDesc,
 };
 

@@ -442,17 +442,14 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
     };
     specs.extend(csr_entry.iter().map(|e| e.spec()));
     specs.extend(others.iter());
-    let info = PlanInfo {
-        reserved_width: 0,
-        ..PlanInfo::new(
-            BackendKind::Cuda,
-            OpKind::Spmv,
-            format,
-            precision,
-            algorithm,
-            algorithm != Algorithm::Atomic,
-        )
-    };
+    let info = PlanInfo::new(
+        BackendKind::Cuda,
+        OpKind::Spmv,
+        format,
+        precision,
+        algorithm,
+        algorithm != Algorithm::Atomic,
+    );
     let (mut base, mut clock) =
         PlanBase::<T>::new(device, (a.rows(), a.cols(), a.nnz()), info, &specs)?;
     clock.lap(device, Phase::Host)?;

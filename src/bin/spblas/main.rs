@@ -5,6 +5,7 @@
 //! operation on Matrix Market files. Bad input prints one line on stderr and exits 2; a result
 //! outside the error bound under `--check` exits 1.
 
+mod capabilities;
 mod commands;
 mod info;
 mod main_job;
@@ -14,7 +15,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use sparse_blas::{Algorithm, Backend, BackendRequest, BlockShape, Format, Precision};
+use sparse_blas::{
+    Algorithm, Backend, BackendKind, BackendRequest, BlockShape, Format, OpKind, Precision,
+};
 
 #[derive(Parser)]
 #[command(
@@ -40,6 +43,15 @@ enum Command {
     },
     /// Shape, row statistics, symmetry and bytes per format of a matrix.
     Info { matrix: PathBuf },
+    /// What each backend runs: one line per operation, format and precision.
+    Capabilities {
+        /// Only this backend (cpu, cuda, cusparse).
+        #[arg(long)]
+        backend: Option<BackendKind>,
+        /// Only this operation (spmv, spmm, sddmm, attention).
+        #[arg(long)]
+        op: Option<OpKind>,
+    },
     #[command(flatten)]
     Op(OpCommand),
 }
@@ -156,6 +168,7 @@ fn main() -> ExitCode {
             precision,
         }) => main_job::run(Some(&matrix), backend, precision),
         Some(Command::Info { matrix }) => info::run(&matrix).map(|()| true),
+        Some(Command::Capabilities { backend, op }) => capabilities::run(backend, op).map(|()| true),
         Some(Command::Op(command)) => commands::run(command),
     };
     match outcome {
