@@ -161,6 +161,11 @@ impl Device {
         ))
     }
 
+    /// Modules loaded so far.
+    pub fn loaded_kernels(&self) -> usize {
+        self.modules().len()
+    }
+
     fn modules(&self) -> std::sync::MutexGuard<'_, HashMap<KernelSpec, Loaded>> {
         self.modules
             .lock()

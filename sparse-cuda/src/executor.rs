@@ -48,6 +48,11 @@ impl CudaBackend {
         &self.device.info
     }
 
+    /// Kernel modules loaded on this backend's device so far (each is one instantiation).
+    pub fn loaded_kernels(&self) -> usize {
+        self.device.loaded_kernels()
+    }
+
     /// The device and stream, for backends that run beside this one on the same buffers.
     pub(crate) fn device(&self) -> &Arc<Device> {
         &self.device
