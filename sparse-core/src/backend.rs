@@ -88,7 +88,9 @@ pub struct PlanInfo {
     /// The algorithm actually chosen (never `Auto`).
     pub algorithm: Algorithm,
     /// Bytes the plan holds: converted matrices, analysis and workspace (borrowed inputs
-    /// excluded). Fixed once planned; only [`SpmmPlan::reserve`] (and SDDMM's) changes it.
+    /// excluded). Fixed once planned: only [`SpmmPlan::reserve`] (and SDDMM's) changes it, and
+    /// the first `update_values` of a plan that borrowed the caller's values (a CPU plan on
+    /// CSR), which then holds its own.
     pub bytes: usize,
     /// Same inputs give bit-identical outputs on every run.
     pub deterministic: bool,

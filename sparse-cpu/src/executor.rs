@@ -1,15 +1,17 @@
 //! The CPU backend: plans over borrowed CSR matrices, run by the rayon kernels or the reference.
 
+use std::time::Instant;
+
 use sparse_core::{
-    Accumulator, Algorithm, AttentionDesc, AttentionPlan, BackendKind, Compute, CsrRef, Dense,
-    DenseMut, DenseRef, Error, Executor, Format, Layout, OpKind, PlanInfo, Precision, Result,
-    Scalar, SddmmDesc, SddmmPlan, SpIndex, SpmmDesc, SpmmPlan, SpmvDesc, SpmvPlan, Support,
-    ValueOrder,
+    check_offered, Accumulator, Algorithm, AttentionDesc, AttentionPlan, BackendKind, BlockShape,
+    CsrRef, Dense, DenseMut, DenseRef, Error, Executor, Format, Layout, Offer, OpKind, PlanInfo,
+    Precision, Result, Scalar, SddmmDesc, SddmmPlan, SpIndex, SpmmDesc, SpmmPlan, SpmvDesc,
+    SpmvPlan, ValueOrder,
 };
 
 use crate::partition::{balanced_rows, merge_path, part_count, PathPoint};
 use crate::shared_out::SharedOut;
-use crate::stored::{formats_for, Stored};
+use crate::stored::{algorithms, Stored};
 use crate::{kernels, reference};
 
 /// The CPU backend: rayon kernels on the global rayon pool (set its size with
@@ -21,125 +23,152 @@ impl CpuBackend {
     pub fn new() -> Self {
         CpuBackend
     }
+}
 
-    fn check<T: Scalar>(&self, op: OpKind, format: Format, precision: Precision) -> Result<()> {
+/// What a plan is asked for, whatever the operation.
+struct Request {
+    op: OpKind,
+    format: Format,
+    precision: Precision,
+    algorithm: Algorithm,
+    block: Option<BlockShape>,
+}
+
+/// What a plan holds: the caller's CSR (its pattern, and the values the CSR kernels and the
+/// reference read until new ones are given), its conversion to the plan's format, and the
+/// partition its runs reuse.
+struct CpuPlan<'a, T, I> {
+    a: CsrRef<'a, T, I>,
+    stored: Stored<T>,
+    info: PlanInfo,
+    path: Vec<PathPoint>,
+    row_bounds: Vec<usize>,
+    scale_by_values: bool,
+    attention_scale: Option<f64>,
+}
+
+impl<'a, T: Scalar, I: SpIndex> CpuPlan<'a, T, I> {
+    /// Checks the request against the table, converts `a` and partitions it: everything a run
+    /// reuses. The caller adds what is particular to its operation.
+    fn new(a: CsrRef<'a, T, I>, request: Request) -> Result<Self> {
+        let start = Instant::now();
+        let Request {
+            op,
+            format,
+            precision,
+            algorithm,
+            block,
+        } = request;
         if precision.storage != T::DTYPE {
             return Err(Error::invalid(format!(
                 "{op}: the descriptor asks for {precision} but the matrix holds {}",
                 T::DTYPE
             )));
         }
-        match self.capability(op, format, precision) {
-            Support::Unsupported => Err(Error::Unsupported {
-                op,
-                format,
-                precision,
-                backend: BackendKind::Cpu,
-                algorithm: None,
-                supported: supported_list(op),
-            }),
-            _ => Ok(()),
-        }
-    }
-}
-
-fn supported_list(op: OpKind) -> String {
-    let precisions = if op == OpKind::Attention {
-        "f64 f32 f16 bf16"
-    } else {
-        "f64 f32 f16 bf16 i8"
-    };
-    let formats: Vec<&str> = formats_for(op).iter().map(|f| f.name()).collect();
-    format!("{op} on {} in {precisions}", formats.join(" "))
-}
-
-/// What a plan holds: the caller's CSR (the reference and the CSR kernels read it), its
-/// conversion to the plan's format, and the partition its runs reuse.
-struct CpuPlan<'a, T, I> {
-    a: CsrRef<'a, T, I>,
-    stored: Stored<'a, T, I>,
-    info: PlanInfo,
-    path: Vec<PathPoint>,
-    row_bounds: Vec<usize>,
-    value_order: Option<ValueOrder>,
-    scale_by_values: bool,
-    attention_scale: Option<f64>,
-}
-
-impl<'a, T: Scalar, I: SpIndex> CpuPlan<'a, T, I> {
-    fn new(
-        a: CsrRef<'a, T, I>,
-        op: OpKind,
-        precision: Precision,
-        algorithm: Algorithm,
-        stored: Stored<'a, T, I>,
-    ) -> Result<Self> {
-        let format = stored.format();
-        let algorithm = match (op, format, algorithm) {
-            (_, Format::Csr, Algorithm::Reference) => Algorithm::Reference,
-            // Every other format runs its one kernel, parallel over rows or blocks of rows.
-            (_, Format::Csr, _) => csr_algorithm(op, algorithm)?,
-            (_, _, Algorithm::Auto | Algorithm::RowSplit) => Algorithm::RowSplit,
-            (_, _, other) => {
-                return Err(Error::invalid(format!(
-                    "the cpu backend has no {other} algorithm for {op} on {format}"
-                )));
-            }
-        };
+        let offer = choose(op, format, precision, algorithm)?;
+        let stored = Stored::convert(a, format, block)?;
         let csr_partition = format == Format::Csr;
         let parts = part_count(a.nnz() + a.rows());
-        let path = if csr_partition && algorithm == Algorithm::NnzSplit {
+        let path = if csr_partition && offer.algorithm == Algorithm::NnzSplit {
             merge_path(a, parts)
         } else {
             Vec::new()
         };
-        let row_bounds = if csr_partition && algorithm == Algorithm::RowSplit {
+        let row_bounds = if csr_partition && offer.algorithm == Algorithm::RowSplit {
             balanced_rows(a, parts)
         } else {
             Vec::new()
         };
-        let bytes = stored.bytes()
-            + path.len() * std::mem::size_of::<PathPoint>()
-            + row_bounds.len() * std::mem::size_of::<usize>();
-        let info = PlanInfo {
-            backend: BackendKind::Cpu,
+        let info = PlanInfo::new(
+            BackendKind::Cpu,
             op,
             format,
             precision,
-            algorithm,
-            bytes,
-            deterministic: true,
-            reserved_width: usize::MAX,
-            plan_time: Default::default(),
-        };
-        let value_order = stored.value_order();
-        Ok(CpuPlan {
+            offer.algorithm,
+            offer.deterministic,
+        );
+        let mut plan = CpuPlan {
             a,
             stored,
             info,
             path,
             row_bounds,
-            value_order,
             scale_by_values: false,
             attention_scale: None,
-        })
+        };
+        plan.info.bytes = plan.bytes();
+        plan.info.plan_time.host = start.elapsed();
+        Ok(plan)
+    }
+
+    /// What the plan owns: the stored matrix and the partitions.
+    fn bytes(&self) -> usize {
+        self.stored.bytes()
+            + std::mem::size_of_val(self.path.as_slice())
+            + std::mem::size_of_val(self.row_bounds.as_slice())
+    }
+
+    /// The CSR the CSR kernels and the reference read: the caller's, with the values given
+    /// since planning when there were any.
+    fn csr(&self) -> CsrRef<'_, T, I> {
+        match self.stored.csr_values() {
+            // SAFETY: the pattern is the caller's validated one, and `set_values` keeps one
+            // value per entry, so the view satisfies every invariant `CsrRef::try_new` checks.
+            Some(values) => unsafe {
+                CsrRef::new_unchecked(
+                    self.a.rows(),
+                    self.a.cols(),
+                    self.a.row_ptr(),
+                    self.a.col_idx(),
+                    values,
+                )
+            },
+            None => self.a,
+        }
+    }
+
+    /// What `update_values` does for every operation: `values` is nnz x 1 in host memory, in
+    /// the CSR entry order of the matrix planned from.
+    fn set_values(&mut self, values: DenseRef<'_, T>) -> Result<()> {
+        let nnz = self.a.nnz();
+        values.expect_shape("update_values", (nnz, 1))?;
+        let data = values.host("update_values")?;
+        let strided: Vec<T>;
+        let csr_values = if values.offset(1, 0) == 1 {
+            &data[..nnz]
+        } else {
+            strided = (0..nnz).map(|e| data[values.offset(e, 0)]).collect();
+            &strided
+        };
+        self.stored.set_values(csr_values)?;
+        self.info.bytes = self.bytes();
+        Ok(())
+    }
+
+    /// Makes runs up to `width` possible; the CPU kernels need no workspace that grows with it.
+    fn reserve_width(&mut self, width: usize) {
+        self.info.reserved_width = self.info.reserved_width.max(width);
     }
 }
 
-/// The CSR kernel an algorithm request names.
-fn csr_algorithm(op: OpKind, algorithm: Algorithm) -> Result<Algorithm> {
-    Ok(match (op, algorithm) {
-        (OpKind::Spmv, Algorithm::Auto | Algorithm::NnzSplit) => Algorithm::NnzSplit,
-        (
-            OpKind::Spmm | OpKind::Sddmm | OpKind::Attention,
-            Algorithm::Auto | Algorithm::RowSplit,
-        ) => Algorithm::RowSplit,
-        (_, other) => {
-            return Err(Error::invalid(format!(
-                "the cpu backend has no {other} algorithm for {op} on csr"
-            )));
-        }
-    })
+/// The offer a request resolves to: the one it names, or for `auto` the table's first.
+fn choose(op: OpKind, format: Format, precision: Precision, algorithm: Algorithm) -> Result<Offer> {
+    match check_offered(
+        BackendKind::Cpu,
+        algorithms,
+        op,
+        format,
+        precision,
+        algorithm,
+    )? {
+        Some(offer) => Ok(offer),
+        None => algorithms(op, format, precision)
+            .into_iter()
+            .next()
+            .ok_or_else(|| {
+                Error::internal(format!("check_offered passed an empty table for {op}"))
+            }),
+    }
 }
 
 /// `out = beta*out` (zeros when `beta == 0`, never reading `out`): the result of `alpha == 0`.
@@ -225,16 +254,17 @@ impl<T: Scalar, I: SpIndex> SpmvPlan<T> for CpuPlan<'_, T, I> {
         }
         if self.info.algorithm == Algorithm::Reference {
             let prior = (beta != T::Acc::ZERO).then(|| y.as_ref());
-            let r = reference::spmv(self.a, alpha.to_f64(), x, beta.to_f64(), prior)?;
+            let r = reference::spmv(self.csr(), alpha.to_f64(), x, beta.to_f64(), prior)?;
             return store_reference(&column(r)?, y, "spmv y");
         }
         match self.stored {
-            Stored::Csr(a) => kernels::spmv(a, &self.path, alpha, x, beta, y),
+            Stored::Csr(_) => kernels::spmv(self.csr(), &self.path, alpha, x, beta, y),
             _ => self.stored.spmv(alpha, x, beta, y),
         }
     }
-    fn update_values(&mut self, _values: DenseRef<'_, T>) -> Result<()> {
-        Err(Error::internal("pending"))
+
+    fn update_values(&mut self, values: DenseRef<'_, T>) -> Result<()> {
+        self.set_values(values)
     }
 }
 
@@ -252,23 +282,27 @@ impl<T: Scalar, I: SpIndex> SpmmPlan<T> for CpuPlan<'_, T, I> {
     ) -> Result<()> {
         b.expect_shape("spmm B", (self.a.cols(), b.cols()))?;
         c.expect_shape("spmm C", (self.a.rows(), b.cols()))?;
+        self.info.check_width(b.cols())?;
         if alpha == T::Acc::ZERO {
             return scale_output(beta, c, "spmm C");
         }
         if self.info.algorithm == Algorithm::Reference {
             let prior = (beta != T::Acc::ZERO).then(|| c.as_ref());
-            let r = reference::spmm(self.a, alpha.to_f64(), b, beta.to_f64(), prior)?;
+            let r = reference::spmm(self.csr(), alpha.to_f64(), b, beta.to_f64(), prior)?;
             return store_reference(&r, c, "spmm C");
         }
         match self.stored {
-            Stored::Csr(a) => kernels::spmm(a, &self.row_bounds, alpha, b, beta, c),
+            Stored::Csr(_) => kernels::spmm(self.csr(), &self.row_bounds, alpha, b, beta, c),
             _ => self.stored.spmm(alpha, b, beta, c),
         }
     }
-    fn update_values(&mut self, _values: DenseRef<'_, T>) -> Result<()> {
-        Err(Error::internal("pending"))
+
+    fn update_values(&mut self, values: DenseRef<'_, T>) -> Result<()> {
+        self.set_values(values)
     }
-    fn reserve(&mut self, _width: usize) -> Result<()> {
+
+    fn reserve(&mut self, width: usize) -> Result<()> {
+        self.reserve_width(width);
         Ok(())
     }
 }
@@ -279,7 +313,7 @@ impl<T: Scalar, I: SpIndex> SddmmPlan<T> for CpuPlan<'_, T, I> {
     }
 
     fn value_order(&self) -> Option<&ValueOrder> {
-        self.value_order.as_ref()
+        self.stored.sddmm_order()
     }
 
     fn run(
@@ -292,18 +326,17 @@ impl<T: Scalar, I: SpIndex> SddmmPlan<T> for CpuPlan<'_, T, I> {
     ) -> Result<()> {
         x.expect_shape("sddmm X", (self.a.rows(), x.cols()))?;
         y.expect_shape("sddmm Y", (self.a.cols(), x.cols()))?;
-        let slots = self
-            .value_order
-            .as_ref()
-            .map_or(self.a.nnz(), ValueOrder::len);
+        let order = self.stored.sddmm_order();
+        let slots = order.map_or(self.a.nnz(), ValueOrder::len);
         c.expect_shape("sddmm C", (slots, 1))?;
+        self.info.check_width(x.cols())?;
         if alpha == T::Acc::ZERO {
-            return scale_values(beta, c, self.value_order.as_ref());
+            return scale_values(beta, c, order);
         }
         if self.info.algorithm == Algorithm::Reference {
             let prior = (beta != T::Acc::ZERO).then(|| c.as_ref());
             let r = reference::sddmm(
-                self.a,
+                self.csr(),
                 alpha.to_f64(),
                 x,
                 y,
@@ -314,8 +347,8 @@ impl<T: Scalar, I: SpIndex> SddmmPlan<T> for CpuPlan<'_, T, I> {
             return store_reference(&column(r)?, c, "sddmm C");
         }
         match self.stored {
-            Stored::Csr(a) => kernels::sddmm(
-                a,
+            Stored::Csr(_) => kernels::sddmm(
+                self.csr(),
                 &self.row_bounds,
                 alpha,
                 x,
@@ -329,10 +362,13 @@ impl<T: Scalar, I: SpIndex> SddmmPlan<T> for CpuPlan<'_, T, I> {
                 .sddmm(alpha, x, y, beta, c, self.scale_by_values),
         }
     }
-    fn update_values(&mut self, _values: DenseRef<'_, T>) -> Result<()> {
-        Err(Error::internal("pending"))
+
+    fn update_values(&mut self, values: DenseRef<'_, T>) -> Result<()> {
+        self.set_values(values)
     }
-    fn reserve(&mut self, _width: usize) -> Result<()> {
+
+    fn reserve(&mut self, width: usize) -> Result<()> {
+        self.reserve_width(width);
         Ok(())
     }
 }
@@ -375,30 +411,8 @@ impl Executor for CpuBackend {
         format!("cpu (rayon, {} threads)", rayon::current_num_threads())
     }
 
-    fn algorithms(&self, op: OpKind, format: Format, precision: Precision) -> Vec<sparse_core::Offer> {
-        match self.capability(op, format, precision) {
-            Support::Unsupported => Vec::new(),
-            _ => vec![sparse_core::Offer::native(Algorithm::RowSplit, true)],
-        }
-    }
-
-    fn capability(&self, op: OpKind, format: Format, precision: Precision) -> Support {
-        let natural = matches!(
-            (precision.storage, precision.compute),
-            (sparse_core::DType::F64, Compute::F64)
-                | (sparse_core::DType::F32, Compute::F32)
-                | (
-                    sparse_core::DType::F16 | sparse_core::DType::BF16,
-                    Compute::F32
-                )
-                | (sparse_core::DType::I8, Compute::I32)
-        );
-        let float = precision.compute != Compute::I32;
-        if formats_for(op).contains(&format) && natural && (float || op != OpKind::Attention) {
-            Support::Native
-        } else {
-            Support::Unsupported
-        }
+    fn algorithms(&self, op: OpKind, format: Format, precision: Precision) -> Vec<Offer> {
+        algorithms(op, format, precision)
     }
 
     fn plan_spmv<'a, T: Scalar, I: SpIndex>(
@@ -406,15 +420,14 @@ impl Executor for CpuBackend {
         a: CsrRef<'a, T, I>,
         desc: &SpmvDesc,
     ) -> Result<Box<dyn SpmvPlan<T> + 'a>> {
-        self.check::<T>(OpKind::Spmv, desc.format, desc.precision)?;
-        let stored = Stored::convert(a, desc.format, desc.block)?;
-        Ok(Box::new(CpuPlan::new(
-            a,
-            OpKind::Spmv,
-            desc.precision,
-            desc.algorithm,
-            stored,
-        )?))
+        let request = Request {
+            op: OpKind::Spmv,
+            format: desc.format,
+            precision: desc.precision,
+            algorithm: desc.algorithm,
+            block: desc.block,
+        };
+        Ok(Box::new(CpuPlan::new(a, request)?))
     }
 
     fn plan_spmm<'a, T: Scalar, I: SpIndex>(
@@ -422,15 +435,16 @@ impl Executor for CpuBackend {
         a: CsrRef<'a, T, I>,
         desc: &SpmmDesc,
     ) -> Result<Box<dyn SpmmPlan<T> + 'a>> {
-        self.check::<T>(OpKind::Spmm, desc.format, desc.precision)?;
-        let stored = Stored::convert(a, desc.format, desc.block)?;
-        Ok(Box::new(CpuPlan::new(
-            a,
-            OpKind::Spmm,
-            desc.precision,
-            desc.algorithm,
-            stored,
-        )?))
+        let request = Request {
+            op: OpKind::Spmm,
+            format: desc.format,
+            precision: desc.precision,
+            algorithm: desc.algorithm,
+            block: desc.block,
+        };
+        let mut plan = CpuPlan::new(a, request)?;
+        plan.reserve_width(desc.reserved_width());
+        Ok(Box::new(plan))
     }
 
     fn plan_sddmm<'a, T: Scalar, I: SpIndex>(
@@ -438,9 +452,15 @@ impl Executor for CpuBackend {
         s: CsrRef<'a, T, I>,
         desc: &SddmmDesc,
     ) -> Result<Box<dyn SddmmPlan<T> + 'a>> {
-        self.check::<T>(OpKind::Sddmm, desc.format, desc.precision)?;
-        let stored = Stored::convert(s, desc.format, desc.block)?;
-        let mut plan = CpuPlan::new(s, OpKind::Sddmm, desc.precision, desc.algorithm, stored)?;
+        let request = Request {
+            op: OpKind::Sddmm,
+            format: desc.format,
+            precision: desc.precision,
+            algorithm: desc.algorithm,
+            block: desc.block,
+        };
+        let mut plan = CpuPlan::new(s, request)?;
+        plan.reserve_width(desc.reserved_width());
         plan.scale_by_values = desc.scale_by_values;
         Ok(Box::new(plan))
     }
@@ -450,13 +470,18 @@ impl Executor for CpuBackend {
         a: CsrRef<'a, T, I>,
         desc: &AttentionDesc,
     ) -> Result<Box<dyn AttentionPlan<T> + 'a>> {
-        self.check::<T>(OpKind::Attention, desc.format, desc.precision)?;
         if let Some(s) = desc.scale {
             desc.resolved_scale(0)
                 .map_err(|_| Error::invalid(format!("attention scale must be finite, got {s}")))?;
         }
-        let stored = Stored::convert(a, desc.format, None)?;
-        let mut plan = CpuPlan::new(a, OpKind::Attention, desc.precision, desc.algorithm, stored)?;
+        let request = Request {
+            op: OpKind::Attention,
+            format: desc.format,
+            precision: desc.precision,
+            algorithm: desc.algorithm,
+            block: None,
+        };
+        let mut plan = CpuPlan::new(a, request)?;
         plan.attention_scale = desc.scale;
         Ok(Box::new(plan))
     }
@@ -470,7 +495,6 @@ impl Executor for CpuBackend {
             |i, j| data[host.offset(i, j)],
         ))
     }
-
     fn download<T: Scalar>(&self, dense: &Dense<T>) -> Result<Dense<T>> {
         self.upload(dense.as_ref())
     }

@@ -1,9 +1,9 @@
-//! The matrix a CPU plan runs on: the caller's CSR, borrowed, or its conversion to the format
-//! the descriptor names, owned by the plan. Which (op, format) pairs have kernels is decided here.
+//! What the CPU runs, and the matrix a CPU plan runs on: the caller's CSR, borrowed, or its
+//! conversion to the format the descriptor names, owned by the plan.
 
 use sparse_core::{
-    BlockShape, CsrRef, DenseMut, DenseRef, Error, Format, OpKind, Result, Scalar, SpIndex,
-    ValueOrder,
+    Algorithm, BlockShape, CsrRef, DenseMut, DenseRef, Error, Format, Offer, OpKind, Precision,
+    Result, Scalar, SpIndex, ValueOrder,
 };
 use sparse_formats::{Converted, FillLimit};
 
@@ -11,8 +11,42 @@ use crate::formats;
 use crate::formats::coo::CooPart;
 use crate::partition::part_count;
 
+/// The one table of what the CPU runs ([`sparse_core::Executor::algorithms`]): every format
+/// with a kernel for `op`, in the precisions the kernels compute natively; the first offer is
+/// what `auto` picks. All are deterministic: their partitions are fixed at plan time.
+pub(crate) fn algorithms(op: OpKind, format: Format, precision: Precision) -> Vec<Offer> {
+    let precisions: &[Precision] = match op {
+        OpKind::Attention => &[
+            Precision::F64,
+            Precision::F32,
+            Precision::F16,
+            Precision::BF16,
+        ],
+        _ => &[
+            Precision::F64,
+            Precision::F32,
+            Precision::F16,
+            Precision::BF16,
+            Precision::I8,
+        ],
+    };
+    if !formats_for(op).contains(&format) || !precisions.contains(&precision) {
+        return Vec::new();
+    }
+    let algorithms: &[Algorithm] = match (op, format) {
+        (OpKind::Spmv, Format::Csr) => &[Algorithm::NnzSplit, Algorithm::Reference],
+        (_, Format::Csr) => &[Algorithm::RowSplit, Algorithm::Reference],
+        // Every other format runs its one kernel, parallel over rows or blocks of rows.
+        _ => &[Algorithm::RowSplit],
+    };
+    algorithms
+        .iter()
+        .map(|&algorithm| Offer::native(algorithm, true))
+        .collect()
+}
+
 /// The formats that have a kernel for `op` on the CPU.
-pub(crate) fn formats_for(op: OpKind) -> &'static [Format] {
+fn formats_for(op: OpKind) -> &'static [Format] {
     match op {
         OpKind::Spmv => &[
             Format::Csr,
@@ -30,16 +64,24 @@ pub(crate) fn formats_for(op: OpKind) -> &'static [Format] {
     }
 }
 
-pub(crate) enum Stored<'a, T, I> {
-    Csr(CsrRef<'a, T, I>),
-    /// A conversion, and for COO the row partition its SpMV walks.
-    Converted(Box<Converted<T>>, Vec<CooPart>),
+pub(crate) enum Stored<T> {
+    /// The caller's CSR, which the plan borrows; with values of its own once
+    /// [`Stored::set_values`] gave it new ones.
+    Csr(Option<Vec<T>>),
+    /// A conversion, the CSR entry of each of its slots (analysis kept for new values, and
+    /// SDDMM's output order in ME-BCRS and SR-BCRS), and for COO the row partition its SpMV
+    /// walks.
+    Converted {
+        matrix: Box<Converted<T>>,
+        order: ValueOrder,
+        coo_parts: Vec<CooPart>,
+    },
 }
 
-impl<'a, T: Scalar, I: SpIndex> Stored<'a, T, I> {
+impl<T: Scalar> Stored<T> {
     /// `a` in `format`; `block` as in [`BlockShape`].
-    pub(crate) fn convert(
-        a: CsrRef<'a, T, I>,
+    pub(crate) fn convert<I: SpIndex>(
+        a: CsrRef<'_, T, I>,
         format: Format,
         block: Option<BlockShape>,
     ) -> Result<Self> {
@@ -48,48 +90,81 @@ impl<'a, T: Scalar, I: SpIndex> Stored<'a, T, I> {
                 Some(b) => Err(Error::invalid(format!(
                     "csr has no block shape, but {b} was asked for"
                 ))),
-                None => Ok(Stored::Csr(a)),
+                None => Ok(Stored::Csr(None)),
             };
         }
-        let converted = Converted::from_csr(a, format, block, FillLimit::default())?;
+        let matrix = Converted::from_csr(a, format, block, FillLimit::default())?;
+        let order = matrix.value_order()?;
         let coo_parts = if format == Format::Coo {
             formats::coo::partition(a, part_count(a.nnz() + a.rows()))
         } else {
             Vec::new()
         };
-        Ok(Stored::Converted(Box::new(converted), coo_parts))
+        Ok(Stored::Converted {
+            matrix: Box::new(matrix),
+            order,
+            coo_parts,
+        })
     }
 
     fn converted(&self) -> Option<&Converted<T>> {
         match self {
             Stored::Csr(_) => None,
-            Stored::Converted(m, _) => Some(m),
+            Stored::Converted { matrix, .. } => Some(matrix),
         }
     }
 
     pub(crate) fn format(&self) -> Format {
-        match self {
-            Stored::Csr(_) => Format::Csr,
-            Stored::Converted(m, _) => m.format(),
-        }
+        self.converted().map_or(Format::Csr, Converted::format)
     }
 
-    /// Bytes of the conversion the plan owns (none for the borrowed CSR).
+    /// Bytes the plan owns here: the conversion and its value order, or the CSR's own values
+    /// (none while they are borrowed).
     pub(crate) fn bytes(&self) -> usize {
         match self {
-            Stored::Csr(_) => 0,
-            Stored::Converted(m, parts) => {
-                m.memory_bytes() + std::mem::size_of_val(parts.as_slice())
+            Stored::Csr(values) => values.as_ref().map_or(0, |v| std::mem::size_of_val(&v[..])),
+            Stored::Converted {
+                matrix,
+                order,
+                coo_parts,
+            } => {
+                matrix.memory_bytes()
+                    + order.len() * std::mem::size_of::<usize>()
+                    + std::mem::size_of_val(coo_parts.as_slice())
             }
         }
     }
 
-    /// The order SDDMM writes its output in, for formats that are not CSR.
-    pub(crate) fn value_order(&self) -> Option<ValueOrder> {
+    /// The CSR values given since planning, when there were any.
+    pub(crate) fn csr_values(&self) -> Option<&[T]> {
         match self {
-            Stored::Csr(_) => None,
-            Stored::Converted(m, _) => m.value_order(),
+            Stored::Csr(values) => values.as_deref(),
+            Stored::Converted { .. } => None,
         }
+    }
+
+    /// The order SDDMM writes C in when it is not the CSR entry order: the slots of ME-BCRS and
+    /// SR-BCRS, which their kernels write directly.
+    pub(crate) fn sddmm_order(&self) -> Option<&ValueOrder> {
+        match self {
+            Stored::Converted { matrix, order, .. }
+                if matches!(**matrix, Converted::MeBcrs(_) | Converted::SrBcrs(_)) =>
+            {
+                Some(order)
+            }
+            _ => None,
+        }
+    }
+
+    /// New values in the CSR entry order of the matrix planned from (`csr_values.len()` is its
+    /// nnz, checked by the caller): kept for the CSR, or placed into the conversion's slots.
+    pub(crate) fn set_values(&mut self, csr_values: &[T]) -> Result<()> {
+        match self {
+            Stored::Csr(Some(values)) => values.copy_from_slice(csr_values),
+            Stored::Csr(values) => *values = Some(csr_values.to_vec()),
+            Stored::Converted { matrix, order, .. } => matrix.set_values(order, csr_values)?,
+        }
+        Ok(())
     }
 
     /// SpMV on a format other than CSR (the CSR kernels take their partition from the plan).
@@ -100,11 +175,14 @@ impl<'a, T: Scalar, I: SpIndex> Stored<'a, T, I> {
         beta: T::Acc,
         y: DenseMut<'_, T::Out>,
     ) -> Result<()> {
-        let Stored::Converted(m, parts) = self else {
+        let Stored::Converted {
+            matrix, coo_parts, ..
+        } = self
+        else {
             return Err(no_kernel(OpKind::Spmv, Format::Csr));
         };
-        match m.as_ref() {
-            Converted::Coo(m) => formats::coo::spmv(m, parts, alpha, x, beta, y),
+        match matrix.as_ref() {
+            Converted::Coo(m) => formats::coo::spmv(m, coo_parts, alpha, x, beta, y),
             Converted::Ell(m) => formats::ell::spmv(m, alpha, x, beta, y),
             Converted::Hyb(m) => formats::hyb::spmv(m, alpha, x, beta, y),
             Converted::Bsr(m) => formats::bsr::spmv(m, alpha, x, beta, y),
@@ -151,8 +229,8 @@ impl<'a, T: Scalar, I: SpIndex> Stored<'a, T, I> {
     }
 }
 
-/// The executor routes only pairs listed in [`formats_for`] here; anything else is a bug caught
+/// The executor routes only pairs listed in [`algorithms`] here; anything else is a bug caught
 /// as an error rather than a panic.
 fn no_kernel(op: OpKind, format: Format) -> Error {
-    Error::invalid(format!("the cpu backend has no {op} kernel for {format}"))
+    Error::internal(format!("the cpu backend has no {op} kernel for {format}"))
 }

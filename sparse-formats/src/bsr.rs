@@ -21,13 +21,16 @@ use std::fmt;
 use std::ops::Range;
 
 use rayon::prelude::*;
-use sparse_core::{BlockShape, CsrRef, Error, Format, Result, Scalar, SpIndex, StructureError};
+use sparse_core::{
+    BlockShape, CsrRef, Error, Format, Result, Scalar, SpIndex, StructureError, ValueOrder,
+};
 
 use crate::assembly::{csr_from_rows, offsets, split_lengths};
 use crate::checks::{check_length, check_source, checked_slots, fits_u32, validate_format};
 use crate::csr::Csr;
 use crate::format::{FillLimit, SparseFormat};
 use crate::rejected::{validated, Rejected};
+use crate::slots::{check_new_values, gather, order_from_rows};
 
 /// The block heights and widths BSR accepts.
 pub const BSR_BLOCK_SIZES: [usize; 5] = [1, 2, 4, 8, 16];
@@ -408,17 +411,37 @@ impl<T: Scalar> Bsr<T> {
         })
     }
 
-    /// The entries of matrix row `row` as (column, value), in column order.
-    fn row_entries(&self, row: usize) -> impl Iterator<Item = (u32, T)> + '_ {
+    /// The entries of matrix row `row` as (column, slot), in column order.
+    fn row_entry_slots(&self, row: usize) -> impl Iterator<Item = (u32, usize)> + '_ {
         let (r, c) = (self.block.rows, self.block.cols);
         let (br, i) = (row / r, row % r);
         self.block_row_range(br).flat_map(move |b| {
             let first_col = self.block_col[b] as usize * c;
-            let row_values = &self.block_values(b)[i * c..(i + 1) * c];
+            let first_slot = b * r * c + i * c;
             // Fits: first_col + j < cols, which fits u32 (validated).
             self.row_slots(b, i)
-                .map(move |j| ((first_col + j) as u32, row_values[j]))
+                .map(move |j| ((first_col + j) as u32, first_slot + j))
         })
+    }
+
+    /// For each slot, the CSR entry it holds (in the order of [`SparseFormat::to_csr`]).
+    pub fn value_order(&self) -> ValueOrder {
+        order_from_rows(self.rows, self.values.len(), |row| {
+            self.row_entry_slots(row).map(|(_, slot)| slot)
+        })
+    }
+
+    /// New values for the same pattern: `csr_values` in CSR entry order, placed through `order`,
+    /// which must be this matrix's [`Bsr::value_order`]. Fill stays zero.
+    pub fn set_values(&mut self, order: &ValueOrder, csr_values: &[T]) -> Result<()> {
+        check_new_values(
+            Format::Bsr,
+            (self.values.len(), self.nnz),
+            order,
+            csr_values,
+        )?;
+        gather(order, 0, csr_values, &mut self.values);
+        Ok(())
     }
 }
 
@@ -455,7 +478,10 @@ impl<T: Scalar> SparseFormat<T> for Bsr<T> {
                     .map(|b| self.row_mask(b, row % r).count_ones() as usize)
                     .sum()
             },
-            |row| self.row_entries(row),
+            |row| {
+                self.row_entry_slots(row)
+                    .map(|(col, slot)| (col, self.values[slot]))
+            },
         )
     }
 }

@@ -120,13 +120,23 @@ impl<T: Scalar> Converted<T> {
         each_format!(self, m => Ok(m.to_csr()), coo m => m.to_csr())
     }
 
-    /// The order SDDMM writes values in for this format, when it is not the CSR entry order.
-    pub fn value_order(&self) -> Option<ValueOrder> {
-        match self {
-            Converted::MeBcrs(m) => Some(m.value_order()),
-            Converted::SrBcrs(m) => Some(m.value_order()),
-            _ => None,
-        }
+    /// For each stored slot ([`Converted::stored_slots`] of them), the CSR entry it holds:
+    /// how new values reach the slots ([`Converted::set_values`]), and the order SDDMM writes
+    /// C in for the formats whose kernels write their own slots (ME-BCRS, SR-BCRS). An error
+    /// only for a COO with repeated positions (a conversion from CSR has none).
+    pub fn value_order(&self) -> Result<ValueOrder> {
+        each_format!(self, m => Ok(m.value_order()), coo m => m.value_order())
+    }
+
+    /// New values for the same pattern, `csr_values` in the CSR entry order of
+    /// [`Converted::to_csr`], placed through `order`, which must be this matrix's
+    /// [`Converted::value_order`]: a gather, no conversion. Padding stays zero.
+    pub fn set_values(&mut self, order: &ValueOrder, csr_values: &[T]) -> Result<()> {
+        each_format!(
+            self,
+            m => m.set_values(order, csr_values),
+            coo m => m.set_values(order, csr_values)
+        )
     }
 }
 

@@ -1,9 +1,10 @@
 //! Coordinate format: (row, column, value) triplets in any order, duplicates allowed.
 
-use sparse_core::{Error, Format, Result, Scalar, SpIndex, StructureError};
+use sparse_core::{Error, Format, Result, Scalar, SpIndex, StructureError, ValueOrder};
 
 use crate::csr::Csr;
 use crate::rejected::Rejected;
+use crate::slots::{check_new_values, gather, order_from_entry_slots};
 
 /// A matrix as triplets. Entries may come in any order and may repeat: duplicates are summed
 /// when the matrix is converted (to CSR, to dense).
@@ -183,6 +184,31 @@ impl<T: Scalar, I: SpIndex> Coo<T, I> {
     /// Bytes of the three arrays.
     pub fn memory_bytes(&self) -> usize {
         self.values.len() * (2 * std::mem::size_of::<I>() + std::mem::size_of::<T>())
+    }
+
+    /// For each stored entry, the entry of [`Coo::to_csr`] it becomes; an error when two
+    /// entries share a position, since their sum is one CSR entry that no slot holds alone.
+    pub fn value_order(&self) -> Result<ValueOrder> {
+        let position = |k: usize| (self.row_idx[k].to_usize(), self.col_idx[k].to_usize());
+        let mut by_position: Vec<usize> = (0..self.values.len()).collect();
+        by_position.sort_unstable_by_key(|&k| position(k));
+        if let Some(pair) = by_position
+            .windows(2)
+            .find(|pair| position(pair[0]) == position(pair[1]))
+        {
+            let (row, col) = position(pair[0]);
+            return Err(structure(StructureError::Duplicate { row, col }));
+        }
+        Ok(order_from_entry_slots(&by_position, self.values.len()))
+    }
+
+    /// New values for the same pattern: `csr_values` in the entry order of [`Coo::to_csr`],
+    /// placed through `order`, which must be this matrix's [`Coo::value_order`].
+    pub fn set_values(&mut self, order: &ValueOrder, csr_values: &[T]) -> Result<()> {
+        let n = self.values.len();
+        check_new_values(Format::Coo, (n, n), order, csr_values)?;
+        gather(order, 0, csr_values, &mut self.values);
+        Ok(())
     }
 
     /// Canonical CSR: rows in order, columns increasing, duplicates summed (in `T::Acc`).

@@ -15,13 +15,14 @@
 use std::fmt;
 
 use rayon::prelude::*;
-use sparse_core::{CsrRef, Format, Result, Scalar, SpIndex, StructureError};
+use sparse_core::{CsrRef, Format, Result, Scalar, SpIndex, StructureError, ValueOrder};
 
 use crate::assembly::csr_from_rows;
 use crate::checks::{check_length, check_source, checked_slots, validate_format};
 use crate::csr::Csr;
 use crate::format::{FillLimit, SparseFormat};
 use crate::rejected::{validated, Rejected};
+use crate::slots::{check_new_values, gather, order_from_rows};
 
 /// The column index of a padded ELL slot (also [`Ell::PADDING`]).
 pub const ELL_PADDING: u32 = u32::MAX;
@@ -236,10 +237,36 @@ impl<T: Scalar> Ell<T> {
 
     /// The entries of `row` as (column, value), in column order.
     pub fn row_entries(&self, row: usize) -> impl Iterator<Item = (u32, T)> + '_ {
-        (0..self.row_len(row)).map(move |k| {
-            let slot = self.slot(row, k);
-            (self.col_idx[slot], self.values[slot])
-        })
+        self.row_slots(row)
+            .map(|slot| (self.col_idx[slot], self.values[slot]))
+    }
+
+    /// The slots of the entries of `row`, in column order.
+    pub(crate) fn row_slots(&self, row: usize) -> impl Iterator<Item = usize> + '_ {
+        (0..self.row_len(row)).map(move |k| self.slot(row, k))
+    }
+
+    /// For each slot, the CSR entry it holds (in the order of [`SparseFormat::to_csr`]).
+    pub fn value_order(&self) -> ValueOrder {
+        order_from_rows(self.rows, self.values.len(), |row| self.row_slots(row))
+    }
+
+    /// New values for the same pattern: `csr_values` in CSR entry order, placed through `order`,
+    /// which must be this matrix's [`Ell::value_order`]. Padding stays zero.
+    pub fn set_values(&mut self, order: &ValueOrder, csr_values: &[T]) -> Result<()> {
+        check_new_values(
+            Format::Ell,
+            (self.values.len(), self.nnz),
+            order,
+            csr_values,
+        )?;
+        gather(order, 0, csr_values, &mut self.values);
+        Ok(())
+    }
+
+    /// The values, for HYB to fill its ELL part's slots.
+    pub(crate) fn values_mut(&mut self) -> &mut [T] {
+        &mut self.values
     }
 }
 

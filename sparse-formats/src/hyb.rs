@@ -16,7 +16,7 @@ use std::fmt;
 use std::ops::Range;
 
 use rayon::prelude::*;
-use sparse_core::{CsrRef, Error, Format, Result, Scalar, SpIndex, StructureError};
+use sparse_core::{CsrRef, Error, Format, Result, Scalar, SpIndex, StructureError, ValueOrder};
 
 use crate::assembly::csr_from_rows;
 use crate::checks::{check_length, check_source, checked_slots, validate_format};
@@ -24,6 +24,7 @@ use crate::csr::Csr;
 use crate::ell::{Ell, EllParts};
 use crate::format::{FillLimit, SparseFormat};
 use crate::rejected::{validated, Rejected};
+use crate::slots::{check_new_values, gather, order_from_rows};
 
 /// How [`Hyb::from_csr`] chooses the ELL width.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -311,6 +312,32 @@ impl<T: Scalar> Hyb<T> {
         let first = |row: usize| self.coo_rows.partition_point(|&r| (r as usize) < row);
         first(rows.start)..first(rows.end)
     }
+
+    /// For each slot, the CSR entry it holds (in the order of [`SparseFormat::to_csr`]): the
+    /// ELL part's slots come first, then the COO part's entries.
+    pub fn value_order(&self) -> ValueOrder {
+        let ell_slots = self.ell.stored_slots();
+        order_from_rows(self.rows(), self.stored_slots(), |row| {
+            let coo = self.coo_range(row..row + 1).map(move |e| ell_slots + e);
+            self.ell.row_slots(row).chain(coo)
+        })
+    }
+
+    /// New values for the same pattern: `csr_values` in CSR entry order, placed through `order`,
+    /// which must be this matrix's [`Hyb::value_order`]. Padding stays zero.
+    pub fn set_values(&mut self, order: &ValueOrder, csr_values: &[T]) -> Result<()> {
+        let ell_slots = self.ell.stored_slots();
+        check_new_values(
+            Format::Hyb,
+            (self.stored_slots(), self.nnz()),
+            order,
+            csr_values,
+        )?;
+        gather(order, 0, csr_values, self.ell.values_mut());
+        gather(order, ell_slots, csr_values, &mut self.coo_values);
+        Ok(())
+    }
+
     pub fn into_parts(self) -> HybParts<T> {
         HybParts {
             ell: self.ell.into_parts(),

@@ -19,6 +19,7 @@ mod hyb;
 mod me_bcrs;
 pub mod mtx;
 mod rejected;
+mod slots;
 mod sprs_interop;
 mod sr_bcrs;
 mod tiled16;

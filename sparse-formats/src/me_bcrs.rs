@@ -47,6 +47,7 @@ use crate::column_vectors::{
 use crate::csr::Csr;
 use crate::format::{FillLimit, SparseFormat};
 use crate::rejected::{validated, Rejected};
+use crate::slots::{check_new_values, gather};
 
 /// Window height and vectors per tensor-core block of an ME-BCRS matrix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -330,6 +331,19 @@ impl<T: Scalar> MeBcrs<T> {
     /// For each slot, the CSR entry it holds (in the order of [`MeBcrs::to_csr`]).
     pub fn value_order(&self) -> ValueOrder {
         value_order(self)
+    }
+
+    /// New values for the same pattern: `csr_values` in CSR entry order, placed through `order`,
+    /// which must be this matrix's [`MeBcrs::value_order`]. Rows without an entry stay zero.
+    pub fn set_values(&mut self, order: &ValueOrder, csr_values: &[T]) -> Result<()> {
+        check_new_values(
+            Format::MeBcrs,
+            (self.values.len(), self.nnz),
+            order,
+            csr_values,
+        )?;
+        gather(order, 0, csr_values, &mut self.values);
+        Ok(())
     }
 }
 

@@ -53,6 +53,7 @@ use crate::column_vectors::{
 use crate::csr::Csr;
 use crate::format::{FillLimit, SparseFormat};
 use crate::rejected::{validated, Rejected};
+use crate::slots::{check_new_values, gather};
 
 /// The column of a padding vector.
 pub const SR_BCRS_PADDING: u32 = u32::MAX;
@@ -348,6 +349,20 @@ impl<T: Scalar> SrBcrs<T> {
     /// slots hold none.
     pub fn value_order(&self) -> ValueOrder {
         value_order(self)
+    }
+
+    /// New values for the same pattern: `csr_values` in CSR entry order, placed through `order`,
+    /// which must be this matrix's [`SrBcrs::value_order`]. Padding vectors and rows without an
+    /// entry stay zero.
+    pub fn set_values(&mut self, order: &ValueOrder, csr_values: &[T]) -> Result<()> {
+        check_new_values(
+            Format::SrBcrs,
+            (self.values.len(), self.nnz),
+            order,
+            csr_values,
+        )?;
+        gather(order, 0, csr_values, &mut self.values);
+        Ok(())
     }
 }
 

@@ -4,7 +4,7 @@
 //! into its own stretch of the preallocated arrays.
 
 use rayon::prelude::*;
-use sparse_core::{CsrRef, Format, Result, Scalar, SpIndex};
+use sparse_core::{CsrRef, Format, Result, Scalar, SpIndex, ValueOrder};
 
 use super::payload::{encode, payload_len, TileEntries, TileFormat, TILE};
 use super::select::TileSelection;
@@ -12,7 +12,8 @@ use super::{Tiled16, Tiled16Parts};
 use crate::assembly::split_lengths;
 use crate::checks::{check_source, to_u32};
 use crate::csr::Csr;
-use crate::format::FillLimit;
+use crate::format::{FillLimit, SparseFormat};
+use crate::slots::order_from_entry_slots;
 
 /// Walks one tile row of a CSR matrix tile by tile, in increasing tile column.
 struct TileWalker<'a, T, I> {
@@ -327,6 +328,34 @@ pub(super) fn from_csr<T: Scalar, I: SpIndex>(
     Ok(unsafe { Tiled16::new_unchecked(a.rows(), a.cols(), parts) })
 }
 
+/// The entries of tile row `tr` as (row within the tile row, column, slot), sorted by row,
+/// then column: the CSR entry order. Slots number the tiles' values, then the deferred entries.
+fn tile_row_entries<T: Scalar>(m: &Tiled16<T>, tr: usize) -> Vec<(usize, u32, usize)> {
+    let mut entries = Vec::new();
+    for t in m.tile_ptr()[tr] as usize..m.tile_ptr()[tr + 1] as usize {
+        let tile = m.tile_at(tr, t);
+        let (first_col, first_slot) = (tile.first_col(), m.value_ptr()[t] as usize);
+        tile.payload
+            .for_each_entry(tile.height, tile.width, tile.nnz, |r, c, slot, _| {
+                // Fits: columns fit u32 (checked by validate).
+                entries.push((r, (first_col + c) as u32, first_slot + slot));
+            });
+    }
+    if let Some(d) = m.deferred() {
+        let (d, first_slot) = (d.as_ref(), m.values().len());
+        let first_row = tr * TILE;
+        for (r, row) in (first_row..m.rows().min(first_row + TILE)).enumerate() {
+            entries.extend(
+                d.row_range(row)
+                    .map(|e| (r, d.col_idx()[e], first_slot + e)),
+            );
+        }
+    }
+    // Positions are unique: deferred entries lie outside the stored tiles.
+    entries.sort_unstable_by_key(|&(r, c, _)| (r, c));
+    entries
+}
+
 /// One tile row's stretches of the CSR being built.
 struct CsrRowsOut<'s, T> {
     /// Entries before the tile row.
@@ -340,12 +369,11 @@ struct CsrRowsOut<'s, T> {
 pub(super) fn to_csr<T: Scalar>(m: &Tiled16<T>) -> Csr<T, u32> {
     let (rows, cols) = m.shape();
     let deferred = m.deferred().map(Csr::as_ref);
-    let rows_of = |tr: usize| tr * TILE..rows.min(tr * TILE + TILE);
     let counts: Vec<usize> = (0..m.tile_rows())
         .map(|tr| {
             let (first, end) = (m.tile_ptr()[tr] as usize, m.tile_ptr()[tr + 1] as usize);
             let stored = (m.tile_nnz()[end] - m.tile_nnz()[first]) as usize;
-            let r = rows_of(tr);
+            let r = tr * TILE..rows.min(tr * TILE + TILE);
             stored
                 + deferred.map_or(0, |d| {
                     d.row_ptr()[r.end] as usize - d.row_ptr()[r.start] as usize
@@ -372,25 +400,17 @@ pub(super) fn to_csr<T: Scalar>(m: &Tiled16<T>) -> Csr<T, u32> {
             }
         })
         .collect();
+    let tile_values = m.values();
+    let deferred_values = deferred.map_or(&[][..], |d| d.values());
+    let slot_value = |slot: usize| match tile_values.get(slot) {
+        Some(&v) => v,
+        None => deferred_values[slot - tile_values.len()],
+    };
     outs.into_par_iter().enumerate().for_each(|(tr, out)| {
-        let mut entries: Vec<(usize, u32, T)> = Vec::with_capacity(out.col_idx.len());
-        for tile in m.tile_row(tr) {
-            let first_col = tile.first_col();
-            // Fits: columns fit u32 (checked by validate).
-            tile.for_each_entry(|r, c, v| entries.push((r, (first_col + c) as u32, v)));
-        }
-        if let Some(d) = deferred {
-            for (r, row) in rows_of(tr).enumerate() {
-                let (cs, vs) = d.row(row);
-                entries.extend(cs.iter().zip(vs).map(|(&c, &v)| (r, c, v)));
-            }
-        }
-        // Positions are unique: deferred entries lie outside the stored tiles.
-        entries.sort_unstable_by_key(|&(r, c, _)| (r, c));
         let mut row_len = [0usize; TILE];
-        for (k, (r, c, v)) in entries.into_iter().enumerate() {
+        for (k, (r, c, slot)) in tile_row_entries(m, tr).into_iter().enumerate() {
             out.col_idx[k] = c;
-            out.values[k] = v;
+            out.values[k] = slot_value(slot);
             row_len[r] += 1;
         }
         let mut end = out.base;
@@ -403,4 +423,12 @@ pub(super) fn to_csr<T: Scalar>(m: &Tiled16<T>) -> Csr<T, u32> {
     // SAFETY: every row's entries are sorted by column, unique (tiles are disjoint and deferred
     // entries lie outside stored tiles), in range, and row_ptr counts them.
     unsafe { Csr::new_unchecked(rows, cols, row_ptr, col_idx, values) }
+}
+
+pub(super) fn value_order<T: Scalar>(m: &Tiled16<T>) -> ValueOrder {
+    let entry_slots: Vec<usize> = (0..m.tile_rows())
+        .into_par_iter()
+        .flat_map_iter(|tr| tile_row_entries(m, tr).into_iter().map(|(_, _, slot)| slot))
+        .collect();
+    order_from_entry_slots(&entry_slots, m.stored_slots())
 }

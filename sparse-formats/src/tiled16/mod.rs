@@ -51,13 +51,14 @@ mod select;
 use std::fmt;
 
 use sparse_core::{
-    check_dimensions, CsrRef, Error, Format, Result, Scalar, SpIndex, StructureError,
+    check_dimensions, CsrRef, Error, Format, Result, Scalar, SpIndex, StructureError, ValueOrder,
 };
 
 use crate::checks::check_length;
 use crate::csr::Csr;
 use crate::format::{FillLimit, SparseFormat};
 use crate::rejected::{validated, Rejected};
+use crate::slots::{check_new_values, gather};
 use payload::TILE;
 
 pub use payload::{PackedNibbles, TileCoo, TileEll, TileFormat, TilePayload, TILE as TILED16_TILE};
@@ -130,9 +131,9 @@ impl<T: Copy> TileRef<'_, T> {
     /// Calls `f(row, col, value)` with in-tile indices for every real entry; each row's entries
     /// come in increasing column order, rows possibly interleaved (ELL slots go column by column).
     #[inline(always)]
-    pub fn for_each_entry(&self, f: impl FnMut(usize, usize, T)) {
+    pub fn for_each_entry(&self, mut f: impl FnMut(usize, usize, T)) {
         self.payload
-            .for_each_entry(self.height, self.width, self.nnz, f);
+            .for_each_entry(self.height, self.width, self.nnz, |r, c, _, v| f(r, c, v));
     }
 }
 
@@ -394,6 +395,29 @@ impl<T: Scalar> Tiled16<T> {
     /// Entries held in stored tiles.
     pub fn stored_nnz(&self) -> usize {
         self.tile_nnz.last().map_or(0, |&n| n as usize)
+    }
+
+    /// For each slot, the CSR entry it holds (in the order of [`SparseFormat::to_csr`]). The
+    /// slots are the tiles' values, padding included, then the deferred entries.
+    pub fn value_order(&self) -> ValueOrder {
+        convert::value_order(self)
+    }
+
+    /// New values for the same pattern: `csr_values` in CSR entry order, placed through `order`,
+    /// which must be this matrix's [`Tiled16::value_order`]. Padding stays zero.
+    pub fn set_values(&mut self, order: &ValueOrder, csr_values: &[T]) -> Result<()> {
+        check_new_values(
+            Format::Tiled16,
+            (self.stored_slots(), self.nnz()),
+            order,
+            csr_values,
+        )?;
+        let tile_slots = self.values.len();
+        gather(order, 0, csr_values, &mut self.values);
+        if let Some(d) = &mut self.deferred {
+            gather(order, tile_slots, csr_values, d.values_mut());
+        }
+        Ok(())
     }
 
     /// Every stored tile, tile row by tile row.

@@ -348,12 +348,12 @@ impl<T: Copy> TileEll<'_, T> {
     }
 
     #[inline(always)]
-    fn for_each_entry(&self, h: usize, f: &mut impl FnMut(usize, usize, T)) {
+    fn for_each_entry(&self, h: usize, f: &mut impl FnMut(usize, usize, usize, T)) {
         for j in 0..self.width {
             let mask = self.slot_mask(j);
             for r in bit_indices(mask) {
                 let slot = j * h + r;
-                f(r, self.cols.get(slot), self.values[slot]);
+                f(r, self.cols.get(slot), slot, self.values[slot]);
             }
         }
     }
@@ -367,11 +367,12 @@ pub struct TileCoo<'a, T> {
 }
 
 impl<T: Copy> TileCoo<'_, T> {
+    /// `first_slot` is the tile slot of the first entry.
     #[inline(always)]
-    fn for_each_entry(&self, f: &mut impl FnMut(usize, usize, T)) {
-        for (&p, &v) in self.positions.iter().zip(self.values) {
+    fn for_each_entry(&self, first_slot: usize, f: &mut impl FnMut(usize, usize, usize, T)) {
+        for (k, (&p, &v)) in self.positions.iter().zip(self.values).enumerate() {
             let (r, c) = unpack_position(p);
-            f(r, c, v);
+            f(r, c, first_slot + k, v);
         }
     }
 }
@@ -469,15 +470,16 @@ impl<'a, T: Copy> TilePayload<'a, T> {
         }
     }
 
-    /// Calls `f(row, col, value)` for every real entry of an `h x w` tile of `nnz` entries;
-    /// each row's entries come in increasing column order (rows may interleave).
+    /// Calls `f(row, col, slot, value)` for every real entry of an `h x w` tile of `nnz`
+    /// entries, `slot` indexing the tile's values; each row's entries come in increasing column
+    /// order (rows may interleave).
     #[inline(always)]
     pub(super) fn for_each_entry(
         &self,
         h: usize,
         w: usize,
         nnz: usize,
-        mut f: impl FnMut(usize, usize, T),
+        mut f: impl FnMut(usize, usize, usize, T),
     ) {
         match self {
             TilePayload::Csr {
@@ -489,22 +491,22 @@ impl<'a, T: Copy> TilePayload<'a, T> {
                     let start = usize::from(row_start[r]);
                     let end = row_start.get(r + 1).map_or(nnz, |&s| usize::from(s));
                     for k in start..end {
-                        f(r, cols.get(k), values[k]);
+                        f(r, cols.get(k), k, values[k]);
                     }
                 }
             }
-            TilePayload::Coo(coo) => coo.for_each_entry(&mut f),
+            TilePayload::Coo(coo) => coo.for_each_entry(0, &mut f),
             TilePayload::Ell(ell) => ell.for_each_entry(h, &mut f),
             TilePayload::Hyb { ell, coo } => {
                 ell.for_each_entry(h, &mut f);
-                coo.for_each_entry(&mut f);
+                coo.for_each_entry(ell.values.len(), &mut f);
             }
             TilePayload::Dense { mask, values } => {
                 for c in 0..w {
                     for r in 0..h {
                         let slot = c * h + r;
                         if mask_bit(mask, slot) {
-                            f(r, c, values[slot]);
+                            f(r, c, slot, values[slot]);
                         }
                     }
                 }
@@ -512,14 +514,14 @@ impl<'a, T: Copy> TilePayload<'a, T> {
             TilePayload::DenseRow { rows, values } => {
                 for (i, r) in bit_indices(*rows).enumerate() {
                     for (c, &v) in values[i * w..(i + 1) * w].iter().enumerate() {
-                        f(r, c, v);
+                        f(r, c, i * w + c, v);
                     }
                 }
             }
             TilePayload::DenseCol { cols, values } => {
                 for (j, c) in bit_indices(*cols).enumerate() {
                     for (r, &v) in values[j * h..(j + 1) * h].iter().enumerate() {
-                        f(r, c, v);
+                        f(r, c, j * h + r, v);
                     }
                 }
             }
@@ -553,7 +555,7 @@ mod tests {
             t.height,
             t.width,
             t.nnz(),
-            |r, c, v| out.push((r, c, v)),
+            |r, c, _, v| out.push((r, c, v)),
         );
         out.sort_by_key(|&(r, c, _)| (r, c));
         out
