@@ -1,7 +1,8 @@
 //! Planning on the GPU: how long the first plan of each kernel family takes with an empty kernel
 //! cache (NVRTC compiles what it launches), how long it takes with the cache filled (modules
-//! loaded from disk, per module), and where planning SpMV on a large 3D Poisson matrix spends
-//! its time (host, transfer, device analysis, kernels). Prints markdown tables; needs a GPU.
+//! loaded from disk, per module), where planning SpMV on a large 3D Poisson matrix spends its
+//! time (host, transfer, device analysis, kernels), and what `update_values` costs against the
+//! raw upload of the values. Prints markdown tables; needs a GPU.
 //!
 //! `plantime [--side N]` (the Poisson grid side of the large matrix, default 156: 26.4M entries).
 
@@ -9,7 +10,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use sparse_blas::{
-    f16, generate, Algorithm, Csr, CsrRef, CudaBackend, CusparseBackend, DType, Executor, Format,
+    f16, generate, Algorithm, Csr, CsrRef, CudaBackend, CusparseBackend, DType, DenseRef, Executor, Format,
     PlanInfo, Precision, Result, Scalar, SddmmDesc, SpmmDesc, SpmvDesc, KERNEL_CACHE_DIR_ENV,
 };
 
@@ -134,6 +135,55 @@ fn first_plans(small: &Matrices) -> Result<()> {
     Ok(())
 }
 
+/// The median of three timings of `f`, each waiting for the device.
+fn median(cuda: &CudaBackend, mut f: impl FnMut() -> Result<()>) -> Result<Duration> {
+    let mut times = (0..3)
+        .map(|_| {
+            let started = Instant::now();
+            f()?;
+            cuda.synchronize()?;
+            Ok(started.elapsed())
+        })
+        .collect::<Result<Vec<_>>>()?;
+    times.sort();
+    Ok(times[1])
+}
+
+/// What `update_values` costs against copying the values alone: CSR (values in CSR order,
+/// copied in place) and ME-BCRS (scattered into the plan's order on the device).
+fn updates(side: usize) -> Result<()> {
+    let cuda = CudaBackend::new(0)?;
+    let f32m: Csr<f32> = generate::poisson3d(side)?;
+    let f16m: Csr<f16> = generate::poisson3d(side)?;
+    println!("\n## update_values on Poisson 3D {side}^3 against the raw upload of the values (median of 3)\n");
+    println!("| plan | values MB | upload ms | update ms | update / upload |");
+    println!("|---|--:|--:|--:|--:|");
+    let mut spmv = cuda.plan_spmv(f32m.as_ref(), &SpmvDesc::new(Precision::F32))?;
+    update_row(&cuda, "spmv csr f32", f32m.values(), |v| spmv.update_values(v))?;
+    let desc = SpmmDesc::new(Precision::F16).format(Format::MeBcrs);
+    let mut spmm = cuda.plan_spmm(f16m.as_ref(), &desc)?;
+    update_row(&cuda, "spmm me-bcrs f16", f16m.values(), |v| spmm.update_values(v))?;
+    Ok(())
+}
+
+fn update_row<T: Scalar>(
+    cuda: &CudaBackend,
+    name: &str,
+    values: &[T],
+    mut update: impl FnMut(DenseRef<'_, T>) -> Result<()>,
+) -> Result<()> {
+    let upload = median(cuda, || cuda.upload(DenseRef::vector(values)).map(drop))?;
+    let updated = median(cuda, || update(DenseRef::vector(values)))?;
+    println!(
+        "| {name} | {:.1} | {:.2} | {:.2} | {:.2} |",
+        std::mem::size_of_val(values) as f64 / 1e6,
+        ms(upload),
+        ms(updated),
+        updated.as_secs_f64() / upload.as_secs_f64()
+    );
+    Ok(())
+}
+
 /// Planning SpMV on a large matrix, each algorithm and precision, the median of three plans.
 fn large_spmv(side: usize) -> Result<()> {
     let cuda = CudaBackend::new(0)?;
@@ -205,7 +255,8 @@ fn main() {
     }
     let outcome = Matrices::poisson(32)
         .and_then(|small| first_plans(&small))
-        .and_then(|()| large_spmv(side));
+        .and_then(|()| large_spmv(side))
+        .and_then(|()| updates(side));
     if let Err(e) = outcome {
         eprintln!("plantime: {e}");
         std::process::exit(1);
