@@ -1,5 +1,7 @@
 // RoDe (row decomposition, Pang et al., PPoPP'24): CSR SpMM C = alpha*A*B + beta*C and SDDMM
-// C = alpha*(X*Y^T) ∘ spy(S) + beta*C on CUDA cores.
+// C = alpha*(X*Y^T) ∘ spy(S) + beta*C on CUDA cores. Parameters: RodeSpmm<T> (with SpmmOut<T>),
+// RodeScaleRows<T>, RodeSddmm<T> (with SddmmArgs<T>) (src/rode.rs); RodeCount, RodeScan,
+// RodeFill (src/rode/decomposition.rs). The RODE_* constants come from Rust as -D options.
 //
 // Decomposition, built on the device from row_ptr by the rode_preprocess_* kernels (the host twin
 // in rode/decomposition.rs must agree with row_parts below). A row's entries begin..end are
@@ -19,7 +21,7 @@
 // row is listed too, and each of its segments has a workspace slot, the row's in order.
 //
 // SpMM, block segments: a sub-warp of W lanes per segment (W, a power of two from 4 to 32, is a
-// run-time argument, so one kernel serves every width); lane l owns V columns of a tile of W*V
+// run-time parameter, so one kernel serves every width); lane l owns V columns of a tile of W*V
 // columns of C, grid.y striding over the column tiles. The segment's tiles (column indices and
 // values) go through two shared-memory buffers per sub-warp, filled by cp.async one tile ahead, so
 // the copy of tile t+1 overlaps the work on tile t. Inside a tile, B rows are loaded
@@ -55,15 +57,11 @@
 // of S*log2(W)), so S lanes write S consecutive outputs. Every output belongs to exactly one part:
 // no atomics and no combining.
 
-#define RODE_TILE 32
-#define RODE_ALIGN 4
-#define RODE_BLOCK 128
-#define RODE_NONE 0xffffffffu
-
-// Entries per sub-block of the register pipeline: 8 B rows, 4 for f64 (whose spans take twice
-// the registers), so the 2-deep buffer holds 64 registers of B per lane at V = 4.
-template <typename T> struct rode_sub { static const int N = 8; };
-template <> struct rode_sub<double> { static const int N = 4; };
+// Entries per sub-block of the register pipeline: RODE_SUB B rows (8), half as many for f64
+// (whose spans take twice the registers), so the 2-deep buffer holds 64 registers of B per lane
+// at V = 4.
+template <typename T> struct rode_sub { static const int N = RODE_SUB; };
+template <> struct rode_sub<double> { static const int N = RODE_SUB / 2; };
 
 // ---------------------------------------------------------------------------------------------
 // Asynchronous copies to shared memory (sm_80+).
@@ -139,12 +137,8 @@ __device__ __forceinline__ RowParts row_parts(u32 begin, u32 end, u32 seg_len, u
 // recomputed, scanned within the block and written out (fill). Block totals, not per-row counts,
 // are all that is stored between the passes.
 
-#define RODE_PRE_THREADS 256
-#define RODE_PRE_ROWS 4  // consecutive rows per thread
-#define RODE_SCAN_THREADS 1024
-
 // What a row adds to each list. `listed`: split rows; `slots`: their workspace slots (one per
-// segment).
+// segment). The block totals are arrays of these, passed as u32 words (four per RodeCounts).
 struct RodeCounts {
     u32 segments, residuals, listed, slots;
 };
@@ -202,7 +196,7 @@ __device__ RodeCounts block_exclusive_scan(RodeCounts v, RodeCounts* total) {
     return before + inclusive - v;
 }
 
-// The counts of this thread's RODE_PRE_ROWS rows.
+// The counts of this thread's RODE_PRE_ROWS (consecutive) rows.
 __device__ __forceinline__ RodeCounts thread_counts(u64 first, u32 rows, const u32* row_ptr, u32 seg_len,
                                                     u32 with_combine) {
     RodeCounts sum = {0, 0, 0, 0};
@@ -218,63 +212,61 @@ __device__ __forceinline__ u64 first_row_of_thread() {
 // block_totals[b] = the counts of the rows of block b. Grid: one block per
 // RODE_PRE_THREADS * RODE_PRE_ROWS rows. `with_combine`: the SpMM decomposition (empty rows are
 // residuals; split rows are listed), else SDDMM's.
-extern "C" __global__ void __launch_bounds__(RODE_PRE_THREADS)
-    rode_preprocess_count(u32 rows, const u32* row_ptr, u32 seg_len, u32 with_combine, RodeCounts* block_totals) {
+__global__ void __launch_bounds__(RODE_PRE_THREADS) rode_preprocess_count(const RodeCount p) {
     RodeCounts total;
     block_exclusive_scan<RODE_PRE_THREADS>(
-        thread_counts(first_row_of_thread(), rows, row_ptr, seg_len, with_combine), &total);
-    if (threadIdx.x == 0) block_totals[blockIdx.x] = total;
+        thread_counts(first_row_of_thread(), p.rows, p.row_ptr, p.seg_len, p.with_combine), &total);
+    if (threadIdx.x == 0) reinterpret_cast<RodeCounts*>(p.block_totals)[blockIdx.x] = total;
 }
 
 // In place: block_totals[b] becomes the counts of all rows before block b, and
 // block_totals[blocks] the counts of the whole matrix. Grid: one block of RODE_SCAN_THREADS.
-extern "C" __global__ void __launch_bounds__(RODE_SCAN_THREADS)
-    rode_preprocess_scan(u32 blocks, RodeCounts* block_totals) {
+__global__ void __launch_bounds__(RODE_SCAN_THREADS) rode_preprocess_scan(const RodeScan p) {
+    RodeCounts* block_totals = reinterpret_cast<RodeCounts*>(p.block_totals);
     const RodeCounts zero = {0, 0, 0, 0};
     RodeCounts carry = zero;
     // Every thread runs every iteration: the scan synchronises the block.
-    for (u32 base = 0; base < blocks; base += RODE_SCAN_THREADS) {
+    for (u32 base = 0; base < p.blocks; base += RODE_SCAN_THREADS) {
         const u32 i = base + threadIdx.x;
-        const RodeCounts v = i < blocks ? block_totals[i] : zero;
+        const RodeCounts v = i < p.blocks ? block_totals[i] : zero;
         RodeCounts total;
         const RodeCounts before = block_exclusive_scan<RODE_SCAN_THREADS>(v, &total);
-        if (i < blocks) block_totals[i] = carry + before;
+        if (i < p.blocks) block_totals[i] = carry + before;
         carry = carry + total;
     }
-    if (threadIdx.x == 0) block_totals[blocks] = carry;
+    if (threadIdx.x == 0) block_totals[p.blocks] = carry;
 }
 
 // Writes the lists (the grid and `with_combine` of rode_preprocess_count; `offsets` as
 // rode_preprocess_scan left them, the matrix's totals after the blocks'). Without `with_combine`
 // (SDDMM) the slot and listed-row pointers are not touched.
-extern "C" __global__ void __launch_bounds__(RODE_PRE_THREADS)
-    rode_preprocess_fill(u32 rows, const u32* row_ptr, u32 seg_len, const RodeCounts* offsets, u32 with_combine,
-                         u32* part_row, u32* part_lo, u32* part_hi, u32* seg_slot, u32* listed_row) {
+__global__ void __launch_bounds__(RODE_PRE_THREADS) rode_preprocess_fill(const RodeFill p) {
+    const RodeCounts* offsets = reinterpret_cast<const RodeCounts*>(p.offsets);
     const u64 first = first_row_of_thread();
     // The residuals follow all the segments.
     const u32 residual_base = offsets[gridDim.x].segments;
     RodeCounts total;
-    const RodeCounts mine = thread_counts(first, rows, row_ptr, seg_len, with_combine);
+    const RodeCounts mine = thread_counts(first, p.rows, p.row_ptr, p.seg_len, p.with_combine);
     RodeCounts at = offsets[blockIdx.x] + block_exclusive_scan<RODE_PRE_THREADS>(mine, &total);
-    for (u64 r = first; r < rows && r < first + RODE_PRE_ROWS; ++r) {
-        const u32 begin = load(row_ptr + r), end = load(row_ptr + r + 1);
-        const RowParts p = row_parts(begin, end, seg_len, with_combine);
-        const RodeCounts c = row_counts(p);
+    for (u64 r = first; r < p.rows && r < first + RODE_PRE_ROWS; ++r) {
+        const u32 begin = load(p.row_ptr + r), end = load(p.row_ptr + r + 1);
+        const RowParts row = row_parts(begin, end, p.seg_len, p.with_combine);
+        const RodeCounts c = row_counts(row);
         // A row with many segments is one thread's serial loop: its SpMM costs far more.
-        for (u32 j = 0; j < p.segments; ++j) {
-            const u32 i = at.segments + j, start = p.aligned + j * seg_len;
-            part_row[i] = (u32)r;
-            part_lo[i] = j == 0 ? begin : start;
-            part_hi[i] = j + 1 == p.segments ? end : start + seg_len;
-            if (with_combine) seg_slot[i] = c.slots ? at.slots + j : RODE_NONE;
+        for (u32 j = 0; j < row.segments; ++j) {
+            const u32 i = at.segments + j, start = row.aligned + j * p.seg_len;
+            p.part_row[i] = (u32)r;
+            p.part_lo[i] = j == 0 ? begin : start;
+            p.part_hi[i] = j + 1 == row.segments ? end : start + p.seg_len;
+            if (p.with_combine) p.seg_slot[i] = c.slots ? at.slots + j : RODE_NONE;
         }
-        if (p.residual) {
+        if (row.residual) {
             const u32 i = residual_base + at.residuals;
-            part_row[i] = (u32)r;
-            part_lo[i] = begin;
-            part_hi[i] = end;
+            p.part_row[i] = (u32)r;
+            p.part_lo[i] = begin;
+            p.part_hi[i] = end;
         }
-        if (with_combine && c.listed) listed_row[at.listed] = (u32)r;
+        if (p.with_combine && c.listed) p.listed_row[at.listed] = (u32)r;
         at = at + c;
     }
 }
@@ -284,8 +276,6 @@ extern "C" __global__ void __launch_bounds__(RODE_PRE_THREADS)
 // all the column-index tiles, then (SpMM) all the value tiles. rode.rs sizes it the same way. One
 // launch sizes every block alike, so a residual's sub-warp has the two tiles a segment's sub-warp
 // needs, and uses the first.
-
-#define RODE_BUFFERS 2
 
 extern __shared__ __align__(16) unsigned char rode_shared[];
 
@@ -370,18 +360,6 @@ __device__ __forceinline__ void next_tile(u32 t, u32 tiles, const Subwarp& w, St
 // Whether split rows of T may be combined with atomic adds into C.
 template <typename T> struct atomic_combine { static const bool value = true; };
 template <> struct atomic_combine<half_t> { static const bool value = false; };
-
-// The dense operands of an SpMM run.
-template <typename T>
-struct SpmmOut {
-    typedef typename acc_of<T>::type A;
-    u32 n;
-    const T* b;
-    u32 b_rs, b_cs;
-    T* c;
-    u32 c_rs, c_cs;
-    A alpha, beta;
-};
 
 // The V columns of C (and of B) this lane owns in column tile `tile`: the first one, and how many
 // of them are inside C (0 for lanes past N, fewer than V at the end of a row that V does not
@@ -475,16 +453,10 @@ __device__ __forceinline__ void write_row(const SpmmOut<T>& o, u64 row, u64 firs
                       sum, o.beta);
 }
 
-// How the segments of split rows reach C (see the header): `partials` is null for atomics, else
-// the workspace of one slot of N sums per segment, and `arrivals` the counters, one per slot and
-// column tile (a row uses its first slot's). The last segment finds its row's slots from row_ptr.
-template <typename T>
-struct Combining {
-    typename acc_of<T>::type* partials;
-    u32* arrivals;
-    const u32* row_ptr;
-    u32 seg_len;
-};
+// How the segments of split rows reach C is a Combining<T> (see the header): `partials` is null
+// for atomics, else the workspace of one slot of N sums per segment, and `arrivals` the counters,
+// one per slot and column tile (a row uses its first slot's). The last segment finds its row's
+// slots from row_ptr.
 
 // The row of a segment combined through partials, its first and last entry; read when the
 // segment starts, as predicated loads (zeros for other segments), so they overlap its work.
@@ -631,34 +603,19 @@ __device__ void rode_spmm_residual(u32 cta, u32 lanes, u32 segments, u32 residua
 }
 
 // C = beta*C on the listed (split) rows (zeros when beta == 0, C not read), before atomic
-// segments add into them. Grid: x covers the N columns, y strides over the listed rows.
+// segments add into them (the types combined by atomics: f32, f64). Grid: x covers the N
+// columns, RODE_BLOCK a block, y strides over the listed rows.
 template <typename T>
-__device__ void rode_scale_rows(u32 listed, const u32* listed_row, u32 n, T* c, u32 c_rs, u32 c_cs,
-                                typename acc_of<T>::type beta) {
+__global__ void __launch_bounds__(RODE_BLOCK) rode_scale_rows(const RodeScaleRows<T> p) {
     typedef typename acc_of<T>::type A;
     const u64 j = (u64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= n) return;
-    for (u64 i = blockIdx.y; i < listed; i += gridDim.y)
-        update(c + (u64)load(listed_row + i) * c_rs + j * c_cs, A(0), A(0), beta);
+    if (j >= p.n) return;
+    for (u64 i = blockIdx.y; i < p.listed; i += gridDim.y)
+        update(p.c + (u64)load(p.listed_row + i) * p.c_rs + j * p.c_cs, A(0), A(0), p.beta);
 }
 
 // ---------------------------------------------------------------------------------------------
 // SDDMM.
-
-template <typename T>
-struct SddmmArgs {
-    typedef typename acc_of<T>::type A;
-    const u32* col_idx;
-    const T* s_values;
-    u32 scale_by_values, k;
-    const T* x;
-    u32 x_rs, x_cs;
-    const T* y;
-    u32 y_rs, y_cs;
-    T* c;
-    u32 c_inc;
-    A alpha, beta;
-};
 
 // Sums v[i] over the sub-warp's lanes for each i < S (S <= W), leaving entry (lane % S)'s total
 // in the lane. At offset o (S/2 .. 1) a lane keeps the half of its values whose index has bit o
@@ -835,58 +792,29 @@ __device__ void rode_sddmm_residual(u32 cta, u32 lanes, u32 segments, u32 residu
 }
 
 // ---------------------------------------------------------------------------------------------
-// Entry points: rode_{spmm,sddmm}_<type>_v<V> (the sub-warp width is their first argument), and
-// rode_scale_rows_<type> for the types combined by atomics.
+// Entry points: rode_spmm<T, V> and rode_sddmm<T, V> (the sub-warp width W is `lanes`), and
+// rode_scale_rows<T> above.
 //
 // The parts' grid: blocks 0 .. block_ctas - 1 take the segments, RODE_BLOCK / W each, and the
 // blocks after them the residuals. A block is all segments or all residuals, so the branch is
 // uniform over it.
 
-#define RODE_SPMM_OPERANDS(T)                                                                                          \
-    u32 n, const T *b, u32 b_rs, u32 b_cs, T *c, u32 c_rs, u32 c_cs, acc_of<T>::type alpha, acc_of<T>::type beta
-#define RODE_SPMM_OUT(T) SpmmOut<T> out = {n, b, b_rs, b_cs, c, c_rs, c_cs, alpha, beta}
-#define RODE_SDDMM_OPERANDS(T)                                                                                         \
-    const u32 *col_idx, const T *s_values, u32 scale_by_values, u32 k, const T *x, u32 x_rs, u32 x_cs, const T *y,     \
-        u32 y_rs, u32 y_cs, T *c, u32 c_inc, acc_of<T>::type alpha, acc_of<T>::type beta
-#define RODE_SDDMM_ARGS(T)                                                                                             \
-    SddmmArgs<T> args = {col_idx, s_values, scale_by_values, k, x, x_rs, x_cs, y, y_rs, y_cs, c, c_inc, alpha, beta}
+template <typename T, int V>
+__global__ void __launch_bounds__(RODE_BLOCK) rode_spmm(const RodeSpmm<T> p) {
+    const Parts parts = {p.part_row, p.part_lo, p.part_hi};
+    if (blockIdx.x < p.block_ctas)
+        rode_spmm_block<T, V>(blockIdx.x, p.lanes, p.segments, parts, p.seg_slot, p.col_idx, p.values, p.combining,
+                              p.out);
+    else
+        rode_spmm_residual<T, V>(blockIdx.x - p.block_ctas, p.lanes, p.segments, p.residuals, parts, p.col_idx,
+                                 p.values, p.out);
+}
 
-#define RODE_KERNELS(NAME, T, V)                                                                                       \
-    extern "C" __global__ void __launch_bounds__(RODE_BLOCK) rode_spmm_##NAME##_v##V(                                  \
-        u32 lanes, u32 block_ctas, u32 segments, u32 residuals, const u32 *part_row, const u32 *part_lo,               \
-        const u32 *part_hi, const u32 *seg_slot, u32 seg_len, const u32 *row_ptr, const u32 *col_idx, const T *values, \
-        acc_of<T>::type *partials, u32 *arrivals, RODE_SPMM_OPERANDS(T)) {                                             \
-        RODE_SPMM_OUT(T);                                                                                              \
-        const Parts parts = {part_row, part_lo, part_hi};                                                              \
-        const Combining<T> combining = {partials, arrivals, row_ptr, seg_len};                                         \
-        if (blockIdx.x < block_ctas)                                                                                   \
-            rode_spmm_block<T, V>(blockIdx.x, lanes, segments, parts, seg_slot, col_idx, values, combining, out);      \
-        else                                                                                                           \
-            rode_spmm_residual<T, V>(blockIdx.x - block_ctas, lanes, segments, residuals, parts, col_idx, values,      \
-                                     out);                                                                             \
-    }                                                                                                                  \
-    extern "C" __global__ void __launch_bounds__(RODE_BLOCK) rode_sddmm_##NAME##_v##V(                                 \
-        u32 lanes, u32 block_ctas, u32 segments, u32 residuals, const u32 *part_row, const u32 *part_lo,               \
-        const u32 *part_hi, RODE_SDDMM_OPERANDS(T)) {                                                                  \
-        RODE_SDDMM_ARGS(T);                                                                                            \
-        const Parts parts = {part_row, part_lo, part_hi};                                                              \
-        if (blockIdx.x < block_ctas)                                                                                   \
-            rode_sddmm_block<T, V>(blockIdx.x, lanes, segments, parts, args);                                          \
-        else                                                                                                           \
-            rode_sddmm_residual<T, V>(blockIdx.x - block_ctas, lanes, segments, residuals, parts, args);               \
-    }
-
-#define INSTANTIATE(NAME, T)                                                                                           \
-    RODE_KERNELS(NAME, T, 1)                                                                                           \
-    RODE_KERNELS(NAME, T, 2)                                                                                           \
-    RODE_KERNELS(NAME, T, 4)
-#define INSTANTIATE_ATOMIC(NAME, T)                                                                                    \
-    extern "C" __global__ void rode_scale_rows_##NAME(u32 listed, const u32 *listed_row, u32 n, T *c, u32 c_rs,        \
-                                                      u32 c_cs, acc_of<T>::type beta) {                                \
-        rode_scale_rows<T>(listed, listed_row, n, c, c_rs, c_cs, beta);                                                \
-    }
-
-FOR_EACH_FLOAT(INSTANTIATE)
-// f16 has no atomic add of f32 sums into f16 storage: its `rode` plans combine with partials.
-INSTANTIATE_ATOMIC(f32, float)
-INSTANTIATE_ATOMIC(f64, double)
+template <typename T, int V>
+__global__ void __launch_bounds__(RODE_BLOCK) rode_sddmm(const RodeSddmm<T> p) {
+    const Parts parts = {p.part_row, p.part_lo, p.part_hi};
+    if (blockIdx.x < p.block_ctas)
+        rode_sddmm_block<T, V>(blockIdx.x, p.lanes, p.segments, parts, p.args);
+    else
+        rode_sddmm_residual<T, V>(blockIdx.x - p.block_ctas, p.lanes, p.segments, p.residuals, parts, p.args);
+}

@@ -11,7 +11,7 @@ use sparse_core::{
 use crate::blas1::Blas1Workspace;
 use crate::device::{CudaBuffer, Device};
 use crate::registry::{self, Family};
-use crate::{sddmm, spmm, spmv};
+use crate::{rode, sddmm, spmm, spmv};
 
 /// sparse-blas's CUDA kernels on one device. Plans hold the matrix on the device; operands
 /// must be device memory made by [`Executor::upload`] or [`Executor::zeros`] of this backend.
@@ -83,7 +83,9 @@ impl CudaBackend {
         let algorithm = match (op, format, algorithm) {
             (OpKind::Spmv, Format::Csr, Algorithm::Auto) => spmv::auto_algorithm(&a.row_stats()),
             (OpKind::Spmv, Format::Coo, Algorithm::Auto) => Algorithm::Atomic,
-            (OpKind::Spmm | OpKind::Sddmm, Format::Csr, Algorithm::Auto) => Algorithm::Vector,
+            (OpKind::Spmm | OpKind::Sddmm, Format::Csr, Algorithm::Auto) => {
+                rode::auto_algorithm(op, a)
+            }
             (_, _, chosen) => chosen,
         };
         let family = registry::family(op, format, precision, algorithm).ok_or_else(|| {
@@ -147,10 +149,11 @@ impl Executor for CudaBackend {
         a: CsrRef<'a, T, I>,
         desc: &SpmmDesc,
     ) -> Result<Box<dyn SpmmPlan<T> + 'a>> {
-        let (family, _algorithm) =
+        let (family, algorithm) =
             Self::resolve(OpKind::Spmm, desc.format, desc.precision, desc.algorithm, a)?;
         match family {
             Family::Spmm => Ok(Box::new(spmm::plan(&self.device, a, desc)?)),
+            Family::Rode => Ok(Box::new(rode::spmm_plan(&self.device, a, desc, algorithm)?)),
             other => Err(misrouted(other, OpKind::Spmm)),
         }
     }
@@ -160,10 +163,21 @@ impl Executor for CudaBackend {
         s: CsrRef<'a, T, I>,
         desc: &SddmmDesc,
     ) -> Result<Box<dyn SddmmPlan<T> + 'a>> {
-        let (family, _algorithm) =
-            Self::resolve(OpKind::Sddmm, desc.format, desc.precision, desc.algorithm, s)?;
+        let (family, algorithm) = Self::resolve(
+            OpKind::Sddmm,
+            desc.format,
+            desc.precision,
+            desc.algorithm,
+            s,
+        )?;
         match family {
             Family::Sddmm => Ok(Box::new(sddmm::plan(&self.device, s, desc)?)),
+            Family::Rode => Ok(Box::new(rode::sddmm_plan(
+                &self.device,
+                s,
+                desc,
+                algorithm,
+            )?)),
             other => Err(misrouted(other, OpKind::Sddmm)),
         }
     }

@@ -17,6 +17,7 @@ mod operand;
 mod plan;
 pub mod probe;
 mod registry;
+mod rode;
 mod sddmm;
 mod spmm;
 mod spmv;
@@ -32,6 +33,7 @@ pub fn every_kernel() -> sparse_core::Result<Vec<kernel::KernelSpec>> {
     specs.extend(spmv::all_specs()?);
     specs.extend(spmm::all_specs()?);
     specs.extend(sddmm::all_specs()?);
+    specs.extend(rode::all_specs()?);
     specs.extend(blas1::all_specs()?);
     Ok(specs)
 }

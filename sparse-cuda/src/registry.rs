@@ -13,6 +13,7 @@ pub(crate) enum Family {
     Spmv,
     Spmm,
     Sddmm,
+    Rode,
 }
 
 /// One row of the table.
@@ -55,6 +56,14 @@ const TABLE: &[&[Registration]] = &[
     rows!(Spmv, Spmv, Coo: (WIDE, Atomic, false)),
     rows!(Spmm, Spmm, Csr: (FLOATS, Vector, true)),
     rows!(Sddmm, Sddmm, Csr: (FLOATS, Vector, true)),
+    // f16 has no atomic add of its f32 sums: its `rode` combines split rows as the
+    // deterministic algorithm does.
+    rows!(Rode, Spmm, Csr:
+        (WIDE, Rode, false),
+        (&[Precision::F16], Rode, true),
+        (FLOATS, RodeDeterministic, true),
+    ),
+    rows!(Rode, Sddmm, Csr: (FLOATS, Rode, true), (FLOATS, RodeDeterministic, true)),
 ];
 
 fn rows() -> impl Iterator<Item = &'static Registration> {

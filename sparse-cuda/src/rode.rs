@@ -9,7 +9,9 @@
 //!   may differ in the last bits from run to run (f16 storage excepted: it has no atomic add of
 //!   f32 sums, so its split rows are combined as below).
 //! - `rode-deterministic`: each segment stores its sums in a workspace slot, and the last of a
-//!   row's segments to finish adds the row's slots in order, in the same launch.
+//!   row's segments to finish adds the row's slots in order, in the same launch. The workspace
+//!   (slots x N sums, and arrival counters) is sized at plan time for the reserved N and grows
+//!   only in `reserve`.
 //!
 //! Segments and residuals run in one launch on the device's stream, the segments' blocks first in
 //! the grid so that the long work starts first: the two parts still run concurrently, and a run
@@ -23,18 +25,24 @@ mod decomposition;
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaFunction, CudaSlice, LaunchArgs, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, LaunchConfig};
 use sparse_core::{
-    Accumulator, Algorithm, BackendKind, CsrRef, DType, DenseMut, DenseRef, Error, Format, Layout,
-    OpKind, PlanInfo, Precision, Result, RowStats, Scalar, SddmmPlan, SpIndex, SpmmPlan,
+    Algorithm, BackendKind, CsrRef, DType, Error, Format, OpKind, PlanInfo, Result, RowStats,
+    Scalar, SddmmDesc, SpIndex, SpmmDesc,
 };
 
-use crate::compile::sources;
-use crate::device::{driver_error, Device};
+use crate::device::Device;
+use crate::kernel::{
+    c_type, kernel_params, Entry, Kernel, KernelParams, KernelSource, KernelSpec, MutPtr, Ptr,
+};
 use crate::matrix::DeviceCsr;
-use crate::operand::{input, output, sddmm_inner, spmm_width, strides, suffix, to_u32, AccArg};
-use crate::spmm::{scale_dense, Variants};
-use decomposition::{Decomposition, TILE};
+use crate::operand::{Bound, SddmmOperands, SpmmOperands};
+use crate::plan::{CudaPlan, Phase, PlanBase, SddmmKernels, SpmmKernels, Values};
+use crate::spmm::VECTORS;
+use decomposition::{
+    Combine, Decomposition, Preprocess, RodeCount, RodeFill, RodeScan, ALIGN, NONE, PRE_ROWS,
+    PRE_THREADS, SCAN_THREADS, TILE,
+};
 
 /// Entries per block segment at most: the published code's length, used as is on matrices
 /// large enough to fill the device with segments of it.
@@ -47,18 +55,22 @@ const SDDMM_MIN_SEGMENT: u32 = TILE;
 /// Sub-warps per multiprocessor the segment length is chosen to give: a full multiprocessor at
 /// 32 lanes per sub-warp, a quarter at 8.
 const SEGMENTS_PER_SM: u64 = 64;
-/// Threads per block of the SpMM and SDDMM kernels (`RODE_BLOCK` in rode.cu).
+/// Threads per block of the SpMM and SDDMM kernels (`RODE_BLOCK`).
 const BLOCK: u32 = 128;
 /// The largest grid.x; both parts' blocks must fit in it.
 const MAX_GRID_X: u32 = (1 << 31) - 1;
 /// The largest grid.y; the SpMM kernels stride over the column tiles beyond it.
 const MAX_GRID_Y: u32 = 65_535;
-/// Tiles of shared memory per sub-warp (`RODE_BUFFERS` in rode.cu): the double buffer of a
+/// Tiles of shared memory per sub-warp (`RODE_BUFFERS`): the double buffer of a
 /// segment, and a residual's one tile in the first of them.
 const BUFFERS: u32 = 2;
-/// Lanes the SDDMM kernels need at least: their reduction leaves one entry of a sub-block of 8
-/// (`rode_sub<T>::N`) in each lane.
-const SDDMM_MIN_LANES: u32 = 8;
+/// Entries of a sub-block of the kernels' register pipeline (`RODE_SUB`; half as many for f64).
+const SUB: u32 = 8;
+/// Lanes the SDDMM kernels need at least: their reduction leaves one entry of a sub-block
+/// (`rode_sub<T>::N`, at most [`SUB`]) in each lane.
+const SDDMM_MIN_LANES: u32 = SUB;
+/// Lanes the SpMM kernels take at least.
+const SPMM_MIN_LANES: u32 = 4;
 
 /// Entries per block segment for a matrix of `nnz` entries on a device of `multiprocessors`:
 /// [`SEGMENT`] where the matrix has entries for [`SEGMENTS_PER_SM`] segments of it on every
@@ -126,46 +138,230 @@ fn prefers_rode(op: OpKind, rows: &RowStats, nnz: usize) -> bool {
         || (op == OpKind::Sddmm && rows.mean >= AUTO_SDDMM_MEAN_ROW)
 }
 
-/// One kernel per values-per-lane V (1, 2 and 4, as rode.cu instantiates them); the sub-warp
-/// width is a kernel argument.
-struct PerVector([CudaFunction; 3]);
+kernel_params! {
+    /// The dense operands of a RoDe SpMM run: B (cols x n) and C (rows x n) at their strides.
+    pub(crate) struct SpmmOut<T> {
+        n: u32,
+        b: ptr(T),
+        b_rs: u32,
+        b_cs: u32,
+        c: out(T),
+        c_rs: u32,
+        c_cs: u32,
+        alpha: acc,
+        beta: acc,
+    }
+}
 
-impl PerVector {
-    fn load(device: &Device, name: impl Fn(u32) -> String) -> Result<Self> {
-        Ok(PerVector([
-            device.function(sources::RODE, &name(1))?,
-            device.function(sources::RODE, &name(2))?,
-            device.function(sources::RODE, &name(4))?,
-        ]))
+kernel_params! {
+    /// How the segments of split rows reach C: `partials` null for atomics, else the workspace
+    /// (slots x n accumulation values) and `arrivals` (slots x column tiles counters);
+    /// `row_ptr` and `seg_len` lead the last segment of a row to the row's slots.
+    pub(crate) struct Combining<T> {
+        partials: out(acc),
+        arrivals: out(u32),
+        row_ptr: ptr(u32),
+        seg_len: u32,
+    }
+}
+
+kernel_params! {
+    /// `rode_spmm<T, V>`: sub-warps of `lanes` lanes over the parts (row, lo, hi), the segments
+    /// in grid blocks `0..block_ctas`, the residuals after them.
+    pub(crate) struct RodeSpmm<T> {
+        lanes: u32,
+        block_ctas: u32,
+        segments: u32,
+        residuals: u32,
+        part_row: ptr(u32),
+        part_lo: ptr(u32),
+        part_hi: ptr(u32),
+        seg_slot: ptr(u32),
+        col_idx: ptr(u32),
+        values: ptr(T),
+        combining: sub(Combining),
+        out: sub(SpmmOut),
+    }
+}
+
+kernel_params! {
+    /// `rode_scale_rows<T>`: C = beta*C on the `listed` rows of `listed_row`, n columns.
+    pub(crate) struct RodeScaleRows<T> {
+        listed: u32,
+        listed_row: ptr(u32),
+        n: u32,
+        c: out(T),
+        c_rs: u32,
+        c_cs: u32,
+        beta: acc,
+    }
+}
+
+kernel_params! {
+    /// The pattern and dense operands of a RoDe SDDMM run: X (rows x k), Y (cols x k), and C
+    /// (nnz values, `c_inc` apart).
+    pub(crate) struct SddmmArgs<T> {
+        col_idx: ptr(u32),
+        s_values: ptr(T),
+        scale_by_values: u32,
+        k: u32,
+        x: ptr(T),
+        x_rs: u32,
+        x_cs: u32,
+        y: ptr(T),
+        y_rs: u32,
+        y_cs: u32,
+        c: out(T),
+        c_inc: u32,
+        alpha: acc,
+        beta: acc,
+    }
+}
+
+kernel_params! {
+    /// `rode_sddmm<T, V>`: the parts' grid of `rode_spmm`.
+    pub(crate) struct RodeSddmm<T> {
+        lanes: u32,
+        block_ctas: u32,
+        segments: u32,
+        residuals: u32,
+        part_row: ptr(u32),
+        part_lo: ptr(u32),
+        part_hi: ptr(u32),
+        args: sub(SddmmArgs),
+    }
+}
+
+pub(crate) const SOURCE: KernelSource = KernelSource {
+    name: "rode",
+    code: include_str!("../kernels/rode.cu"),
+    params: &[
+        <SpmmOut<f32> as KernelParams>::C_DECL,
+        <Combining<f32> as KernelParams>::C_DECL,
+        <RodeSpmm<f32> as KernelParams>::C_DECL,
+        <RodeScaleRows<f32> as KernelParams>::C_DECL,
+        <SddmmArgs<f32> as KernelParams>::C_DECL,
+        <RodeSddmm<f32> as KernelParams>::C_DECL,
+        <RodeCount as KernelParams>::C_DECL,
+        <RodeScan as KernelParams>::C_DECL,
+        <RodeFill as KernelParams>::C_DECL,
+    ],
+    defines: &[
+        ("RODE_TILE", TILE),
+        ("RODE_ALIGN", ALIGN),
+        ("RODE_NONE", NONE),
+        ("RODE_BLOCK", BLOCK),
+        ("RODE_BUFFERS", BUFFERS),
+        ("RODE_SUB", SUB),
+        ("RODE_PRE_THREADS", PRE_THREADS),
+        ("RODE_PRE_ROWS", PRE_ROWS),
+        ("RODE_SCAN_THREADS", SCAN_THREADS),
+    ],
+};
+
+fn spmm_entry<T: Scalar>(values: u32) -> Result<Entry<RodeSpmm<T>>> {
+    Entry::new(&SOURCE, "rode_spmm", &[&c_type(T::DTYPE)?, &values])
+}
+
+fn sddmm_entry<T: Scalar>(values: u32) -> Result<Entry<RodeSddmm<T>>> {
+    Entry::new(&SOURCE, "rode_sddmm", &[&c_type(T::DTYPE)?, &values])
+}
+
+fn scale_rows_entry<T: Scalar>() -> Result<Entry<RodeScaleRows<T>>> {
+    Entry::new(&SOURCE, "rode_scale_rows", &[&c_type(T::DTYPE)?])
+}
+
+/// Whether split rows of `dtype` may be combined with atomic adds into C (`atomic_combine` in
+/// rode.cu): f16 has no atomic add of f32 sums into f16 storage.
+fn atomic_combine(dtype: DType) -> bool {
+    matches!(dtype, DType::F32 | DType::F64)
+}
+
+fn specs_of<T: Scalar>() -> Result<Vec<KernelSpec>> {
+    let mut specs: Vec<KernelSpec> = PerVector::entries(spmm_entry::<T>)?
+        .iter()
+        .map(|e| e.spec().clone())
+        .collect();
+    specs.extend(
+        PerVector::entries(sddmm_entry::<T>)?
+            .iter()
+            .map(|e| e.spec().clone()),
+    );
+    if atomic_combine(T::DTYPE) {
+        specs.push(scale_rows_entry::<T>()?.spec().clone());
+    }
+    Ok(specs)
+}
+
+/// Every kernel of this file Rust can ask for.
+pub(crate) fn all_specs() -> Result<Vec<KernelSpec>> {
+    let mut specs: Vec<KernelSpec> = Preprocess::new()?.specs().into_iter().cloned().collect();
+    specs.extend(specs_of::<f64>()?);
+    specs.extend(specs_of::<f32>()?);
+    specs.extend(specs_of::<half::f16>()?);
+    Ok(specs)
+}
+
+/// One kernel per values-per-lane V of [`VECTORS`]; the sub-warp width is a parameter.
+struct PerVector<P>(Vec<Kernel<P>>);
+
+impl<P: KernelParams> PerVector<P> {
+    fn entries(entry: impl Fn(u32) -> Result<Entry<P>>) -> Result<Vec<Entry<P>>> {
+        VECTORS.iter().map(|&v| entry(v)).collect()
     }
 
-    fn get(&self, values: u32) -> &CudaFunction {
-        match values {
-            4 => &self.0[2],
-            2 => &self.0[1],
-            _ => &self.0[0],
-        }
+    fn load(device: &Arc<Device>, entries: &[Entry<P>]) -> Result<Self> {
+        entries
+            .iter()
+            .map(|e| device.kernel(e))
+            .collect::<Result<_>>()
+            .map(PerVector)
+    }
+
+    fn get(&self, values: u32) -> Result<&Kernel<P>> {
+        VECTORS
+            .iter()
+            .position(|&v| v == values)
+            .and_then(|i| self.0.get(i))
+            .ok_or_else(|| Error::internal(format!("no RoDe kernel of {values} values per lane")))
     }
 }
 
 /// The sub-warp shape of a run: W lanes of V values each.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Lanes {
     lanes: u32,
     values: u32,
 }
 
 impl Lanes {
-    /// V the widest of 4, 2, 1 dividing the leading dimension of every operand whose rows are
-    /// read with vector loads (`None` for a column-major one, which forces 1); unlike `vector`'s,
-    /// the RoDe kernels read the last, partial span of a row element by element, so the row length
-    /// need not be a multiple of V (0 is). W spans `len` where the widths allow, at least `min`.
-    fn new(len: usize, lds: &[Option<usize>], min: u32) -> Self {
-        let values = Variants::values(0, lds);
+    /// V the widest of [`VECTORS`] for which every operand read with vector loads has rows in
+    /// runs of V (row-major, its leading dimension a multiple of V); unlike `vector`'s, the RoDe
+    /// kernels read the last, partial span of a row element by element, so the row length need
+    /// not be a multiple of V. W spans `len` where the widths allow, at least `min`.
+    fn new(len: usize, operands: &[&Bound], min: u32) -> Self {
+        let values = VECTORS
+            .iter()
+            .rev()
+            .copied()
+            .find(|&v| operands.iter().all(|d| d.rows_in_runs(v as usize)))
+            .unwrap_or(1);
         Lanes {
-            lanes: Variants::lanes(len, values).max(min),
+            lanes: crate::spmm::subwarp_lanes(len, values).max(min),
             values,
         }
+    }
+
+    /// Column tiles of W*V columns over `n` columns.
+    fn column_tiles(self, n: u32) -> u32 {
+        n.div_ceil(self.lanes * self.values)
+    }
+
+    /// The most column tiles an SpMM run of at most `width` columns has, whatever its shape: one
+    /// while a sub-warp spans the row, else at most one per 32 columns (32 lanes of at least one
+    /// value each).
+    fn most_column_tiles(width: usize) -> usize {
+        width.div_ceil(32).max(1)
     }
 
     /// The parts' launch: one sub-warp per segment, then one per residual, over grid.x,
@@ -204,394 +400,371 @@ impl Lanes {
     }
 }
 
-/// How the segments of split rows reach C.
-enum Combining {
-    /// `rode_scale_rows` (C = beta*C on the listed rows), then atomic adds.
-    Atomics { scale_rows: CudaFunction },
-    /// Sums stored in `workspace` (slots x N accumulation values), added by the last segment of
-    /// each row to arrive, counted in `arrivals` (slots x column tiles, zero between runs: the
-    /// last segment clears its counter). Both grow to the widest N run so far.
-    Partials {
-        workspace: Option<CudaSlice<u8>>,
-        arrivals: Option<CudaSlice<u32>>,
-    },
+/// The workspace of split rows combined through partials: `sums` (slots x N accumulation
+/// values) and `arrivals` (slots x column tiles counters, zero between runs: the last segment
+/// of a row clears its counter). Both are sized for the reserved N; none is held without split
+/// rows.
+#[derive(Default)]
+struct Partials {
+    sums: Option<CudaSlice<u8>>,
+    arrivals: Option<CudaSlice<u32>>,
 }
 
-/// A planned RoDe SpMM.
-pub struct RodeSpmmPlan<T> {
-    device: Arc<Device>,
-    a: DeviceCsr<T>,
-    parts: Decomposition,
-    /// `rode_spmm`: segments and residuals.
-    kernel: PerVector,
-    /// `scale_matrix` of spmm.cu, for alpha == 0.
-    scale: CudaFunction,
-    combining: Combining,
-    info: PlanInfo,
-}
-
-impl<T: Scalar> RodeSpmmPlan<T> {
-    /// `algorithm` is [`Algorithm::Rode`] or [`Algorithm::RodeDeterministic`].
-    pub fn new<I: SpIndex>(
-        device: &Arc<Device>,
-        a: CsrRef<'_, T, I>,
-        precision: Precision,
-        algorithm: Algorithm,
-    ) -> Result<Self> {
-        let sfx = suffix(T::DTYPE)
-            .ok_or_else(|| Error::invalid(format!("no CUDA SpMM kernel for {}", T::DTYPE)))?;
-        let atomics = match algorithm {
-            Algorithm::Rode => T::DTYPE != DType::F16,
-            Algorithm::RodeDeterministic => false,
-            other => return Err(Error::invalid(format!("{other} is not a RoDe algorithm"))),
-        };
-        let dev = DeviceCsr::upload(device, a)?;
-        let parts = Decomposition::build(
-            device,
-            &dev,
-            segment_length(a.nnz(), device.info.multiprocessors, MIN_SEGMENT),
-            true,
-        )?;
-        let combining = if atomics {
-            Combining::Atomics {
-                scale_rows: device.function(sources::RODE, &format!("rode_scale_rows_{sfx}"))?,
-            }
-        } else {
-            Combining::Partials {
-                workspace: None,
-                arrivals: None,
-            }
-        };
-        let split_rows = parts.combine.as_ref().is_some_and(|c| c.slots > 0);
-        let info = PlanInfo {
-            backend: BackendKind::Cuda,
-            op: OpKind::Spmm,
-            format: Format::Csr,
-            precision,
-            algorithm,
-            bytes: dev.bytes() + parts.bytes(),
-            // Atomics only ever add into rows split in several parts.
-            deterministic: !(atomics && split_rows),
-        };
-        Ok(RodeSpmmPlan {
-            kernel: PerVector::load(device, |v| format!("rode_spmm_{sfx}_v{v}"))?,
-            scale: device.function(sources::SPMM, &format!("scale_matrix_{sfx}"))?,
-            device: device.clone(),
-            a: dev,
-            parts,
-            combining,
-            info,
+/// The length of a workspace array of `per` elements of `size` units per slot.
+fn workspace_len(slots: u32, per: usize, size: usize) -> Result<usize> {
+    (slots as usize)
+        .checked_mul(per)
+        .and_then(|v| v.checked_mul(size))
+        .ok_or_else(|| {
+            Error::invalid(format!(
+                "a RoDe workspace of {slots} slots x {per} x {size} bytes overflows usize"
+            ))
         })
-    }
 }
 
-/// The first arguments of `rode_spmm` and `rode_sddmm`: the sub-warp width, the segments'
-/// blocks, and the parts.
-fn push_parts<'a>(
-    args: &mut LaunchArgs<'a>,
-    lanes: &'a u32,
-    block_ctas: &'a u32,
-    parts: &'a Decomposition,
-) {
-    args.arg(lanes)
-        .arg(block_ctas)
-        .arg(&parts.segments)
-        .arg(&parts.residuals)
-        .arg(&parts.part_row)
-        .arg(&parts.part_lo)
-        .arg(&parts.part_hi);
-}
-
-/// `rode_spmm`'s `partials` and `arrivals` arguments for atomics.
-const NULL: u64 = 0;
-
-/// A launch error with the kernel's name.
-fn launched(what: &'static str) -> impl Fn(cudarc::driver::DriverError) -> Error {
-    move |e| driver_error(what, e)
-}
-
-impl<T: Scalar> SpmmPlan<T> for RodeSpmmPlan<T> {
-    fn info(&self) -> &PlanInfo {
-        &self.info
-    }
-
-    fn run(
-        &mut self,
-        alpha: T::Acc,
-        b: DenseRef<'_, T>,
-        beta: T::Acc,
-        mut c: DenseMut<'_, T::Out>,
-    ) -> Result<()> {
-        let a = &self.a;
-        let n = spmm_width((a.rows as usize, a.cols as usize), &b, &c)?;
-        let width = n as usize;
-        let c_layout = c.layout();
-        let c_ld = to_u32("spmm C leading dimension", c.ld())?;
-        let (b_strides, c_strides) = (strides(b.layout(), b.ld()), strides(c_layout, c.ld()));
-        let b_row_major = (b.layout() == Layout::RowMajor).then(|| b.ld());
-        let bb = input(&b, &self.device, "spmm B")?;
-        let cb = output(&mut c, &self.device, "spmm C")?;
-        if a.rows == 0 || n == 0 {
-            return Ok(());
-        }
-        let (alpha, beta) = (Accumulator::to_f64(alpha), Accumulator::to_f64(beta));
-        let (acc_alpha, acc_beta) = (AccArg::of::<T>(alpha), AccArg::of::<T>(beta));
-        if alpha == 0.0 {
-            return scale_dense(
-                &self.device,
-                &self.scale,
-                (a.rows, n),
-                c_layout,
-                c_ld,
-                &mut cb.bytes,
-                acc_beta,
-            );
-        }
-        let parts = &self.parts;
-        let combine = parts
-            .combine
-            .as_ref()
-            .ok_or_else(|| Error::invalid("unreachable: SpMM decompositions list split rows"))?;
-        let shape = Lanes::new(width, &[b_row_major], 4);
-        let col_tiles = n.div_ceil(shape.lanes * shape.values);
-        let value_bytes = size_of::<T>() as u32;
-        let (block_ctas, parts_config) =
-            shape.config(parts.segments, parts.residuals, col_tiles, 4 + value_bytes)?;
-        let main = &self.device.stream;
-        let rows_config = LaunchConfig {
-            grid_dim: (n.div_ceil(BLOCK), combine.listed.clamp(1, MAX_GRID_Y), 1),
-            block_dim: (BLOCK, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        match &mut self.combining {
-            Combining::Atomics { scale_rows } if combine.listed > 0 => {
-                let mut args = main.launch_builder(scale_rows);
-                args.arg(&combine.listed)
-                    .arg(&combine.listed_row)
-                    .arg(&n)
-                    .arg(&cb.bytes)
-                    .arg(&c_strides.0)
-                    .arg(&c_strides.1);
-                acc_beta.push(&mut args);
-                // SAFETY: listed_row holds `listed` rows < rows; C spans rows x n at its strides
-                // (checked by the DenseMut); the grid covers n on x, the listed rows over y.
-                unsafe { args.launch(rows_config) }.map_err(launched("rode_scale_rows"))?;
-            }
-            Combining::Atomics { .. } => {}
-            Combining::Partials {
-                workspace,
-                arrivals,
-            } => {
-                let acc = if T::DTYPE == DType::F64 { 8 } else { 4 };
-                let slots = combine.slots as usize;
-                let overflow = || Error::invalid("the RoDe workspace size overflows usize");
-                let sums = slots
-                    .checked_mul(width)
-                    .and_then(|v| v.checked_mul(acc))
-                    .ok_or_else(overflow)?;
-                let counters = slots.checked_mul(col_tiles as usize).ok_or_else(overflow)?;
-                self.info.bytes += self.device.grow_zeroed(
-                    workspace,
-                    sums.max(1),
-                    "allocating the RoDe workspace",
-                )?;
-                self.info.bytes += self.device.grow_zeroed(
-                    arrivals,
-                    counters.max(1),
+impl Partials {
+    /// Grows the workspace for runs up to `width` columns; returns the bytes it grew by.
+    fn reserve<T: Scalar>(&mut self, device: &Device, slots: u32, width: usize) -> Result<usize> {
+        let sums = workspace_len(slots, width, size_of::<T::Acc>())?;
+        let counters = workspace_len(slots, Lanes::most_column_tiles(width), 1)?;
+        Ok(
+            device.grow_zeroed(&mut self.sums, sums, "allocating the RoDe workspace")?
+                + device.grow_zeroed(
+                    &mut self.arrivals,
+                    counters,
                     "allocating the RoDe arrival counters",
-                )?;
-            }
-        }
-        if parts.segments == 0 && parts.residuals == 0 {
-            return Ok(());
-        }
-        let mut args = main.launch_builder(self.kernel.get(shape.values));
-        push_parts(&mut args, &shape.lanes, &block_ctas, parts);
-        args.arg(&combine.seg_slot)
-            .arg(&parts.seg_len)
-            .arg(&a.row_ptr)
-            .arg(&a.col_idx)
-            .arg(&a.values.bytes);
-        match &self.combining {
-            Combining::Partials {
-                workspace: Some(workspace),
-                arrivals: Some(arrivals),
-            } => args.arg(workspace).arg(arrivals),
-            _ => args.arg(&NULL).arg(&NULL),
-        };
-        args.arg(&n)
-            .arg(&bb.bytes)
-            .arg(&b_strides.0)
-            .arg(&b_strides.1)
-            .arg(&cb.bytes)
-            .arg(&c_strides.0)
-            .arg(&c_strides.1);
-        acc_alpha.push(&mut args);
-        acc_beta.push(&mut args);
-        // SAFETY: arguments match rode_spmm; the lists come from this matrix's decomposition,
-        // and the grid's first block_ctas blocks cover the `segments` segments, BLOCK / W each,
-        // the others the `residuals` residuals, so a sub-warp past either list's end leaves
-        // before reading it. A segment reads entries from its tiles' aligned start (at most 3
-        // before its first entry) to its end, a residual its whole row of fewer than TILE
-        // entries, and columns < cols; B spans cols x n and C rows x n at their strides (checked
-        // by the Dense views); V > 1 only when V divides B's leading dimension (allocations are
-        // 256-byte aligned), so full vector spans are aligned. With partials, the workspace holds
-        // slots x n accumulation values and `arrivals` slots x col_tiles zeroed counters, which
-        // each run leaves zeroed (the stream orders the runs); without, both are null and the
-        // kernel adds atomically after rode_scale_rows, earlier on this stream. Shared memory is
-        // what the kernel carves for BLOCK / W sub-warps of BUFFERS tiles, whichever part a block
-        // runs.
-        unsafe { args.launch(parts_config) }
-            .map_err(launched("rode_spmm"))
-            .map(drop)
+                )?,
+        )
     }
-}
 
-/// A planned RoDe SDDMM.
-pub struct RodeSddmmPlan<T> {
-    device: Arc<Device>,
-    s: DeviceCsr<T>,
-    parts: Decomposition,
-    /// `rode_sddmm`: segments and residuals.
-    kernel: PerVector,
-    /// `scale_matrix` of spmm.cu, for alpha == 0 (C is a dense nnz x 1 matrix).
-    scale: CudaFunction,
-    scale_by_values: bool,
-    info: PlanInfo,
-}
-
-impl<T: Scalar> RodeSddmmPlan<T> {
-    /// `algorithm` is [`Algorithm::Rode`] or [`Algorithm::RodeDeterministic`]: the same kernels,
-    /// since no output is shared between parts.
-    pub fn new<I: SpIndex>(
-        device: &Arc<Device>,
-        s: CsrRef<'_, T, I>,
-        precision: Precision,
-        algorithm: Algorithm,
-        scale_by_values: bool,
-    ) -> Result<Self> {
-        let sfx = suffix(T::DTYPE)
-            .ok_or_else(|| Error::invalid(format!("no CUDA SDDMM kernel for {}", T::DTYPE)))?;
-        if !matches!(algorithm, Algorithm::Rode | Algorithm::RodeDeterministic) {
-            return Err(Error::invalid(format!(
-                "{algorithm} is not a RoDe algorithm"
+    /// The workspace of a run of `n` columns in `col_tiles` tiles (null pointers without split
+    /// rows), checked to hold what the run writes.
+    fn pointers<T: Scalar>(
+        &self,
+        device: &Device,
+        slots: u32,
+        n: u32,
+        col_tiles: u32,
+    ) -> Result<(MutPtr<T::Acc>, MutPtr<u32>)> {
+        let sums = workspace_len(slots, n as usize, size_of::<T::Acc>())?;
+        let counters = workspace_len(slots, col_tiles as usize, 1)?;
+        let held_sums = self.sums.as_ref().map_or(0, |s| s.len());
+        let held_counters = self.arrivals.as_ref().map_or(0, |a| a.len());
+        if sums > held_sums || counters > held_counters {
+            return Err(Error::internal(format!(
+                "the RoDe workspace was not sized for a run of {n} columns in {col_tiles} tiles"
             )));
         }
-        let dev = DeviceCsr::upload(device, s)?;
-        let parts = Decomposition::build(
-            device,
-            &dev,
-            segment_length(s.nnz(), device.info.multiprocessors, SDDMM_MIN_SEGMENT),
-            false,
-        )?;
-        let info = PlanInfo {
-            backend: BackendKind::Cuda,
-            op: OpKind::Sddmm,
-            format: Format::Csr,
-            precision,
-            algorithm,
-            bytes: dev.bytes() + parts.bytes(),
-            deterministic: true,
-        };
-        Ok(RodeSddmmPlan {
-            kernel: PerVector::load(device, |v| format!("rode_sddmm_{sfx}_v{v}"))?,
-            scale: device.function(sources::SPMM, &format!("scale_matrix_{sfx}"))?,
-            device: device.clone(),
-            s: dev,
-            parts,
-            scale_by_values,
-            info,
-        })
+        Ok((
+            self.sums
+                .as_ref()
+                .map_or(MutPtr::NULL, |s| MutPtr::of_bytes(s, device)),
+            self.arrivals
+                .as_ref()
+                .map_or(MutPtr::NULL, |a| MutPtr::of(a, device)),
+        ))
     }
 }
 
-impl<T: Scalar> SddmmPlan<T> for RodeSddmmPlan<T> {
-    fn info(&self) -> &PlanInfo {
-        &self.info
+/// How the segments of split rows reach C.
+enum SplitRows<T: Scalar> {
+    /// `rode_scale_rows` (C = beta*C on the listed rows), then atomic adds.
+    Atomics(Kernel<RodeScaleRows<T>>),
+    /// Sums stored in the workspace, added by the last segment of each row to arrive.
+    Partials(Partials),
+}
+
+/// A RoDe SpMM plan's kernels, the matrix and its decomposition.
+pub(crate) struct RodeSpmmFamily<T: Scalar> {
+    a: DeviceCsr<T>,
+    parts: Decomposition,
+    combine: Combine,
+    kernels: PerVector<RodeSpmm<T>>,
+    split_rows: SplitRows<T>,
+}
+
+/// A planned RoDe CSR SpMM; `algorithm` is [`Algorithm::Rode`] or
+/// [`Algorithm::RodeDeterministic`].
+pub(crate) fn spmm_plan<T: Scalar, I: SpIndex>(
+    device: &Arc<Device>,
+    a: CsrRef<'_, T, I>,
+    desc: &SpmmDesc,
+    algorithm: Algorithm,
+) -> Result<CudaPlan<T, RodeSpmmFamily<T>>> {
+    let atomics = match algorithm {
+        Algorithm::Rode => atomic_combine(T::DTYPE),
+        Algorithm::RodeDeterministic => false,
+        other => return Err(Error::internal(format!("{other} is not a RoDe algorithm"))),
+    };
+    let preprocess = Preprocess::new()?;
+    let entries = PerVector::entries(spmm_entry::<T>)?;
+    let scale_rows = atomics.then(scale_rows_entry::<T>).transpose()?;
+    let mut specs: Vec<&KernelSpec> = preprocess.specs().to_vec();
+    specs.extend(entries.iter().map(|e| e.spec()));
+    specs.extend(scale_rows.iter().map(|e| e.spec()));
+    let info = PlanInfo {
+        reserved_width: desc.reserved_width(),
+        ..PlanInfo::new(
+            BackendKind::Cuda,
+            OpKind::Spmm,
+            Format::Csr,
+            desc.precision,
+            algorithm,
+            true,
+        )
+    };
+    let (mut base, mut clock) =
+        PlanBase::<T>::new(device, (a.rows(), a.cols(), a.nnz()), info, &specs)?;
+    let seg_len = segment_length(a.nnz(), device.info.multiprocessors, MIN_SEGMENT);
+    let csr = DeviceCsr::upload(device, a)?;
+    clock.lap(device, Phase::Transfer)?;
+    let (parts, combine) = Decomposition::for_spmm(device, &preprocess, &csr, seg_len)?;
+    let split_rows = match &scale_rows {
+        Some(entry) => SplitRows::Atomics(device.kernel(entry)?),
+        None => SplitRows::Partials(Partials::default()),
+    };
+    let mut family = RodeSpmmFamily {
+        a: csr,
+        parts,
+        combine,
+        kernels: PerVector::load(device, &entries)?,
+        split_rows,
+    };
+    let workspace = family.reserve(&base, base.info.reserved_width)?;
+    clock.lap(device, Phase::Device)?;
+    // Atomics only ever add into rows split in several parts.
+    base.info.deterministic = !(atomics && family.combine.slots > 0);
+    let bytes = family.a.bytes() + family.parts.bytes() + family.combine.bytes() + workspace;
+    base.finish(clock, bytes);
+    Ok(CudaPlan {
+        base,
+        kernels: family,
+    })
+}
+
+impl<T: Scalar> SpmmKernels<T> for RodeSpmmFamily<T> {
+    fn values(&self) -> Values<'_, T> {
+        Values {
+            buffer: &self.a.values,
+            slots: None,
+        }
+    }
+
+    fn reserve(&mut self, base: &PlanBase<T>, width: usize) -> Result<usize> {
+        match &mut self.split_rows {
+            SplitRows::Atomics(_) => Ok(0),
+            SplitRows::Partials(partials) => {
+                partials.reserve::<T>(&base.device, self.combine.slots, width)
+            }
+        }
     }
 
     fn run(
         &mut self,
+        base: &PlanBase<T>,
+        ops: &SpmmOperands,
         alpha: T::Acc,
-        x: DenseRef<'_, T>,
-        y: DenseRef<'_, T>,
         beta: T::Acc,
-        mut c: DenseMut<'_, T::Out>,
     ) -> Result<()> {
-        let s = &self.s;
-        let k = sddmm_inner(
-            (s.rows as usize, s.cols as usize, s.nnz as usize),
-            &x,
-            &y,
-            &c,
-        )?;
-        let c_layout = c.layout();
-        let c_ld = to_u32("sddmm C leading dimension", c.ld())?;
-        let (c_inc, _) = strides(c_layout, c.ld());
-        let row_major = |d: &DenseRef<'_, T>| (d.layout() == Layout::RowMajor).then(|| d.ld());
-        let shape = Lanes::new(k as usize, &[row_major(&x), row_major(&y)], SDDMM_MIN_LANES);
-        let (x_strides, y_strides) = (strides(x.layout(), x.ld()), strides(y.layout(), y.ld()));
-        let xb = input(&x, &self.device, "sddmm X")?;
-        let yb = input(&y, &self.device, "sddmm Y")?;
-        let cb = output(&mut c, &self.device, "sddmm C")?;
-        if s.nnz == 0 {
-            return Ok(());
+        let (device, a, parts, combine, n) =
+            (&base.device, &self.a, &self.parts, &self.combine, ops.n);
+        let shape = Lanes::new(n as usize, &[&ops.b], SPMM_MIN_LANES);
+        let col_tiles = shape.column_tiles(n);
+        let value_bytes = size_of::<T>() as u32;
+        let (block_ctas, config) =
+            shape.config(parts.segments, parts.residuals, col_tiles, 4 + value_bytes)?;
+        let (c_rs, c_cs) = ops.c.strides();
+        let (partials, arrivals) = match &self.split_rows {
+            SplitRows::Atomics(scale_rows) => {
+                if combine.listed > 0 {
+                    let params = RodeScaleRows {
+                        listed: combine.listed,
+                        listed_row: Ptr::of(&combine.listed_row, device),
+                        n,
+                        c: ops.c.output(),
+                        c_rs,
+                        c_cs,
+                        beta,
+                    };
+                    let config = LaunchConfig {
+                        grid_dim: (n.div_ceil(BLOCK), combine.listed.clamp(1, MAX_GRID_Y), 1),
+                        block_dim: (BLOCK, 1, 1),
+                        shared_mem_bytes: 0,
+                    };
+                    // SAFETY: listed_row holds `listed` rows < rows; C spans rows x n at its
+                    // strides (a bound operand); the grid covers n on x, the listed rows over y.
+                    unsafe { scale_rows.launch(config, &params)? };
+                }
+                (MutPtr::NULL, MutPtr::NULL)
+            }
+            SplitRows::Partials(partials) => {
+                partials.pointers::<T>(device, combine.slots, n, col_tiles)?
+            }
+        };
+        let (b_rs, b_cs) = ops.b.strides();
+        let params = RodeSpmm {
+            lanes: shape.lanes,
+            block_ctas,
+            segments: parts.segments,
+            residuals: parts.residuals,
+            part_row: Ptr::of(&parts.part_row, device),
+            part_lo: Ptr::of(&parts.part_lo, device),
+            part_hi: Ptr::of(&parts.part_hi, device),
+            seg_slot: Ptr::of(&combine.seg_slot, device),
+            col_idx: Ptr::of(&a.col_idx, device),
+            values: Ptr::of_buffer(&a.values),
+            combining: Combining {
+                partials,
+                arrivals,
+                row_ptr: Ptr::of(&a.row_ptr, device),
+                seg_len: parts.seg_len,
+            },
+            out: SpmmOut {
+                n,
+                b: ops.b.input(),
+                b_rs,
+                b_cs,
+                c: ops.c.output(),
+                c_rs,
+                c_cs,
+                alpha,
+                beta,
+            },
+        };
+        // SAFETY: the lists come from this matrix's decomposition, and the grid's first
+        // block_ctas blocks cover the `segments` segments, BLOCK / W each, the others the
+        // `residuals` residuals, so a sub-warp past either list's end leaves before reading it.
+        // A segment reads entries from its tiles' aligned start (at most 3 before its first
+        // entry) to its end, a residual its whole row of fewer than TILE entries, and columns
+        // < cols; B spans cols x n and C rows x n at their strides (bound operands); V > 1 only
+        // when B's rows come in runs of V (allocations are 256-byte aligned), so full vector
+        // spans are aligned. With partials, the workspace holds slots x n accumulation values
+        // and `arrivals` slots x col_tiles zeroed counters (checked above), which each run
+        // leaves zeroed (the stream orders the runs); without, both are null and the kernel
+        // adds atomically after rode_scale_rows, earlier on this stream. Shared memory is what
+        // the kernel carves for BLOCK / W sub-warps of BUFFERS tiles, whichever part a block
+        // runs.
+        unsafe { self.kernels.get(shape.values)?.launch(config, &params) }
+    }
+}
+
+/// A RoDe SDDMM plan's kernels, the pattern and its decomposition.
+pub(crate) struct RodeSddmmFamily<T: Scalar> {
+    s: DeviceCsr<T>,
+    parts: Decomposition,
+    kernels: PerVector<RodeSddmm<T>>,
+    scale_by_values: bool,
+}
+
+/// A planned RoDe CSR SDDMM; `algorithm` is [`Algorithm::Rode`] or
+/// [`Algorithm::RodeDeterministic`]: the same kernels, since no output is shared between parts.
+pub(crate) fn sddmm_plan<T: Scalar, I: SpIndex>(
+    device: &Arc<Device>,
+    s: CsrRef<'_, T, I>,
+    desc: &SddmmDesc,
+    algorithm: Algorithm,
+) -> Result<CudaPlan<T, RodeSddmmFamily<T>>> {
+    if !matches!(algorithm, Algorithm::Rode | Algorithm::RodeDeterministic) {
+        return Err(Error::internal(format!(
+            "{algorithm} is not a RoDe algorithm"
+        )));
+    }
+    let preprocess = Preprocess::new()?;
+    let entries = PerVector::entries(sddmm_entry::<T>)?;
+    let mut specs: Vec<&KernelSpec> = preprocess.specs().to_vec();
+    specs.extend(entries.iter().map(|e| e.spec()));
+    let info = PlanInfo {
+        reserved_width: desc.reserved_width(),
+        ..PlanInfo::new(
+            BackendKind::Cuda,
+            OpKind::Sddmm,
+            Format::Csr,
+            desc.precision,
+            algorithm,
+            true,
+        )
+    };
+    let (mut base, mut clock) =
+        PlanBase::<T>::new(device, (s.rows(), s.cols(), s.nnz()), info, &specs)?;
+    let seg_len = segment_length(s.nnz(), device.info.multiprocessors, SDDMM_MIN_SEGMENT);
+    let csr = DeviceCsr::upload(device, s)?;
+    clock.lap(device, Phase::Transfer)?;
+    let family = RodeSddmmFamily {
+        parts: Decomposition::for_sddmm(device, &preprocess, &csr, seg_len)?,
+        s: csr,
+        kernels: PerVector::load(device, &entries)?,
+        scale_by_values: desc.scale_by_values,
+    };
+    clock.lap(device, Phase::Device)?;
+    let bytes = family.s.bytes() + family.parts.bytes();
+    base.finish(clock, bytes);
+    Ok(CudaPlan {
+        base,
+        kernels: family,
+    })
+}
+
+impl<T: Scalar> SddmmKernels<T> for RodeSddmmFamily<T> {
+    fn values(&self) -> Values<'_, T> {
+        Values {
+            buffer: &self.s.values,
+            slots: None,
         }
-        let (alpha, beta) = (Accumulator::to_f64(alpha), Accumulator::to_f64(beta));
-        let (acc_alpha, acc_beta) = (AccArg::of::<T>(alpha), AccArg::of::<T>(beta));
-        if alpha == 0.0 {
-            return scale_dense(
-                &self.device,
-                &self.scale,
-                (s.nnz, 1),
-                c_layout,
-                c_ld,
-                &mut cb.bytes,
-                acc_beta,
-            );
-        }
-        let parts = &self.parts;
-        if parts.segments == 0 && parts.residuals == 0 {
-            return Ok(());
-        }
-        let (block_ctas, parts_config) = shape.config(parts.segments, parts.residuals, 1, 4)?;
-        let scale_by_values = u32::from(self.scale_by_values);
-        let mut args = self
-            .device
-            .stream
-            .launch_builder(self.kernel.get(shape.values));
-        push_parts(&mut args, &shape.lanes, &block_ctas, parts);
-        args.arg(&s.col_idx)
-            .arg(&s.values.bytes)
-            .arg(&scale_by_values)
-            .arg(&k)
-            .arg(&xb.bytes)
-            .arg(&x_strides.0)
-            .arg(&x_strides.1)
-            .arg(&yb.bytes)
-            .arg(&y_strides.0)
-            .arg(&y_strides.1)
-            .arg(&cb.bytes)
-            .arg(&c_inc);
-        acc_alpha.push(&mut args);
-        acc_beta.push(&mut args);
-        // SAFETY: arguments match rode_sddmm; the grid's first block_ctas blocks cover the
-        // `segments` segments, BLOCK / W each, the others the `residuals` residuals, so a sub-warp
-        // past either list's end leaves before reading it. Segments read column indices from
-        // their tiles' aligned starts (at most 3 before their first entries) to their ends,
-        // residuals their whole rows of fewer than TILE entries, and each part writes only its row's entries; S is canonical with
-        // columns < cols = Y's rows; X spans rows x k, Y cols x k and C nnz elements at their
-        // strides (checked by the Dense views); V > 1 only when V divides both row-major leading
-        // dimensions; W >= 8 lanes as the reduction needs; shared memory is what the kernel
-        // carves for BLOCK / W sub-warps of BUFFERS column-index tiles.
-        unsafe { args.launch(parts_config) }
-            .map_err(launched("rode_sddmm"))
-            .map(drop)
+    }
+
+    fn run(
+        &mut self,
+        base: &PlanBase<T>,
+        ops: &SddmmOperands,
+        alpha: T::Acc,
+        beta: T::Acc,
+    ) -> Result<()> {
+        let (device, s, parts) = (&base.device, &self.s, &self.parts);
+        let shape = Lanes::new(ops.k as usize, &[&ops.x, &ops.y], SDDMM_MIN_LANES);
+        let (block_ctas, config) = shape.config(parts.segments, parts.residuals, 1, 4)?;
+        let ((x_rs, x_cs), (y_rs, y_cs)) = (ops.x.strides(), ops.y.strides());
+        let params = RodeSddmm {
+            lanes: shape.lanes,
+            block_ctas,
+            segments: parts.segments,
+            residuals: parts.residuals,
+            part_row: Ptr::of(&parts.part_row, device),
+            part_lo: Ptr::of(&parts.part_lo, device),
+            part_hi: Ptr::of(&parts.part_hi, device),
+            args: SddmmArgs {
+                col_idx: Ptr::of(&s.col_idx, device),
+                s_values: Ptr::of_buffer(&s.values),
+                scale_by_values: u32::from(self.scale_by_values),
+                k: ops.k,
+                x: ops.x.input(),
+                x_rs,
+                x_cs,
+                y: ops.y.input(),
+                y_rs,
+                y_cs,
+                c: ops.c.output(),
+                c_inc: ops.c.increment(),
+                alpha,
+                beta,
+            },
+        };
+        // SAFETY: the grid's first block_ctas blocks cover the `segments` segments, BLOCK / W
+        // each, the others the `residuals` residuals, so a sub-warp past either list's end
+        // leaves before reading it. Segments read column indices from their tiles' aligned
+        // starts (at most 3 before their first entries) to their ends, residuals their whole
+        // rows of fewer than TILE entries, and each part writes only its row's entries; S is
+        // canonical with columns < cols = Y's rows; X spans rows x k, Y cols x k and C nnz
+        // elements at their strides (bound operands); V > 1 only when both X's and Y's rows
+        // come in runs of V; W >= SDDMM_MIN_LANES lanes as the reduction needs; shared memory
+        // is what the kernel carves for BLOCK / W sub-warps of BUFFERS column-index tiles.
+        unsafe { self.kernels.get(shape.values)?.launch(config, &params) }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use sparse_core::Layout;
+
     use super::*;
 
     fn stats(max: usize, mean: f64) -> RowStats {
@@ -654,10 +827,32 @@ mod tests {
         }
     }
 
+    /// An operand whose rows are `ld` apart: row-major with `Some(ld)`, column-major with
+    /// `None`.
+    fn operand(ld: Option<usize>) -> Bound {
+        Bound {
+            address: 0,
+            rows: 2,
+            cols: 2,
+            layout: if ld.is_some() {
+                Layout::RowMajor
+            } else {
+                Layout::ColMajor
+            },
+            ld: ld.unwrap_or(2) as u32,
+        }
+    }
+
+    fn shape(len: usize, lds: &[Option<usize>], min: u32) -> Lanes {
+        let operands: Vec<Bound> = lds.iter().map(|&ld| operand(ld)).collect();
+        let refs: Vec<&Bound> = operands.iter().collect();
+        Lanes::new(len, &refs, min)
+    }
+
     #[test]
     fn lanes_take_vectors_from_the_leading_dimensions_alone() {
         let shape = |len, lds: &[Option<usize>], min| {
-            let l = Lanes::new(len, lds, min);
+            let l = shape(len, lds, min);
             (l.lanes, l.values)
         };
         assert_eq!(shape(128, &[Some(128)], 4), (32, 4));
@@ -668,6 +863,23 @@ mod tests {
         assert_eq!(shape(7, &[None], 4), (8, 1));
         assert_eq!(shape(1, &[Some(1)], 4), (4, 1));
         assert_eq!(shape(16, &[Some(16), Some(18)], SDDMM_MIN_LANES), (8, 2));
+    }
+
+    #[test]
+    fn the_arrival_counters_cover_every_run_within_the_reservation() {
+        for width in 1..=700usize {
+            let most = Lanes::most_column_tiles(width);
+            for n in 1..=width {
+                for ld in [Some(n), Some(n + 1), Some(n + 3), None] {
+                    let l = shape(n, &[ld], SPMM_MIN_LANES);
+                    let tiles = l.column_tiles(n as u32) as usize;
+                    assert!(
+                        tiles <= most,
+                        "n {n} in width {width}: {tiles} > {most} tiles"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

@@ -50,6 +50,33 @@ const EXPECTED: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "rode",
+        &[
+            // sparse tiles staged in shared memory by asynchronous copies, one tile ahead
+            "cp.async.ca.shared.global",
+            "cp.async.commit_group",
+            "cp.async.wait_group 1",
+            "cp.async.wait_group 0",
+            // segments of one row combined by atomics (`rode`)
+            "atom.global.add.f32",
+            "atom.global.add.f64",
+            // ... or by the last segment to arrive, counted with an integer atomic after a fence
+            "atom.global.add.u32",
+            "membar.gl",
+            "ld.global.cg.f32",
+            // SDDMM's scatter reduction, and the preprocessing scans
+            "shfl.sync.bfly",
+            "shfl.sync.up",
+            "bar.sync",
+            // whole spans of B rows as predicated loads (several in flight per thread)
+            "@q ld.global.nc.v4.b32",
+            "ld.global.nc.v4.f32",
+            "ld.global.nc.v2.f64",
+            "cvt.f32.f16",
+            "cvt.rn.f16.f32",
+        ],
+    ),
+    (
         "blas1",
         &[
             // block reduction: warp shuffles, then one warp over the per-warp sums

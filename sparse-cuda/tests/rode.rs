@@ -3,7 +3,8 @@
 //! and segment boundary and long rows of more than three segments: N (or K) = 1, 7, 32, 33, 128,
 //! dense operands in both layouts, tight or padded (so vector loads meet partial spans at the end
 //! of a row), `beta == 0` over NaN, `beta != 0`, `alpha == 0`; f64, f32 and f16. Then `auto` on a
-//! matrix large enough to pick RoDe, run-to-run determinism, and operands without entries.
+//! matrix large enough to pick RoDe, run-to-run determinism, operands without entries, new values
+//! for a planned matrix, and runs wider than the plan reserved for.
 //!
 //! Needs a GPU; without one each test prints `skipped: <reason>` and passes, unless
 //! `SPARSE_REQUIRE_GPU=1`. Every failure is collected, so one run lists everything that disagrees.
@@ -12,7 +13,7 @@ mod common;
 
 use common::{acc, available, layouts, value, Failures, Host, SddmmCase, SpmmCase};
 use sparse_core::{
-    Algorithm, BackendKind, Error, Executor, Layout, Precision, Scalar, SddmmDesc, SpmmDesc,
+    Algorithm, BackendKind, Dense, Error, Executor, Layout, Precision, Scalar, SddmmDesc, SpmmDesc,
 };
 use sparse_cuda::CudaBackend;
 use sparse_formats::Csr;
@@ -298,12 +299,16 @@ fn spmm_bits<T: Scalar<Out = T>>(
             let mut c = b.zeros::<T>(a.rows(), 33, Layout::RowMajor).expect("zeros");
             plan.run(acc::<T>(1.0), bd.as_ref(), acc::<T>(0.0), c.as_mut())
                 .expect("run");
-            let host = b.download(&c).expect("download");
-            let data = host.as_ref().host("bits").expect("host").to_vec();
-            data.iter().map(|v| v.to_f64().to_bits()).collect()
+            bits(&b.download(&c).expect("download"))
         })
         .collect();
     (plan.info().deterministic, runs)
+}
+
+/// The elements of a host matrix, as bits.
+fn bits<T: Scalar>(host: &Dense<T>) -> Vec<u64> {
+    let data = host.as_ref().host("bits").expect("host").to_vec();
+    data.iter().map(|v| v.to_f64().to_bits()).collect()
 }
 
 #[test]
@@ -382,5 +387,216 @@ fn operands_without_entries_only_scale_the_output() {
             failures.error(&format!("{algorithm} with no output element"), e);
         }
     }
+    failures.assert_none();
+}
+
+/// Records a disagreement unless `ran` holds the same bits as `fresh`.
+fn check_same_bits<T: Scalar>(
+    what: &str,
+    fresh: &Result<Dense<T>, Error>,
+    ran: &Result<Dense<T>, Error>,
+    failures: &mut Failures,
+) {
+    if let (Ok(fresh), Ok(ran)) = (fresh, ran) {
+        if bits(fresh) != bits(ran) {
+            failures.0.push(format!(
+                "{what}: differs from a plan made with the new values"
+            ));
+        }
+    }
+}
+
+/// New values for every plan of `a`, from the host and from the device, contiguous and strided:
+/// the output matches the oracle on the changed matrix and, for a deterministic plan, is bit
+/// for bit what a plan made with the new values gives.
+fn updated_values<T: Scalar<Out = T>>(
+    b: &CudaBackend,
+    precision: Precision,
+    failures: &mut Failures,
+) {
+    let a = matrix::<T>();
+    let mut changed = a.clone();
+    for (e, v) in changed.values_mut().iter_mut().enumerate() {
+        *v = T::from_f64(value(e, 5) - 0.7);
+    }
+    let spmm_case = SpmmCase::from_values(
+        (a.rows(), a.cols()),
+        33,
+        (Layout::RowMajor, Layout::ColMajor),
+        0,
+        (1.5, -0.5, false),
+    );
+    let sddmm_case = SddmmCase::from_values(
+        &a,
+        33,
+        (Layout::RowMajor, Layout::ColMajor, Layout::ColMajor),
+        0,
+        (1.5, -0.5, false),
+        true,
+    );
+    let (spmm_expected, sddmm_expected) = (
+        spmm_case.expected(&changed, precision),
+        sddmm_case.expected(&changed, precision),
+    );
+    // An nnz x 1 column-major vector is contiguous; a row-major one with padding is strided.
+    for (layout, pad) in [(Layout::ColMajor, 0), (Layout::RowMajor, 2)] {
+        let host = Host::<T>::new((a.nnz(), 1), layout, pad, |e, _| {
+            changed.values()[e].to_f64()
+        });
+        let device = match b.upload(host.view()) {
+            Ok(device) => device,
+            Err(e) => return failures.error("uploading the new values", e),
+        };
+        for (source, values) in [("host", host.view()), ("device", device.as_ref())] {
+            for algorithm in RODE {
+                let what = format!("{precision} {algorithm} {source} values {layout} pad {pad}");
+                let desc = SpmmDesc::new(precision).algorithm(algorithm);
+                let fresh = b
+                    .plan_spmm(changed.as_ref(), &desc)
+                    .map(|mut plan| (plan.info().deterministic, spmm_case.run(b, plan.as_mut())));
+                let (deterministic, fresh) = match fresh {
+                    Ok(fresh) => fresh,
+                    Err(e) => return failures.error(&format!("spmm {what}: plan"), e),
+                };
+                let ran = b.plan_spmm(a.as_ref(), &desc).and_then(|mut plan| {
+                    plan.update_values(values)?;
+                    spmm_case.run(b, plan.as_mut())
+                });
+                if deterministic {
+                    check_same_bits(&format!("spmm {what}"), &fresh, &ran, failures);
+                }
+                failures.check_run(&format!("spmm {what}"), &spmm_expected, &spmm_case.c, ran);
+
+                let desc = SddmmDesc::new(precision)
+                    .algorithm(algorithm)
+                    .scale_by_values(true);
+                let fresh = b
+                    .plan_sddmm(changed.as_ref(), &desc)
+                    .and_then(|mut plan| sddmm_case.run(b, plan.as_mut()));
+                let ran = b.plan_sddmm(a.as_ref(), &desc).and_then(|mut plan| {
+                    plan.update_values(values)?;
+                    sddmm_case.run(b, plan.as_mut())
+                });
+                check_same_bits(&format!("sddmm {what}"), &fresh, &ran, failures);
+                failures.check_run(
+                    &format!("sddmm {what}"),
+                    &sddmm_expected,
+                    &sddmm_case.c,
+                    ran,
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn updated_values_give_what_a_fresh_plan_gives() {
+    let Some(b) = backend() else { return };
+    let mut failures = Failures::default();
+    updated_values::<f64>(&b, Precision::F64, &mut failures);
+    updated_values::<f32>(&b, Precision::F32, &mut failures);
+    updated_values::<half::f16>(&b, Precision::F16, &mut failures);
+    failures.assert_none();
+}
+
+/// Whether `ran` failed as a run of `width` past a reservation of `reserved` must.
+fn width_exceeded(ran: Result<Dense<impl Scalar>, Error>, width: usize, reserved: usize) -> bool {
+    matches!(ran, Err(Error::WidthExceeded { width: w, reserved: r, .. }) if (w, r) == (width, reserved))
+}
+
+/// Plans reserved for 32 columns refuse 33 until `reserve(128)`, which grows the workspace where
+/// the plan has one (rode-deterministic SpMM: split rows' partial sums) and never shrinks it;
+/// then 33 and 128 match the oracle.
+fn reservations<T: Scalar<Out = T>>(
+    b: &CudaBackend,
+    precision: Precision,
+    failures: &mut Failures,
+) {
+    let a = matrix::<T>();
+    let layouts = (Layout::RowMajor, Layout::RowMajor);
+    for algorithm in RODE {
+        let what = format!("spmm {precision} {algorithm}");
+        let desc = SpmmDesc::new(precision).algorithm(algorithm).max_width(32);
+        let mut plan = match b.plan_spmm(a.as_ref(), &desc) {
+            Ok(plan) => plan,
+            Err(e) => return failures.error(&format!("{what} plan"), e),
+        };
+        let before = plan.info().clone();
+        let case =
+            |n| SpmmCase::from_values((a.rows(), a.cols()), n, layouts, 0, (1.0, 0.5, false));
+        let wide = case(33);
+        if before.reserved_width != 32 || !width_exceeded(wide.run(b, plan.as_mut()), 33, 32) {
+            failures.0.push(format!(
+                "{what}: a run of 33 past a reservation of 32 was not refused"
+            ));
+        }
+        if let Err(e) = plan.reserve(128).and_then(|()| plan.reserve(64)) {
+            return failures.error(&format!("{what} reserve"), e);
+        }
+        let after = plan.info().clone();
+        let grows = algorithm == Algorithm::RodeDeterministic;
+        if after.reserved_width != 128
+            || (grows && after.bytes <= before.bytes)
+            || after.bytes < before.bytes
+        {
+            failures.0.push(format!(
+                "{what}: reserve(128) then reserve(64) left {} bytes for width {} (from {} bytes)",
+                after.bytes, after.reserved_width, before.bytes
+            ));
+        }
+        for n in [33, 128] {
+            let case = case(n);
+            let ran = case.run(b, plan.as_mut());
+            failures.check_run(
+                &format!("{what} n {n} after reserve"),
+                &case.expected(&a, precision),
+                &case.c,
+                ran,
+            );
+        }
+
+        let what = format!("sddmm {precision} {algorithm}");
+        let desc = SddmmDesc::new(precision).algorithm(algorithm).max_width(32);
+        let mut plan = match b.plan_sddmm(a.as_ref(), &desc) {
+            Ok(plan) => plan,
+            Err(e) => return failures.error(&format!("{what} plan"), e),
+        };
+        let case = |k| {
+            SddmmCase::from_values(
+                &a,
+                k,
+                (Layout::RowMajor, Layout::RowMajor, Layout::ColMajor),
+                0,
+                (1.0, 0.5, false),
+                false,
+            )
+        };
+        if !width_exceeded(case(33).run(b, plan.as_mut()), 33, 32) {
+            failures.0.push(format!(
+                "{what}: a run of 33 past a reservation of 32 was not refused"
+            ));
+        }
+        if let Err(e) = plan.reserve(128) {
+            return failures.error(&format!("{what} reserve"), e);
+        }
+        for k in [33, 128] {
+            let case = case(k);
+            let ran = case.run(b, plan.as_mut());
+            failures.check_run(
+                &format!("{what} k {k} after reserve"),
+                &case.expected(&a, precision),
+                &case.c,
+                ran,
+            );
+        }
+    }
+}
+
+#[test]
+fn runs_past_the_reservation_fail_until_reserve() {
+    let Some(b) = backend() else { return };
+    let mut failures = Failures::default();
+    reservations::<f32>(&b, Precision::F32, &mut failures);
+    reservations::<half::f16>(&b, Precision::F16, &mut failures);
     failures.assert_none();
 }

@@ -10,22 +10,87 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, LaunchConfig};
 use sparse_core::{Error, Result, Scalar};
 
-use crate::compile::sources;
-use crate::device::{driver_error, Device};
+use super::SOURCE;
+use crate::device::Device;
+use crate::kernel::{kernel_params, Entry, KernelSpec, MutPtr, Ptr};
 use crate::matrix::DeviceCsr;
 
-/// Entries of a sparse tile (`RODE_TILE` in rode.cu); segments are whole tiles.
+/// Entries of a sparse tile (`RODE_TILE`); segments are whole tiles.
 pub(crate) const TILE: u32 = 32;
+/// Tile starts are multiples of this many entries (`RODE_ALIGN`): 16 bytes of column indices,
+/// so a tile can be copied with cp.async.
+pub(crate) const ALIGN: u32 = 4;
+/// The slot of a segment that is the only part of its row (`RODE_NONE`).
+pub(crate) const NONE: u32 = u32::MAX;
 /// Threads per block and consecutive rows per thread of the count and fill kernels
 /// (`RODE_PRE_THREADS`, `RODE_PRE_ROWS`), and threads of the scan kernel (`RODE_SCAN_THREADS`).
-const PRE_THREADS: u32 = 256;
-const PRE_ROWS: u32 = 4;
-const SCAN_THREADS: u32 = 1024;
-/// The u32 fields of `RodeCounts`: segments, residuals, listed rows, slots.
+pub(crate) const PRE_THREADS: u32 = 256;
+pub(crate) const PRE_ROWS: u32 = 4;
+pub(crate) const SCAN_THREADS: u32 = 1024;
+/// The u32 fields of `RodeCounts` in rode.cu: segments, residuals, listed rows, slots.
 const COUNTS: usize = 4;
+
+kernel_params! {
+    /// `rode_preprocess_count`: the counts of each block's rows, a `RodeCounts` (COUNTS words)
+    /// per block in `block_totals`. `with_combine`: the SpMM decomposition, else SDDMM's.
+    pub(crate) struct RodeCount {
+        rows: u32,
+        row_ptr: ptr(u32),
+        seg_len: u32,
+        with_combine: u32,
+        block_totals: out(u32),
+    }
+}
+
+kernel_params! {
+    /// `rode_preprocess_scan`: the first `blocks` totals become offsets in place, the matrix's
+    /// totals after them.
+    pub(crate) struct RodeScan {
+        blocks: u32,
+        block_totals: out(u32),
+    }
+}
+
+kernel_params! {
+    /// `rode_preprocess_fill`: the lists, from the offsets the scan left; `seg_slot` and
+    /// `listed_row` are written only `with_combine`.
+    pub(crate) struct RodeFill {
+        rows: u32,
+        row_ptr: ptr(u32),
+        seg_len: u32,
+        offsets: ptr(u32),
+        with_combine: u32,
+        part_row: out(u32),
+        part_lo: out(u32),
+        part_hi: out(u32),
+        seg_slot: out(u32),
+        listed_row: out(u32),
+    }
+}
+
+/// The preprocessing kernels' entries.
+pub(crate) struct Preprocess {
+    count: Entry<RodeCount>,
+    scan: Entry<RodeScan>,
+    fill: Entry<RodeFill>,
+}
+
+impl Preprocess {
+    pub fn new() -> Result<Self> {
+        Ok(Preprocess {
+            count: Entry::new(&SOURCE, "rode_preprocess_count", &[])?,
+            scan: Entry::new(&SOURCE, "rode_preprocess_scan", &[])?,
+            fill: Entry::new(&SOURCE, "rode_preprocess_fill", &[])?,
+        })
+    }
+
+    pub fn specs(&self) -> [&KernelSpec; 3] {
+        [self.count.spec(), self.scan.spec(), self.fill.spec()]
+    }
+}
 
 /// The lists the SpMM combining needs on top of the parts (`rode.cu`: workspace slots of split
 /// rows, and the split rows).
@@ -34,9 +99,16 @@ pub(crate) struct Combine {
     pub listed: u32,
     /// Workspace slots: one per segment of a split row, a row's in order.
     pub slots: u32,
-    /// Slot of each segment, `RODE_NONE` for the only part of its row.
+    /// Slot of each segment, [`NONE`] for the only part of its row.
     pub seg_slot: CudaSlice<u32>,
     pub listed_row: CudaSlice<u32>,
+}
+
+impl Combine {
+    /// Bytes of the lists on the device.
+    pub fn bytes(&self) -> usize {
+        (self.seg_slot.len() + self.listed_row.len()) * size_of::<u32>()
+    }
 }
 
 /// A matrix's block segments and residuals, on the device: every part's row and its entries
@@ -52,178 +124,194 @@ pub(crate) struct Decomposition {
     /// starts before it at the aligned start, else the segment's aligned start.
     pub part_lo: CudaSlice<u32>,
     pub part_hi: CudaSlice<u32>,
-    /// Present for SpMM, whose split rows are combined.
-    pub combine: Option<Combine>,
 }
 
-/// `len` zeroed u32 on the device; one when `len` is 0, so the pointer stays valid.
+/// The scanned counts of a matrix: per block of rows the counts before it, then the totals.
+struct Counted {
+    blocks: u32,
+    offsets: CudaSlice<u32>,
+    totals: [u32; COUNTS],
+}
+
+/// `len` zeroed u32 on the device (one when `len` is 0, so the pointer stays valid).
 fn list(device: &Device, len: u32) -> Result<CudaSlice<u32>> {
-    device
-        .stream
-        .alloc_zeros::<u32>((len as usize).max(1))
-        .map_err(|e| driver_error("allocating the RoDe lists", e))
+    device.alloc_zeros::<u32>(len as usize, "allocating the RoDe lists")
 }
 
 impl Decomposition {
-    /// Decomposes `a` into segments of `seg_len` entries and residuals; with `with_combine`
-    /// (SpMM), empty rows are residuals and what combining split rows needs is listed.
-    pub fn build<T: Scalar>(
+    /// SpMM's decomposition of `a` into segments of `seg_len` entries and residuals: empty rows
+    /// are residuals, and what combining split rows needs is listed.
+    pub fn for_spmm<T: Scalar>(
         device: &Arc<Device>,
+        kernels: &Preprocess,
         a: &DeviceCsr<T>,
         seg_len: u32,
-        with_combine: bool,
-    ) -> Result<Self> {
-        if seg_len == 0 || seg_len % TILE != 0 {
-            return Err(Error::invalid(format!(
-                "RoDe segment length {seg_len} is not a positive multiple of {TILE}"
-            )));
-        }
-        let blocks = a.rows.div_ceil(PRE_THREADS * PRE_ROWS);
-        // One RodeCounts per block, and the grand total after them.
-        let mut counts = list(device, (blocks + 1) * COUNTS as u32)?;
-        let totals = if blocks == 0 {
-            [0; COUNTS]
-        } else {
-            Self::count(device, a, seg_len, with_combine, blocks, &mut counts)?
+    ) -> Result<(Self, Combine)> {
+        let counted = count(device, kernels, a, seg_len, true)?;
+        let [segments, _, listed, slots] = counted.totals;
+        let combine = Combine {
+            listed,
+            slots,
+            seg_slot: list(device, segments)?,
+            listed_row: list(device, listed)?,
         };
-        let [segments, residuals, listed, slots] = totals;
+        let parts = Self::fill(device, kernels, a, seg_len, &counted, Some(&combine))?;
+        Ok((parts, combine))
+    }
+
+    /// SDDMM's decomposition: as SpMM's, but empty rows have no part and nothing is combined.
+    pub fn for_sddmm<T: Scalar>(
+        device: &Arc<Device>,
+        kernels: &Preprocess,
+        a: &DeviceCsr<T>,
+        seg_len: u32,
+    ) -> Result<Self> {
+        let counted = count(device, kernels, a, seg_len, false)?;
+        Self::fill(device, kernels, a, seg_len, &counted, None)
+    }
+
+    /// Allocates the lists `counted` sizes and runs the fill kernel over its offsets (writing
+    /// `combine`'s lists too when present).
+    fn fill<T: Scalar>(
+        device: &Arc<Device>,
+        kernels: &Preprocess,
+        a: &DeviceCsr<T>,
+        seg_len: u32,
+        counted: &Counted,
+        combine: Option<&Combine>,
+    ) -> Result<Self> {
+        let [segments, residuals, ..] = counted.totals;
         let all = segments.checked_add(residuals).ok_or_else(|| {
-            Error::invalid(format!(
-                "RoDe's {segments} segments and {residuals} residuals overflow a u32 count"
-            ))
+            Error::overflow::<u32>(
+                "RoDe's parts (segments and residuals)",
+                segments as usize + residuals as usize,
+            )
         })?;
-        let mut parts = Decomposition {
+        let parts = Decomposition {
             seg_len,
             segments,
             residuals,
             part_row: list(device, all)?,
             part_lo: list(device, all)?,
             part_hi: list(device, all)?,
-            combine: None,
         };
-        if with_combine {
-            parts.combine = Some(Combine {
-                listed,
-                slots,
-                seg_slot: list(device, segments)?,
-                listed_row: list(device, listed)?,
-            });
+        if counted.blocks == 0 {
+            return Ok(parts);
         }
-        if blocks > 0 {
-            parts.fill(device, a, blocks, &counts)?;
+        let out = |slice: &CudaSlice<u32>| MutPtr::of(slice, device);
+        let (seg_slot, listed_row) = combine.map_or((MutPtr::NULL, MutPtr::NULL), |c| {
+            (out(&c.seg_slot), out(&c.listed_row))
+        });
+        let params = RodeFill {
+            rows: a.rows,
+            row_ptr: Ptr::of(&a.row_ptr, device),
+            seg_len,
+            offsets: Ptr::of(&counted.offsets, device),
+            with_combine: u32::from(combine.is_some()),
+            part_row: out(&parts.part_row),
+            part_lo: out(&parts.part_lo),
+            part_hi: out(&parts.part_hi),
+            seg_slot,
+            listed_row,
+        };
+        // SAFETY: the grid, `with_combine` and seg_len are those of `count`, whose totals (after
+        // the blocks' offsets) sized every list, so each row writes inside them; the combining
+        // lists, null without `with_combine`, are written only with it.
+        unsafe {
+            device.kernel(&kernels.fill)?.launch(
+                LaunchConfig {
+                    grid_dim: (counted.blocks, 1, 1),
+                    block_dim: (PRE_THREADS, 1, 1),
+                    shared_mem_bytes: 0,
+                },
+                &params,
+            )?;
         }
         Ok(parts)
     }
 
-    /// Runs the count and scan kernels and returns the matrix's totals.
-    fn count<T: Scalar>(
-        device: &Device,
-        a: &DeviceCsr<T>,
-        seg_len: u32,
-        with_combine: bool,
-        blocks: u32,
-        counts: &mut CudaSlice<u32>,
-    ) -> Result<[u32; COUNTS]> {
-        let stream = &device.stream;
-        let count = device.function(sources::RODE, "rode_preprocess_count")?;
-        let with_combine = u32::from(with_combine);
-        let mut args = stream.launch_builder(&count);
-        args.arg(&a.rows)
-            .arg(&a.row_ptr)
-            .arg(&seg_len)
-            .arg(&with_combine)
-            .arg(&mut *counts);
-        // SAFETY: row_ptr holds rows + 1 entries; `counts` holds blocks + 1 RodeCounts and the
-        // grid has one block per PRE_THREADS * PRE_ROWS rows, writing its own total.
-        unsafe {
-            args.launch(LaunchConfig {
+    /// Bytes of the parts' lists on the device.
+    pub fn bytes(&self) -> usize {
+        (self.part_row.len() + self.part_lo.len() + self.part_hi.len()) * size_of::<u32>()
+    }
+}
+
+/// Runs the count and scan kernels over `a`'s rows and reads the matrix's totals back.
+fn count<T: Scalar>(
+    device: &Arc<Device>,
+    kernels: &Preprocess,
+    a: &DeviceCsr<T>,
+    seg_len: u32,
+    with_combine: bool,
+) -> Result<Counted> {
+    if seg_len == 0 || seg_len % TILE != 0 {
+        return Err(Error::internal(format!(
+            "RoDe segment length {seg_len} is not a positive multiple of {TILE}"
+        )));
+    }
+    let blocks = a.rows.div_ceil(PRE_THREADS * PRE_ROWS);
+    // One RodeCounts per block, and the grand total after them.
+    let counts = list(device, (blocks + 1) * COUNTS as u32)?;
+    if blocks == 0 {
+        return Ok(Counted {
+            blocks,
+            offsets: counts,
+            totals: [0; COUNTS],
+        });
+    }
+    let params = RodeCount {
+        rows: a.rows,
+        row_ptr: Ptr::of(&a.row_ptr, device),
+        seg_len,
+        with_combine: u32::from(with_combine),
+        block_totals: MutPtr::of(&counts, device),
+    };
+    // SAFETY: row_ptr holds rows + 1 entries; `counts` holds blocks + 1 RodeCounts and the grid
+    // has one block per PRE_THREADS * PRE_ROWS rows, writing its own total.
+    unsafe {
+        device.kernel(&kernels.count)?.launch(
+            LaunchConfig {
                 grid_dim: (blocks, 1, 1),
                 block_dim: (PRE_THREADS, 1, 1),
                 shared_mem_bytes: 0,
-            })
-        }
-        .map_err(|e| driver_error("rode_preprocess_count", e))?;
-        let scan = device.function(sources::RODE, "rode_preprocess_scan")?;
-        let mut args = stream.launch_builder(&scan);
-        args.arg(&blocks).arg(&mut *counts);
-        // SAFETY: `counts` holds blocks + 1 RodeCounts; one block scans the first `blocks` in
-        // place and writes the total after them.
-        unsafe {
-            args.launch(LaunchConfig {
+            },
+            &params,
+        )?;
+    }
+    let params = RodeScan {
+        blocks,
+        block_totals: MutPtr::of(&counts, device),
+    };
+    // SAFETY: `counts` holds blocks + 1 RodeCounts; one block scans the first `blocks` in place
+    // and writes the total after them.
+    unsafe {
+        device.kernel(&kernels.scan)?.launch(
+            LaunchConfig {
                 grid_dim: (1, 1, 1),
                 block_dim: (SCAN_THREADS, 1, 1),
                 shared_mem_bytes: 0,
-            })
-        }
-        .map_err(|e| driver_error("rode_preprocess_scan", e))?;
-        let mut totals = [0u32; COUNTS];
-        let at = blocks as usize * COUNTS;
-        stream
-            .memcpy_dtoh(&counts.slice(at..at + COUNTS), &mut totals)
-            .map_err(|e| driver_error("copying the RoDe counts from the device", e))?;
-        device.synchronize()?;
-        Ok(totals)
+            },
+            &params,
+        )?;
     }
-
-    /// Runs the fill kernel over the scanned block offsets.
-    fn fill<T: Scalar>(
-        &mut self,
-        device: &Device,
-        a: &DeviceCsr<T>,
-        blocks: u32,
-        offsets: &CudaSlice<u32>,
-    ) -> Result<()> {
-        let fill = device.function(sources::RODE, "rode_preprocess_fill")?;
-        let with_combine = u32::from(self.combine.is_some());
-        // The kernel leaves the combining lists alone without `with_combine`.
-        let null = 0u64;
-        let mut args = device.stream.launch_builder(&fill);
-        args.arg(&a.rows)
-            .arg(&a.row_ptr)
-            .arg(&self.seg_len)
-            .arg(offsets)
-            .arg(&with_combine)
-            .arg(&mut self.part_row)
-            .arg(&mut self.part_lo)
-            .arg(&mut self.part_hi);
-        match &mut self.combine {
-            Some(c) => args.arg(&mut c.seg_slot).arg(&mut c.listed_row),
-            None => args.arg(&null).arg(&null),
-        };
-        // SAFETY: the grid, `with_combine` and counts are those of `count`, whose totals (after
-        // the blocks' offsets) sized every list, so each row writes inside them; the combining
-        // lists are written only when present.
-        unsafe {
-            args.launch(LaunchConfig {
-                grid_dim: (blocks, 1, 1),
-                block_dim: (PRE_THREADS, 1, 1),
-                shared_mem_bytes: 0,
-            })
-        }
-        .map_err(|e| driver_error("rode_preprocess_fill", e))?;
-        Ok(())
-    }
-
-    /// Bytes of the lists on the device.
-    pub fn bytes(&self) -> usize {
-        let entries = |n: u32| (n as usize).max(1);
-        let mut words = 3 * entries(self.segments + self.residuals);
-        if let Some(c) = &self.combine {
-            words += entries(self.segments) + entries(c.listed);
-        }
-        words * size_of::<u32>()
-    }
+    let mut totals = [0u32; COUNTS];
+    let at = blocks as usize * COUNTS;
+    device
+        .stream
+        .memcpy_dtoh(&counts.slice(at..at + COUNTS), &mut totals)
+        .map_err(|e| device.error("copying the RoDe counts from the device", e))?;
+    device.synchronize()?;
+    Ok(Counted {
+        blocks,
+        offsets: counts,
+        totals,
+    })
 }
 
 /// The decomposition computed on the host, as the device must compute it.
 #[cfg(test)]
 pub(crate) mod twin {
-    use super::TILE;
-
-    /// Tile starts are multiples of this many entries (`RODE_ALIGN` in rode.cu).
-    pub const ALIGN: u32 = 4;
-    /// Marks the only part of its row (`RODE_NONE`).
-    pub const NONE: u32 = u32::MAX;
+    use super::{ALIGN, NONE, TILE};
 
     /// One row's parts, as `row_parts` in rode.cu.
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -307,7 +395,7 @@ pub(crate) mod twin {
 
 #[cfg(test)]
 mod tests {
-    use super::twin::{decompose, RowParts, ALIGN, NONE};
+    use super::twin::{decompose, RowParts};
     use super::*;
     use sparse_core::CsrRef;
 
@@ -497,7 +585,14 @@ mod tests {
         let values = vec![1.0f32; nnz];
         let a = CsrRef::try_new(lengths.len(), cols, &p, &col_idx, &values).expect("valid CSR");
         let dev = DeviceCsr::upload(device, a).expect("upload");
-        let d = Decomposition::build(device, &dev, 512, with_combine).expect("decompose");
+        let kernels = Preprocess::new().expect("entries");
+        let (d, combine) = if with_combine {
+            let (d, c) = Decomposition::for_spmm(device, &kernels, &dev, 512).expect("decompose");
+            (d, Some(c))
+        } else {
+            let d = Decomposition::for_sddmm(device, &kernels, &dev, 512).expect("decompose");
+            (d, None)
+        };
         let parts = d.segments + d.residuals;
         let mut l = twin::Lists {
             segments: d.segments,
@@ -506,7 +601,7 @@ mod tests {
             part_hi: download(device, &d.part_hi, parts),
             ..Default::default()
         };
-        if let Some(c) = &d.combine {
+        if let Some(c) = combine {
             l.seg_slot = download(device, &c.seg_slot, d.segments);
             l.listed_row = download(device, &c.listed_row, c.listed);
             l.slots = c.slots;
