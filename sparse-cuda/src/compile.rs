@@ -159,11 +159,12 @@ fn options(spec: &KernelSpec, target: Target) -> Vec<String> {
         format!("-arch={target}"),
     ];
     options.extend(include_dir().map(|d| format!("-I{}", d.display())));
-    options.extend(
-        spec.defines()
-            .iter()
-            .map(|(name, value)| format!("-D{name}={value}")),
-    );
+    // Values past i32 get an unsigned literal, as `0xffffffffu` in C: a plain literal that
+    // large is a `long`, which would widen every comparison with it to 64 bits.
+    options.extend(spec.defines().iter().map(|(name, value)| {
+        let suffix = if i32::try_from(*value).is_err() { "u" } else { "" };
+        format!("-D{name}={value}{suffix}")
+    }));
     options
 }
 
