@@ -8,6 +8,7 @@
 
 mod blas1;
 pub mod compile;
+mod cusparse;
 mod device;
 mod executor;
 pub mod kernel;
@@ -23,6 +24,7 @@ mod spmm;
 mod spmv;
 mod timing;
 
+pub use cusparse::CusparseBackend;
 pub use executor::CudaBackend;
 pub use probe::{probe, DeviceInfo};
 pub use timing::DeviceTimer;

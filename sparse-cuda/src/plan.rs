@@ -206,27 +206,7 @@ impl<T: Scalar> PlanBase<T> {
 
     /// `out = beta*out` (zeros when beta == 0, never reading out): what `alpha == 0` leaves.
     pub fn scale(&self, out: &Bound, beta: T::Acc) -> Result<()> {
-        let (inner, outer) = match out.layout {
-            sparse_core::Layout::RowMajor => (out.cols, out.rows),
-            sparse_core::Layout::ColMajor => (out.rows, out.cols),
-        };
-        let (inner, outer) = (
-            crate::operand::to_u32("output rows", inner)?,
-            crate::operand::to_u32("output columns", outer)?,
-        );
-        let params = ScaleDense {
-            inner,
-            outer,
-            out: out.output(),
-            ld: out.ld,
-            beta,
-        };
-        // SAFETY: `out` is a bound operand: `outer` runs of `inner` elements, `ld` apart, in
-        // its allocation (checked by its Dense view).
-        unsafe {
-            self.scale
-                .launch(stride_config(u64::from(inner) * u64::from(outer)), &params)
-        }
+        launch_scale(&self.scale, out, beta)
     }
 
     /// Overwrites the plan's values with `new` (nnz x 1, in CSR entry order).
@@ -280,6 +260,42 @@ impl<T: Scalar> PlanBase<T> {
             }
         }
     }
+}
+
+/// `out = beta*out` (zeros when beta == 0, never reading out) outside a plan, for work that
+/// short-circuits `alpha == 0` as plans do (cuBLAS GEMM).
+pub(crate) fn scale_dense<T: Scalar>(
+    device: &Arc<Device>,
+    out: &Bound,
+    beta: T::Acc,
+) -> Result<()> {
+    let (scale, _) = entries::<T>()?;
+    launch_scale(&device.kernel(&scale)?, out, beta)
+}
+
+fn launch_scale<T: Scalar>(
+    kernel: &Kernel<ScaleDense<T>>,
+    out: &Bound,
+    beta: T::Acc,
+) -> Result<()> {
+    let (inner, outer) = match out.layout {
+        sparse_core::Layout::RowMajor => (out.cols, out.rows),
+        sparse_core::Layout::ColMajor => (out.rows, out.cols),
+    };
+    let (inner, outer) = (
+        crate::operand::to_u32("output rows", inner)?,
+        crate::operand::to_u32("output columns", outer)?,
+    );
+    let params = ScaleDense {
+        inner,
+        outer,
+        out: out.output(),
+        ld: out.ld,
+        beta,
+    };
+    // SAFETY: `out` is a bound operand: `outer` runs of `inner` elements, `ld` apart, in its
+    // allocation (checked by its Dense view).
+    unsafe { kernel.launch(stride_config(u64::from(inner) * u64::from(outer)), &params) }
 }
 
 /// A plan: the shared part and a family's kernels.

@@ -1,7 +1,9 @@
 //! The cusparse backend against the oracle (`sparse_cpu::bound`, built on the reference) on a
 //! small matrix with an empty row and a long row: SpMV, SpMM and SDDMM for every algorithm of
 //! the backend's table in f64, f32 and f16, dense operands in both layouts, padded and strided;
-//! `beta == 0` over NaN, `alpha == 0`; plus cuBLAS GEMM.
+//! `beta == 0` over NaN, `alpha == 0`; plus cuBLAS GEMM. The plan contract: `update_values`
+//! gives what a fresh plan of the new values gives, a run wider than the reservation is refused
+//! until `reserve`, and runs never change a plan's bytes.
 //!
 //! Needs a GPU with cuSPARSE; without one each test prints `skipped: <reason>` and passes,
 //! unless `SPARSE_REQUIRE_GPU=1`. Every failure is collected, so one run lists everything that
@@ -377,4 +379,221 @@ fn empty_operands_only_scale_the_output() {
         failures.error("spmm n = 0", e);
     }
     failures.assert_none();
+}
+
+/// `a` with other values on the same pattern, and those values as an nnz x 1 host operand.
+fn revalued(a: &Csr<f32>) -> (Csr<f32>, Host<f32>) {
+    let mut b = a.clone();
+    for (e, v) in b.values_mut().iter_mut().enumerate() {
+        *v = (value(e, 4) * 2.0 - 0.7) as f32;
+    }
+    let new = Host::new((a.nnz(), 1), Layout::ColMajor, 0, |e, _| {
+        f64::from(b.values()[e])
+    });
+    (b, new)
+}
+
+/// Bit patterns of a downloaded output, to compare two plans that promise determinism.
+fn bits(d: &Dense<f32>) -> Vec<u32> {
+    let host = d.as_ref().host("bits").expect("downloaded").to_vec();
+    host.iter().map(|v| v.to_bits()).collect()
+}
+
+#[test]
+fn updated_values_give_what_a_fresh_plan_gives() {
+    let Some(b) = backend() else { return };
+    let mut failures = Failures::default();
+    let a = matrix::<f32>();
+    let (new_a, new_values) = revalued(&a);
+    let precision = Precision::F32;
+    for format in [Format::Csr, Format::Coo] {
+        for alg in [Algorithm::Auto, Algorithm::VendorAlg2] {
+            let desc = SpmvDesc::new(precision).format(format).algorithm(alg);
+            let what = format!("spmv {format} {alg} after update_values");
+            let case = SpmvCase {
+                alpha: 1.25,
+                x: Host::new((a.cols(), 1), Layout::RowMajor, PAD, |i, _| value(i, 5)),
+                beta: 0.5,
+                y: Host::new((a.rows(), 1), Layout::ColMajor, 0, |i, _| value(i, 2)),
+            };
+            let runs = (|| {
+                let mut updated = b.plan_spmv(a.as_ref(), &desc)?;
+                // A run before the update, so that cuSPARSE's analysis of the old values exists.
+                case.run(&b, updated.as_mut())?;
+                updated.update_values(new_values.view())?;
+                let mut fresh = b.plan_spmv(new_a.as_ref(), &desc)?;
+                let deterministic = fresh.info().deterministic;
+                Ok((
+                    case.run(&b, updated.as_mut())?,
+                    case.run(&b, fresh.as_mut())?,
+                    deterministic,
+                ))
+            })();
+            match runs {
+                Ok((updated, fresh, deterministic)) => {
+                    if deterministic && bits(&updated) != bits(&fresh) {
+                        failures
+                            .0
+                            .push(format!("{what}: differs from a fresh plan"));
+                    }
+                    let expected = case.expected(&new_a, precision);
+                    failures.check_run(&what, &expected, &case.y, Ok(updated));
+                }
+                Err(e) => failures.error(&what, e),
+            }
+        }
+    }
+    // SpMM, the new values uploaded to the device first.
+    let case = SpmmCase::from_values(
+        (a.rows(), a.cols()),
+        8,
+        (Layout::RowMajor, Layout::RowMajor),
+        0,
+        (1.5, -0.5, false),
+    );
+    let ran = (|| {
+        let mut plan = b.plan_spmm(a.as_ref(), &SpmmDesc::new(precision))?;
+        case.run(&b, plan.as_mut())?;
+        let on_device = b.upload(new_values.view())?;
+        plan.update_values(on_device.as_ref())?;
+        case.run(&b, plan.as_mut())
+    })();
+    let expected = case.expected(&new_a, precision);
+    failures.check_run("spmm after update_values", &expected, &case.c, ran);
+    // SDDMM multiplies by S's pattern only: an update changes nothing, and must break nothing.
+    let case = SddmmCase::from_values(
+        &a,
+        8,
+        (Layout::RowMajor, Layout::ColMajor, Layout::RowMajor),
+        PAD,
+        (1.5, -0.5, false),
+        false,
+    );
+    let ran = (|| {
+        let mut plan = b.plan_sddmm(a.as_ref(), &SddmmDesc::new(precision))?;
+        case.run(&b, plan.as_mut())?;
+        plan.update_values(new_values.view())?;
+        case.run(&b, plan.as_mut())
+    })();
+    let expected = case.expected(&new_a, precision);
+    failures.check_run("sddmm after update_values", &expected, &case.c, ran);
+    failures.assert_none();
+}
+
+#[test]
+fn runs_past_the_reservation_wait_for_reserve() {
+    let Some(b) = backend() else { return };
+    let mut failures = Failures::default();
+    let a = matrix::<f32>();
+    let precision = Precision::F32;
+    let (narrow, wide) = (8, 40);
+    let width_exceeded =
+        |ran: Result<Dense<f32>, Error>, what: &str, failures: &mut Failures| match ran {
+            Err(Error::WidthExceeded {
+                width, reserved, ..
+            }) if (width, reserved) == (wide, narrow) => {}
+            Err(e) => failures.error(&format!("{what} past the reservation"), e),
+            Ok(_) => failures
+                .0
+                .push(format!("{what}: a run past the reservation ran")),
+        };
+    let layouts = (Layout::RowMajor, Layout::ColMajor);
+    let spmm = SpmmCase::from_values((a.rows(), a.cols()), wide, layouts, 0, (1.0, 0.5, false));
+    let mut plan = b
+        .plan_spmm(a.as_ref(), &SpmmDesc::new(precision).max_width(narrow))
+        .expect("spmm plan");
+    assert_eq!(plan.info().reserved_width, narrow);
+    width_exceeded(spmm.run(&b, plan.as_mut()), "spmm", &mut failures);
+    let before = plan.info().bytes;
+    plan.reserve(wide).expect("reserve");
+    assert_eq!(plan.info().reserved_width, wide);
+    assert!(plan.info().bytes >= before);
+    let ran = spmm.run(&b, plan.as_mut());
+    failures.check_run(
+        "spmm after reserve",
+        &spmm.expected(&a, precision),
+        &spmm.c,
+        ran,
+    );
+
+    let layouts = (Layout::ColMajor, Layout::RowMajor, Layout::ColMajor);
+    let sddmm = SddmmCase::from_values(&a, wide, layouts, 0, (1.0, 0.5, false), false);
+    let mut plan = b
+        .plan_sddmm(a.as_ref(), &SddmmDesc::new(precision).max_width(narrow))
+        .expect("sddmm plan");
+    width_exceeded(sddmm.run(&b, plan.as_mut()), "sddmm", &mut failures);
+    plan.reserve(wide).expect("reserve");
+    assert_eq!(plan.info().reserved_width, wide);
+    let ran = sddmm.run(&b, plan.as_mut());
+    failures.check_run(
+        "sddmm after reserve",
+        &sddmm.expected(&a, precision),
+        &sddmm.c,
+        ran,
+    );
+    failures.assert_none();
+}
+
+#[test]
+fn runs_leave_the_plan_bytes_as_planned() {
+    let Some(b) = backend() else { return };
+    let a = matrix::<f32>();
+    let precision = Precision::F32;
+    for format in [Format::Csr, Format::Coo] {
+        let mut plan = b
+            .plan_spmv(a.as_ref(), &SpmvDesc::new(precision).format(format))
+            .expect("spmv plan");
+        let bytes = plan.info().bytes;
+        for ((x_layout, y_layout), pad) in layouts().zip([PAD, 0, PAD, 0]) {
+            let case = SpmvCase {
+                alpha: 1.0,
+                x: Host::new((a.cols(), 1), x_layout, pad, |i, _| value(i, 5)),
+                beta: 0.0,
+                y: Host::new((a.rows(), 1), y_layout, pad, |i, _| value(i, 2)),
+            };
+            case.run(&b, plan.as_mut()).expect("spmv run");
+            assert_eq!(
+                plan.info().bytes,
+                bytes,
+                "spmv {format}: bytes changed by a run"
+            );
+        }
+    }
+    let mut plan = b
+        .plan_spmm(a.as_ref(), &SpmmDesc::new(precision))
+        .expect("spmm plan");
+    let bytes = plan.info().bytes;
+    for n in [1, 8, 33, 256] {
+        for ((b_layout, c_layout), pad) in layouts().zip([0, PAD, 0, PAD]) {
+            let case = SpmmCase::from_values(
+                (a.rows(), a.cols()),
+                n,
+                (b_layout, c_layout),
+                pad,
+                (1.0, 0.0, true),
+            );
+            case.run(&b, plan.as_mut()).expect("spmm run");
+            assert_eq!(
+                plan.info().bytes,
+                bytes,
+                "spmm n {n}: bytes changed by a run"
+            );
+        }
+    }
+    let mut plan = b
+        .plan_sddmm(a.as_ref(), &SddmmDesc::new(precision))
+        .expect("sddmm plan");
+    let bytes = plan.info().bytes;
+    for k in [1, 32, 256] {
+        for ((x_layout, y_layout), pad) in layouts().zip([PAD, 0, PAD, 0]) {
+            let layouts = (x_layout, y_layout, Layout::RowMajor);
+            let case = SddmmCase::from_values(&a, k, layouts, pad, (1.0, 0.0, true), false);
+            case.run(&b, plan.as_mut()).expect("sddmm run");
+            assert_eq!(
+                plan.info().bytes,
+                bytes,
+                "sddmm k {k}: bytes changed by a run"
+            );
+        }
+    }
 }

@@ -10,11 +10,12 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use cudarc::cublas::sys as blas;
 use sparse_core::{Accumulator, DType, DenseMut, DenseRef, Error, Layout, Result, Scalar};
 
-use super::library::{driver, status_error, unavailable};
-use super::plan::{ptr, scalar_ptr, scale, scale_function, Runs};
+use super::library::{bind, status_error, unavailable, VendorStatus};
+use super::plan::scalar_ptr;
 use crate::device::Device;
 use crate::libraries::ensure_loaded;
-use crate::operand::{input, output, suffix, AccArg};
+use crate::operand::{bind_input, bind_output, Bound};
+use crate::plan::scale_dense;
 
 /// Every cuBLAS entry point called here.
 const SYMBOLS: &[&str] = &[
@@ -59,10 +60,10 @@ fn check(function: &str, status: blas::cublasStatus_t, device: &Device) -> Resul
     match status {
         CUBLAS_STATUS_SUCCESS => Ok(()),
         other => Err(status_error(
-            function,
-            other,
-            other == CUBLAS_STATUS_ALLOC_FAILED,
             device,
+            function,
+            VendorStatus::new("cuBLAS", other as u32, other),
+            other == CUBLAS_STATUS_ALLOC_FAILED,
         )),
     }
 }
@@ -123,32 +124,21 @@ impl Blas {
         let ((m, k), n) = (a.shape(), b.cols());
         b.expect_shape("gemm B", (k, n))?;
         c.expect_shape("gemm C", (m, n))?;
-        let (Some((dtype, compute)), Some(sfx)) = (types(T::DTYPE), suffix(T::DTYPE)) else {
+        let Some((dtype, compute)) = types(T::DTYPE) else {
             return Err(Error::invalid(format!(
                 "cuBLAS gemm takes f64, f32 or f16 (f32 compute), not {}",
                 T::DTYPE
             )));
         };
         let device = &self.device;
-        let (a_ptr, b_ptr) = (
-            ptr(&input(&a, device, "gemm A")?.bytes, device),
-            ptr(&input(&b, device, "gemm B")?.bytes, device),
+        let (a, b, c) = (
+            bind_input(&a, device, "gemm A")?,
+            bind_input(&b, device, "gemm B")?,
+            bind_output(&mut c, device, "gemm C")?,
         );
-        let c_runs = Runs::of(m, n, c.ld(), c.layout())?;
-        let c_layout = c.layout();
-        let c_ld = int("leading dimension of C", c.ld())?;
-        let c_ptr = ptr(&output(&mut c, device, "gemm C")?.bytes, device);
-        let (alpha, beta) = (Accumulator::to_f64(alpha), Accumulator::to_f64(beta));
-        let (acc_alpha, acc_beta) = (AccArg::of::<T>(alpha), AccArg::of::<T>(beta));
-        if alpha == 0.0 || k == 0 {
+        if alpha == T::Acc::ZERO || k == 0 {
             // A and B must not be read: C becomes beta*C, as everywhere in sparse-blas.
-            return scale(
-                device,
-                &scale_function(device, sfx)?,
-                c_ptr,
-                c_runs,
-                acc_beta,
-            );
+            return scale_dense::<T>(device, &c, beta);
         }
         if m == 0 || n == 0 {
             return Ok(());
@@ -156,35 +146,35 @@ impl Blas {
         // cuBLAS is column-major, and a row-major matrix is its transpose stored column-major:
         // a column-major C is A*B, a row-major C is computed as C^T = B^T*A^T. An operand is
         // transposed exactly when its layout differs from C's.
-        let op = |d: &DenseRef<'_, T>| {
-            if d.layout() == c_layout {
+        let op = |d: &Bound| {
+            if d.layout == c.layout {
                 blas::cublasOperation_t::CUBLAS_OP_N
             } else {
                 blas::cublasOperation_t::CUBLAS_OP_T
             }
         };
-        let ((first, first_ptr), (second, second_ptr), rows, cols) = match c_layout {
-            Layout::ColMajor => ((&a, a_ptr), (&b, b_ptr), m, n),
-            Layout::RowMajor => ((&b, b_ptr), (&a, a_ptr), n, m),
+        let (first, second, rows, cols) = match c.layout {
+            Layout::ColMajor => (&a, &b, m, n),
+            Layout::RowMajor => (&b, &a, n, m),
         };
         let (rows, cols, inner) = (
             int("rows", rows)?,
             int("columns", cols)?,
             int("inner dimension", k)?,
         );
-        let (first_ld, second_ld) = (
-            int("leading dimension", first.ld())?,
-            int("leading dimension", second.ld())?,
+        let (first_ld, second_ld, c_ld) = (
+            int("leading dimension", first.ld as usize)?,
+            int("leading dimension", second.ld as usize)?,
+            int("leading dimension of C", c.ld as usize)?,
         );
         load()?;
         let mut handle = self.handle.lock().unwrap_or_else(PoisonError::into_inner);
-        device
-            .ctx
-            .bind_to_thread()
-            .map_err(|e| driver("making the context current", e))?;
+        bind(device)?;
         if handle.is_none() {
-            let raw = cudarc::cublas::result::create_handle()
-                .map_err(|e| status_error("cublasCreate_v2", e.0, false, device))?;
+            let raw = cudarc::cublas::result::create_handle().map_err(|e| {
+                let status = VendorStatus::new("cuBLAS", e.0 as u32, e.0);
+                status_error(device, "cublasCreate_v2", status, false)
+            })?;
             let made = RawHandle(raw);
             // SAFETY: the handle is live; the stream belongs to the current context and outlives
             // the handle (Blas keeps the device that owns both).
@@ -198,10 +188,10 @@ impl Blas {
             *handle = Some(made);
         }
         let raw = handle.as_ref().map_or(std::ptr::null_mut(), |h| h.0);
-        // SAFETY: the operands are this device's buffers whose geometry (checked on their
-        // construction) covers the rows x cols x inner product with the leading dimensions
-        // given; alpha and beta are host scalars of the compute type; the call is ordered on the
-        // stream every other access to them uses.
+        // SAFETY: the operands are bound operands of this device whose geometry (checked by
+        // their Dense views) covers the rows x cols x inner product with the leading dimensions
+        // given; alpha and beta are host scalars of the compute type (T::Acc); the call is
+        // ordered on the stream every other access to them uses.
         let status = unsafe {
             blas::cublasGemmEx(
                 raw,
@@ -210,15 +200,15 @@ impl Blas {
                 rows,
                 cols,
                 inner,
-                scalar_ptr(&acc_alpha),
-                first_ptr as *const c_void,
+                scalar_ptr(&alpha),
+                first.address as *const c_void,
                 dtype,
                 first_ld,
-                second_ptr as *const c_void,
+                second.address as *const c_void,
                 dtype,
                 second_ld,
-                scalar_ptr(&acc_beta),
-                c_ptr as *mut c_void,
+                scalar_ptr(&beta),
+                c.address as *mut c_void,
                 dtype,
                 c_ld,
                 compute,

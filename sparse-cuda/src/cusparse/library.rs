@@ -8,11 +8,11 @@ use std::ffi::c_void;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use cudarc::cusparse::sys;
-use cudarc::driver::DriverError;
-use sparse_core::{BackendKind, DType, DenseRef, Error, Layout, Result};
+use sparse_core::{BackendKind, DType, Error, Layout, Result};
 
-use crate::device::{driver_error, Device};
+use crate::device::Device;
 use crate::libraries::ensure_loaded;
+use crate::operand::Bound;
 
 /// Every cuSPARSE entry point this backend calls.
 const SYMBOLS: &[&str] = &[
@@ -80,23 +80,53 @@ pub(super) fn load() -> Result<()> {
         .map_err(unavailable)
 }
 
-/// A failed library call as the typed error: allocation failures are [`Error::OutOfMemory`],
-/// every other failure [`Error::Device`] naming the function and the status.
+/// A status a vendor library returned in place of success: its number and its name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct VendorStatus {
+    library: &'static str,
+    code: u32,
+    name: String,
+}
+
+impl VendorStatus {
+    /// `status`, whose number is `code`, of `library` (its name is the enum's `Debug`).
+    pub fn new(library: &'static str, code: u32, status: impl std::fmt::Debug) -> Self {
+        VendorStatus {
+            library,
+            code,
+            name: format!("{status:?}"),
+        }
+    }
+}
+
+impl std::fmt::Display for VendorStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({} status {})", self.name, self.library, self.code)
+    }
+}
+
+impl std::error::Error for VendorStatus {}
+
+/// A failed library call as the typed error: an allocation failure inside the library is
+/// [`Error::OutOfMemory`] (of a size the library does not say), every other failure
+/// [`Error::Device`] naming the function, with the status as its source.
 pub(super) fn status_error(
-    function: &str,
-    status: impl std::fmt::Debug,
-    alloc_failed: bool,
     device: &Device,
+    function: &str,
+    status: VendorStatus,
+    alloc_failed: bool,
 ) -> Error {
     if alloc_failed {
         return Error::OutOfMemory {
             device: format!("{} (inside {function})", device.location()),
-            bytes: 0,
+            requested: None,
+            free: device.free_memory(),
         };
     }
     Error::Device {
         backend: BackendKind::Cusparse,
-        message: format!("{function}: {status:?}"),
+        context: function.to_string(),
+        source: Box::new(status),
     }
 }
 
@@ -106,10 +136,10 @@ pub(super) fn check(function: &str, status: sys::cusparseStatus_t, device: &Devi
     match status {
         CUSPARSE_STATUS_SUCCESS => Ok(()),
         other => Err(status_error(
-            function,
-            other,
-            other == CUSPARSE_STATUS_ALLOC_FAILED,
             device,
+            function,
+            VendorStatus::new("cuSPARSE", other as u32, other),
+            other == CUSPARSE_STATUS_ALLOC_FAILED,
         )),
     }
 }
@@ -126,15 +156,13 @@ macro_rules! call {
 }
 pub(super) use call;
 
-/// A driver error of this backend (the `cuda` backend's mapping, naming `cusparse`).
-pub(super) fn driver(context: &str, e: DriverError) -> Error {
-    match driver_error(context, e) {
-        Error::Device { message, .. } => Error::Device {
-            backend: BackendKind::Cusparse,
-            message,
-        },
-        other => other,
-    }
+/// Makes the device's context current on this thread: cuSPARSE and cuBLAS launch through the
+/// runtime API, which uses the thread's current context.
+pub(super) fn bind(device: &Device) -> Result<()> {
+    device
+        .ctx
+        .bind_to_thread()
+        .map_err(|e| device.error("making the context current", e))
 }
 
 /// The cuSPARSE type of stored values.
@@ -179,10 +207,7 @@ pub(super) struct Handle {
 impl Handle {
     pub fn new(device: &Arc<Device>) -> Result<Self> {
         load()?;
-        device
-            .ctx
-            .bind_to_thread()
-            .map_err(|e| driver("making the context current", e))?;
+        bind(device)?;
         let raw = cudarc::cusparse::result::create()
             .map_err(|e| unavailable(format!("cusparseCreate: {:?}", e.0)))?;
         // From here on Drop destroys the handle, also when the next calls fail.
@@ -213,10 +238,7 @@ impl Handle {
     /// (cuSPARSE launches through the runtime API, which uses the thread's current context).
     pub fn with<R>(&self, f: impl FnOnce(sys::cusparseHandle_t) -> Result<R>) -> Result<R> {
         let guard = self.raw.lock().unwrap_or_else(PoisonError::into_inner);
-        self.device
-            .ctx
-            .bind_to_thread()
-            .map_err(|e| driver("making the context current", e))?;
+        bind(&self.device)?;
         f(guard.0)
     }
 }
@@ -378,16 +400,41 @@ pub(super) struct DnShape {
     rows: i64,
     cols: i64,
     ld: i64,
-    pub layout: Layout,
+    layout: Layout,
+}
+
+impl std::fmt::Display for DnShape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}x{} {} with leading dimension {}",
+            self.rows, self.cols, self.layout, self.ld
+        )
+    }
 }
 
 impl DnShape {
-    pub fn of<T>(d: &DenseRef<'_, T>, what: &str) -> Result<Self> {
+    /// A bound operand's shape.
+    pub fn of(d: &Bound, what: &str) -> Result<Self> {
+        Self::new((d.rows, d.cols), d.ld as usize, d.layout, what)
+    }
+
+    /// `rows x cols` in `layout` with the smallest leading dimension: what a plan sizes its
+    /// workspace for.
+    pub fn tight((rows, cols): (usize, usize), layout: Layout, what: &str) -> Result<Self> {
+        let ld = match layout {
+            Layout::RowMajor => cols,
+            Layout::ColMajor => rows,
+        };
+        Self::new((rows, cols), ld.max(1), layout, what)
+    }
+
+    fn new((rows, cols): (usize, usize), ld: usize, layout: Layout, what: &str) -> Result<Self> {
         Ok(DnShape {
-            rows: index(&format!("rows of {what}"), d.rows())?,
-            cols: index(&format!("columns of {what}"), d.cols())?,
-            ld: index(&format!("leading dimension of {what}"), d.ld())?,
-            layout: d.layout(),
+            rows: index(&format!("rows of {what}"), rows)?,
+            cols: index(&format!("columns of {what}"), cols)?,
+            ld: index(&format!("leading dimension of {what}"), ld)?,
+            layout,
         })
     }
 
@@ -474,5 +521,27 @@ impl DnSlot {
 impl Drop for DnSlot {
     fn drop(&mut self) {
         self.release();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_keep_their_number_and_name() {
+        let status = sys::cusparseStatus_t::CUSPARSE_STATUS_NOT_SUPPORTED;
+        let kept = VendorStatus::new("cuSPARSE", status as u32, status);
+        assert_eq!(
+            kept.to_string(),
+            "CUSPARSE_STATUS_NOT_SUPPORTED (cuSPARSE status 10)"
+        );
+        let error = Error::Device {
+            backend: BackendKind::Cusparse,
+            context: "cusparseSpMM".into(),
+            source: Box::new(kept.clone()),
+        };
+        let source = std::error::Error::source(&error).expect("a source");
+        assert_eq!(source.downcast_ref::<VendorStatus>(), Some(&kept));
     }
 }

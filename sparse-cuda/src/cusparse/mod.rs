@@ -4,9 +4,10 @@
 //! It shares the `cuda` backend's device type, buffers and transfers: operands come from
 //! [`Executor::upload`] / [`Executor::zeros`] of either backend when both run on one device
 //! ([`CusparseBackend::sharing`]). One cuSPARSE handle per backend, bound to the device's
-//! stream, made once and destroyed with the last plan. Plans hold the matrix, its descriptor
-//! and the cuSPARSE workspace; what runs is fixed by one table (`table.rs`): SpMV on CSR and
-//! COO, SpMM and SDDMM on CSR, in f64, f32 and f16 (f32 compute).
+//! stream, made once and destroyed with the last plan. Plans are built on the `cuda` backend's
+//! scaffold (`crate::plan`), one family per operation (`ops.rs`), and hold the matrix, its
+//! descriptor and the cuSPARSE workspace; what runs is fixed by one table (`table.rs`): SpMV on
+//! CSR and COO, SpMM and SDDMM on CSR, in f64, f32 and f16 (f32 compute).
 //!
 //! Semantics are sparse-blas's, not cuSPARSE's where they differ (see `plan.rs`): `alpha == 0`
 //! never calls cuSPARSE, `beta == 0` zeroes the output before cuSPARSE runs, strided vectors go
@@ -22,16 +23,15 @@ mod table;
 use std::sync::Arc;
 
 use sparse_core::{
-    AttentionDesc, AttentionPlan, BackendKind, CsrRef, Dense, DenseMut, DenseRef, Error, Executor,
-    Format, Layout, OpKind, Precision, Result, Scalar, SddmmDesc, SddmmPlan, SpIndex, SpmmDesc,
-    SpmmPlan, SpmvDesc, SpmvPlan, Support,
+    check_offered, Algorithm, AttentionDesc, AttentionPlan, BackendKind, CsrRef, Dense, DenseMut,
+    DenseRef, Error, Executor, Format, Layout, Offer, OpKind, Precision, Result, Scalar, SddmmDesc,
+    SddmmPlan, SpIndex, SpmmDesc, SpmmPlan, SpmvDesc, SpmvPlan,
 };
 
 use crate::device::Device;
 use crate::executor::CudaBackend;
 use blas::Blas;
 use library::Handle;
-use ops::{CusparseSddmmPlan, CusparseSpmmPlan, CusparseSpmvPlan};
 use table::Entry;
 
 /// cuSPARSE and cuBLAS on one device. Operands must be device memory of this backend (or of
@@ -41,10 +41,9 @@ use table::Entry;
 ///   CSR_ALG1, CSR_ALG2; SpMV COO: DEFAULT, COO_ALG1, COO_ALG2; SpMM CSR: DEFAULT, CSR_ALG1..3;
 ///   SDDMM CSR: DEFAULT); `auto` is `vendor-default` except for f16 SpMM, where it is CSR_ALG3
 ///   (the others round partial sums to f16). Errors name what runs instead.
-/// - Workspace: SpMV sizes it at plan time. SpMM and SDDMM learn N (K) and the layouts only at
-///   run time: the first run with a new dense shape queries cuSPARSE for that shape, grows the
-///   workspace only when more is needed, and runs `_preprocess` again; later runs with that
-///   shape allocate nothing. [`sparse_core::PlanInfo::bytes`] follows the growth.
+/// - Workspace: sized at plan time, for SpMM and SDDMM for the descriptor's width (N or K) in
+///   every layout; `reserve` grows it, runs never allocate. A run whose leading dimensions
+///   need more workspace than that is refused until a `reserve`.
 /// - Semantics are sparse-blas's: `alpha == 0` does not call cuSPARSE; `beta == 0` zeroes the
 ///   output first (cuSPARSE does not document that it ignores the output then), which adds one
 ///   write of the output to a timed run; strided vectors are staged through contiguous copies.
@@ -88,6 +87,12 @@ impl CusparseBackend {
         })
     }
 
+    /// What the backend runs with any cuSPARSE it accepts (12.4 and newer), without a device:
+    /// the table [`Executor::algorithms`] reads.
+    pub fn table(op: OpKind, format: Format, precision: Precision) -> Vec<Offer> {
+        table::algorithms(op, format, precision)
+    }
+
     pub fn device_info(&self) -> &crate::DeviceInfo {
         self.cuda.device_info()
     }
@@ -115,13 +120,13 @@ impl CusparseBackend {
         self.blas.gemm(alpha, a, b, beta, c)
     }
 
-    /// The table row that runs `algorithm`, or the typed error saying what runs instead.
+    /// The table row that runs a request (`auto` resolved), or the typed error saying what
+    /// runs instead.
     fn select<T: Scalar>(
-        &self,
         op: OpKind,
         format: Format,
         precision: Precision,
-        algorithm: sparse_core::Algorithm,
+        algorithm: Algorithm,
     ) -> Result<&'static Entry> {
         if precision.storage != T::DTYPE {
             return Err(Error::invalid(format!(
@@ -129,22 +134,20 @@ impl CusparseBackend {
                 T::DTYPE
             )));
         }
-        let unsupported = |supported: String| Error::Unsupported {
+        check_offered(
+            BackendKind::Cusparse,
+            Self::table,
             op,
             format,
             precision,
-            backend: BackendKind::Cusparse,
-            supported,
-        };
-        if self.capability(op, format, precision) == Support::Unsupported {
-            return Err(unsupported(table::supported()));
-        }
-        let entry = table::find(op, format, algorithm, T::DTYPE)
-            .ok_or_else(|| unsupported(format!("auto or one of: {}", table::supported())))?;
-        if !entry.dtypes.contains(&T::DTYPE) {
-            return Err(unsupported(table::describe(entry)));
-        }
-        Ok(entry)
+            algorithm,
+        )?;
+        table::find(op, format, precision, algorithm).ok_or_else(|| {
+            Error::internal(format!(
+                "the cusparse table offers {algorithm} for {op} on {format} in {precision} \
+                 but has no row for it"
+            ))
+        })
     }
 }
 
@@ -161,8 +164,8 @@ impl Executor for CusparseBackend {
         )
     }
 
-    fn capability(&self, op: OpKind, format: Format, precision: Precision) -> Support {
-        table::capability(op, format, precision)
+    fn algorithms(&self, op: OpKind, format: Format, precision: Precision) -> Vec<Offer> {
+        Self::table(op, format, precision)
     }
 
     fn plan_spmv<'a, T: Scalar, I: SpIndex>(
@@ -170,8 +173,8 @@ impl Executor for CusparseBackend {
         a: CsrRef<'a, T, I>,
         desc: &SpmvDesc,
     ) -> Result<Box<dyn SpmvPlan<T> + 'a>> {
-        let entry = self.select::<T>(OpKind::Spmv, desc.format, desc.precision, desc.algorithm)?;
-        Ok(Box::new(CusparseSpmvPlan::new(
+        let entry = Self::select::<T>(OpKind::Spmv, desc.format, desc.precision, desc.algorithm)?;
+        Ok(Box::new(ops::plan_spmv(
             self.device(),
             &self.handle,
             a,
@@ -185,13 +188,13 @@ impl Executor for CusparseBackend {
         a: CsrRef<'a, T, I>,
         desc: &SpmmDesc,
     ) -> Result<Box<dyn SpmmPlan<T> + 'a>> {
-        let entry = self.select::<T>(OpKind::Spmm, desc.format, desc.precision, desc.algorithm)?;
-        Ok(Box::new(CusparseSpmmPlan::new(
+        let entry = Self::select::<T>(OpKind::Spmm, desc.format, desc.precision, desc.algorithm)?;
+        Ok(Box::new(ops::plan_spmm(
             self.device(),
             &self.handle,
             a,
             entry,
-            desc.precision,
+            (desc.precision, desc.reserved_width()),
         )?))
     }
 
@@ -200,24 +203,25 @@ impl Executor for CusparseBackend {
         s: CsrRef<'a, T, I>,
         desc: &SddmmDesc,
     ) -> Result<Box<dyn SddmmPlan<T> + 'a>> {
-        let entry = self.select::<T>(OpKind::Sddmm, desc.format, desc.precision, desc.algorithm)?;
+        let entry = Self::select::<T>(OpKind::Sddmm, desc.format, desc.precision, desc.algorithm)?;
         if desc.scale_by_values {
             return Err(Error::Unsupported {
                 op: OpKind::Sddmm,
                 format: desc.format,
                 precision: desc.precision,
+                algorithm: Some(entry.algorithm),
                 backend: BackendKind::Cusparse,
                 supported: "sddmm without scale_by_values (cuSPARSE's SDDMM multiplies X*Y^T by \
                             the pattern of S, never by its values)"
                     .to_string(),
             });
         }
-        Ok(Box::new(CusparseSddmmPlan::new(
+        Ok(Box::new(ops::plan_sddmm(
             self.device(),
             &self.handle,
             s,
             entry,
-            desc.precision,
+            (desc.precision, desc.reserved_width()),
         )?))
     }
 
@@ -226,13 +230,16 @@ impl Executor for CusparseBackend {
         _a: CsrRef<'a, T, I>,
         desc: &AttentionDesc,
     ) -> Result<Box<dyn AttentionPlan<T> + 'a>> {
-        Err(Error::Unsupported {
-            op: OpKind::Attention,
-            format: desc.format,
-            precision: desc.precision,
-            backend: BackendKind::Cusparse,
-            supported: table::supported(),
-        })
+        let entry = Self::select::<T>(
+            OpKind::Attention,
+            desc.format,
+            desc.precision,
+            desc.algorithm,
+        )?;
+        Err(Error::internal(format!(
+            "the cusparse table lists attention ({}) but no plan runs it",
+            entry.vendor.name()
+        )))
     }
 
     fn upload<T: Scalar>(&self, host: DenseRef<'_, T>) -> Result<Dense<T>> {

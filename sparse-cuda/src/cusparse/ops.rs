@@ -1,591 +1,705 @@
-//! The three plans: one generic plan per operation, its cuSPARSE algorithm taken from the table.
+//! The three families, one per operation, each running the cuSPARSE algorithm of its table row
+//! on the scaffold of `crate::plan` (which binds the operands, answers `alpha == 0`, checks
+//! widths, writes value updates and keeps the [`sparse_core::PlanInfo`]).
 //!
-//! SpMV knows its vector lengths at plan time, so its workspace is sized (`_bufferSize`) then;
-//! `_preprocess` runs once, on the first run, with that run's operands. SpMM and SDDMM learn
-//! their dense shapes (N, K, layouts, leading dimensions) only at run time: the first run with a
-//! new shape queries the workspace size for it, grows the workspace only when the new size is
-//! larger, and preprocesses again (a grown workspace no longer holds the earlier analysis).
+//! - SpMV knows its vector lengths at plan time: the workspace (`_bufferSize`) and the staging
+//!   of strided vectors are sized then.
+//! - SpMM and SDDMM size their workspace at plan time for the reserved width (N or K): the
+//!   largest cuSPARSE asks for with the two dense operands in every pair of layouts and the
+//!   smallest leading dimensions. `reserve` grows it. A run asks cuSPARSE again only when its
+//!   dense shapes change; one that needs more workspace than the plan holds (larger leading
+//!   dimensions) is refused, and the next `reserve` grows the workspace to what it needed too.
+//! - `_preprocess` runs on the first run, again when the dense shapes change, and after
+//!   `update_values` (except in SDDMM, which reads only S's pattern).
 
+use std::ffi::c_void;
 use std::sync::Arc;
 
 use cudarc::cusparse::sys;
 use sparse_core::{
-    Accumulator, BackendKind, CsrRef, DenseMut, DenseRef, Error, Layout, PlanInfo, Precision,
-    Result, Scalar, SddmmPlan, SpIndex, SpmmPlan, SpmvPlan,
+    Accumulator, BackendKind, CsrRef, Error, Layout, Precision, Result, Scalar, SpIndex,
 };
 
-use super::library::{call, DnShape, DnSlot, DnVec, Handle};
-use super::plan::{ptr, scalar_ptr, stride, Common, Contiguous, Runs, Scratch, SparseOnDevice};
-use super::table::{describe, Entry, VendorAlg};
-use crate::device::Device;
-use crate::operand::{input, output, AccArg};
-
-const NON_TRANSPOSE: sys::cusparseOperation_t =
-    sys::cusparseOperation_t::CUSPARSE_OPERATION_NON_TRANSPOSE;
+use super::library::{call, check, index, DnShape, DnSlot, DnVec, Handle};
+use super::plan::{
+    scalar_ptr, start, unit_stride, write_back, Matrix, Started, Vendor, NON_TRANSPOSE,
+};
+use super::table::{Entry, VendorAlg};
+use crate::device::{CudaBuffer, Device};
+use crate::operand::{Bound, SddmmOperands, SpmmOperands};
+use crate::plan::{CudaPlan, Phase, PlanBase, SddmmKernels, SpmmKernels, SpmvKernels, Values};
 
 fn wrong_algorithm(entry: &Entry) -> Error {
-    Error::invalid(format!(
-        "{} is not an algorithm of {}",
-        entry.vendor.name(),
-        entry.op
+    Error::internal(format!(
+        "the cusparse table maps {} {} {} to {}",
+        entry.op,
+        entry.format,
+        entry.algorithm,
+        entry.vendor.name()
     ))
 }
 
-/// alpha and beta in the compute type, and whether each is zero.
-fn scalars<T: Scalar>(alpha: T::Acc, beta: T::Acc) -> (AccArg, AccArg, bool, bool) {
-    let (alpha, beta) = (Accumulator::to_f64(alpha), Accumulator::to_f64(beta));
-    (
-        AccArg::of::<T>(alpha),
-        AccArg::of::<T>(beta),
-        alpha == 0.0,
-        beta == 0.0,
-    )
+/// `y = alpha*A*x + beta*y` through `cusparseSpMV`.
+pub(super) struct SpmvFamily<T: Scalar> {
+    /// Declared before `a`, whose arrays its descriptor points at.
+    call: Option<SpmvCall<T>>,
+    a: Matrix<T>,
 }
 
-struct SpmvOp<T> {
-    a: SparseOnDevice<T>,
+struct SpmvCall<T: Scalar> {
+    vendor: Vendor,
+    alg: sys::cusparseSpMVAlg_t,
+    /// Descriptors of x (cols) and y (rows), pointed at each run's vectors.
     x: DnVec,
     y: DnVec,
-    alg: sys::cusparseSpMVAlg_t,
+    /// Unit-stride copies of a strided x and y.
+    x_staging: CudaBuffer<T>,
+    y_staging: CudaBuffer<T>,
     preprocessed: bool,
 }
 
-/// `y = alpha*A*x + beta*y` through `cusparseSpMV`.
-pub struct CusparseSpmvPlan<T> {
-    common: Common,
-    /// `None` when A holds no entry: a run only scales y.
-    op: Option<SpmvOp<T>>,
-    x_staging: Scratch,
-    y_staging: Scratch,
-    shape: (usize, usize),
-}
-
-impl<T: Scalar> CusparseSpmvPlan<T> {
-    pub(super) fn new<I: SpIndex>(
-        device: &Arc<Device>,
-        handle: &Arc<Handle>,
-        a: CsrRef<'_, T, I>,
-        entry: &'static Entry,
-        precision: Precision,
-    ) -> Result<Self> {
-        let VendorAlg::Spmv(alg) = entry.vendor else {
-            return Err(wrong_algorithm(entry));
-        };
-        let sparse = (a.nnz() > 0)
-            .then(|| SparseOnDevice::upload(device, a, entry.format))
-            .transpose()?;
-        let mut common = Common::new::<T>(
-            device,
-            handle,
-            entry,
-            precision,
-            sparse.as_ref().map_or(0, |s| s.bytes()),
-        )?;
-        let op = match sparse {
-            None => None,
-            Some(a) => {
-                // The vectors' lengths are known now, so the descriptors (and the workspace size)
-                // are too; until the first run points them at its operands they point at A's
-                // values, a live device address that _bufferSize never dereferences.
-                let placeholder = a.values(device);
-                let (one, zero) = (AccArg::of::<T>(1.0), AccArg::of::<T>(0.0));
-                let mut bytes = 0;
-                // SAFETY: the placeholder is live device memory; the descriptors are only
-                // measured here, and every run re-points them before cuSPARSE touches a vector.
-                let (x, y) = unsafe {
-                    let x = DnVec::new(device, a.shape.1, placeholder, common.values)?;
-                    let y = DnVec::new(device, a.shape.0, placeholder, common.values)?;
-                    handle.with(|h| {
-                        call!(
-                            device,
-                            cusparseSpMV_bufferSize(
-                                h,
-                                NON_TRANSPOSE,
-                                scalar_ptr(&one),
-                                a.mat.raw().cast_const(),
-                                x.raw().cast_const(),
-                                scalar_ptr(&zero),
-                                y.raw(),
-                                common.compute,
-                                alg,
-                                &mut bytes,
-                            )
-                        )
-                    })?;
-                    (x, y)
-                };
-                common.workspace(bytes)?;
-                Some(SpmvOp {
-                    a,
-                    x,
-                    y,
-                    alg,
-                    preprocessed: false,
-                })
-            }
-        };
-        common.account(0);
-        Ok(CusparseSpmvPlan {
-            common,
-            op,
-            x_staging: Scratch::default(),
-            y_staging: Scratch::default(),
-            shape: (a.rows(), a.cols()),
-        })
+impl<T: Scalar> SpmvCall<T> {
+    fn bytes(&self) -> usize {
+        use sparse_core::DeviceMemory;
+        self.vendor.workspace_bytes()
+            + (self.x_staging.len() + self.y_staging.len()) * size_of::<T>()
     }
 }
 
-impl<T: Scalar> SpmvPlan<T> for CusparseSpmvPlan<T> {
-    fn info(&self) -> &PlanInfo {
-        &self.common.info
+pub(super) fn plan_spmv<T: Scalar, I: SpIndex>(
+    device: &Arc<Device>,
+    handle: &Arc<Handle>,
+    a: CsrRef<'_, T, I>,
+    entry: &Entry,
+    precision: Precision,
+) -> Result<CudaPlan<T, SpmvFamily<T>>> {
+    let VendorAlg::Spmv(alg) = entry.vendor else {
+        return Err(wrong_algorithm(entry));
+    };
+    let Started {
+        mut base,
+        mut clock,
+        a,
+        vendor,
+    } = start(device, handle, a, entry, precision, 0)?;
+    let call = match vendor {
+        None => None,
+        Some(mut vendor) => {
+            let (rows, cols) = (base.rows, base.cols);
+            // Until a run points them at its vectors the descriptors point at A's values, a
+            // live device address that _bufferSize never dereferences.
+            let placeholder = a.value_buffer().address();
+            // SAFETY: as above; every run points both descriptors at its vectors before
+            // cuSPARSE reads or writes one.
+            let (x, y) = unsafe {
+                (
+                    DnVec::new(device, index("columns", cols)?, placeholder, vendor.values)?,
+                    DnVec::new(device, index("rows", rows)?, placeholder, vendor.values)?,
+                )
+            };
+            let (one, zero) = (T::Acc::ONE, T::Acc::ZERO);
+            let mut bytes = 0;
+            vendor.handle.with(|h| {
+                // SAFETY: the descriptors are live; _bufferSize reads no element.
+                unsafe {
+                    call!(
+                        device,
+                        cusparseSpMV_bufferSize(
+                            h,
+                            NON_TRANSPOSE,
+                            scalar_ptr(&one),
+                            vendor.mat.raw().cast_const(),
+                            x.raw().cast_const(),
+                            scalar_ptr(&zero),
+                            y.raw(),
+                            vendor.compute,
+                            alg,
+                            &mut bytes,
+                        )
+                    )
+                }
+            })?;
+            vendor.grow(device, bytes)?;
+            Some(SpmvCall {
+                vendor,
+                alg,
+                x,
+                y,
+                x_staging: device.zeros(cols)?,
+                y_staging: device.zeros(rows)?,
+                preprocessed: false,
+            })
+        }
+    };
+    clock.lap(device, Phase::Device)?;
+    base.finish(clock, a.bytes() + call.as_ref().map_or(0, SpmvCall::bytes));
+    Ok(CudaPlan {
+        base,
+        kernels: SpmvFamily { call, a },
+    })
+}
+
+impl<T: Scalar> SpmvKernels<T> for SpmvFamily<T> {
+    fn values(&self) -> Values<'_, T> {
+        self.a.values()
+    }
+
+    fn values_updated(&mut self) {
+        if let Some(call) = &mut self.call {
+            call.preprocessed = false;
+        }
     }
 
     fn run(
         &mut self,
+        base: &PlanBase<T>,
+        x: &Bound,
+        y: &Bound,
         alpha: T::Acc,
-        x: DenseRef<'_, T>,
         beta: T::Acc,
-        mut y: DenseMut<'_, T::Out>,
     ) -> Result<()> {
-        let (rows, cols) = self.shape;
-        x.expect_shape("spmv x", (cols, 1))?;
-        y.expect_shape("spmv y", (rows, 1))?;
-        let device = self.common.device.clone();
-        let x_ptr = ptr(&input(&x, &device, "spmv x")?.bytes, &device);
-        let (y_runs, y_stride) = (
-            Runs::of(rows, 1, y.ld(), y.layout())?,
-            stride(rows, y.ld(), y.layout()),
-        );
-        let y_ptr = ptr(&output(&mut y, &device, "spmv y")?.bytes, &device);
-        let (alpha, beta, alpha_zero, beta_zero) = scalars::<T>(alpha, beta);
-        let Some(op) = self.op.as_mut().filter(|_| !alpha_zero) else {
-            return self.common.scale(y_ptr, y_runs, beta);
+        let Some(call) = self.call.as_mut() else {
+            return base.scale(y, beta);
         };
-        let elem = size_of::<T>();
-        let x = Contiguous::new(
-            &device,
-            &mut self.x_staging,
-            (x_ptr, stride(cols, x.ld(), x.layout())),
-            cols,
-            elem,
-            true,
-        )?;
-        let y = Contiguous::new(
-            &device,
-            &mut self.y_staging,
-            (y_ptr, y_stride),
-            rows,
-            elem,
-            !beta_zero,
-        )?;
-        if beta_zero {
-            self.common.scale(y.ptr, Runs::contiguous(rows)?, beta)?;
-        }
-        let (compute, workspace) = (
-            self.common.compute,
-            self.common.workspace.ptr(&device) as *mut _,
-        );
-        self.common.handle.with(|h| {
-            // SAFETY: x and y address cols and rows contiguous elements on this device (the
-            // operands or their staging) and stay live through the calls, which are ordered on
-            // the handle's stream; the workspace was sized by _bufferSize for these descriptors.
+        let device = &base.device;
+        let zero_beta = beta == T::Acc::ZERO;
+        let x_unit = unit_stride(device, x, &call.x_staging, true)?;
+        let y_unit = unit_stride(device, y, &call.y_staging, !zero_beta)?;
+        let handle = call.vendor.handle.clone();
+        handle.with(|h| {
+            // SAFETY: x_unit and y_unit address cols and rows contiguous elements on this
+            // device (the operands or the plan's staging), live through the calls, which are
+            // ordered on the handle's stream; the workspace was sized by _bufferSize for these
+            // descriptors.
             unsafe {
-                op.x.point(&device, x.ptr)?;
-                op.y.point(&device, y.ptr)?;
+                call.x.point(device, x_unit.address)?;
+                call.y.point(device, y_unit.address)?;
                 let (a, xd, yd) = (
-                    op.a.mat.raw().cast_const(),
-                    op.x.raw().cast_const(),
-                    op.y.raw(),
+                    call.vendor.mat.raw().cast_const(),
+                    call.x.raw().cast_const(),
+                    call.y.raw(),
                 );
-                let (alpha, beta) = (scalar_ptr(&alpha), scalar_ptr(&beta));
-                if !op.preprocessed {
+                let (alpha, beta_ptr) = (scalar_ptr(&alpha), scalar_ptr(&beta));
+                let (compute, workspace) = (call.vendor.compute, call.vendor.workspace(device));
+                if !call.preprocessed {
                     call!(
-                        &device,
+                        device,
                         cusparseSpMV_preprocess(
                             h,
                             NON_TRANSPOSE,
                             alpha,
                             a,
                             xd,
-                            beta,
+                            beta_ptr,
                             yd,
                             compute,
-                            op.alg,
+                            call.alg,
                             workspace
                         )
                     )?;
-                    op.preprocessed = true;
+                    call.preprocessed = true;
+                }
+                if zero_beta {
+                    base.scale(&y_unit, beta)?;
                 }
                 call!(
-                    &device,
+                    device,
                     cusparseSpMV(
                         h,
                         NON_TRANSPOSE,
                         alpha,
                         a,
                         xd,
-                        beta,
+                        beta_ptr,
                         yd,
                         compute,
-                        op.alg,
+                        call.alg,
                         workspace
                     )
                 )
             }
         })?;
-        y.write_back(&device, rows, elem)?;
-        self.common
-            .account(self.x_staging.bytes() + self.y_staging.bytes());
-        Ok(())
+        write_back::<T>(device, &y_unit, y)
     }
 }
 
-struct DenseOp<T> {
-    a: SparseOnDevice<T>,
-    first: DnSlot,
-    second: DnSlot,
-    /// The dense shapes the workspace was sized and preprocessed for.
-    prepared: Option<(DnShape, DnShape)>,
+/// The two dense descriptors of an SpMM (B, C) or an SDDMM (X, Y^T).
+type Descriptors = (sys::cusparseDnMatDescr_t, sys::cusparseDnMatDescr_t);
+
+/// alpha and beta, host pointers of the compute type.
+type Scalars = (*const c_void, *const c_void);
+
+/// cuSPARSE's SpMM or SDDMM: a sparse matrix and two dense ones, through `_bufferSize`,
+/// `_preprocess` and the operation.
+///
+/// The `unsafe` methods take descriptors of dense matrices that lie on the device, live
+/// through the call, and a workspace sized by `buffer_size` for them (which reads no element).
+pub(super) trait DenseOp: Send {
+    /// The names of the dense operands, for errors.
+    const OPERANDS: (&'static str, &'static str);
+
+    /// The dense operands' shapes, in `layouts` with the smallest leading dimensions, for a
+    /// sparse matrix of `rows x cols` at `width` (N or K).
+    fn tight(
+        rows: usize,
+        cols: usize,
+        width: usize,
+        layouts: (Layout, Layout),
+    ) -> Result<(DnShape, DnShape)>;
+
+    /// # Safety
+    /// As the trait says.
+    unsafe fn buffer_size(
+        &self,
+        h: sys::cusparseHandle_t,
+        device: &Device,
+        vendor: &Vendor,
+        d: Descriptors,
+        scalars: Scalars,
+    ) -> Result<usize>;
+
+    /// `_preprocess` (the analysis runs use) or the operation itself.
+    ///
+    /// # Safety
+    /// As the trait says.
+    unsafe fn enqueue(
+        &self,
+        step: Step,
+        h: sys::cusparseHandle_t,
+        device: &Device,
+        vendor: &Vendor,
+        d: Descriptors,
+        scalars: Scalars,
+    ) -> Result<()>;
 }
 
-impl<T: Scalar> DenseOp<T> {
-    fn new(a: SparseOnDevice<T>) -> Self {
-        DenseOp {
-            a,
+/// What [`DenseOp::enqueue`] runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Step {
+    Preprocess,
+    Compute,
+}
+
+/// A [`DenseOp`]'s calls of its three entry points, which take the same arguments but the last:
+/// the three matrices are given as `|vendor, descriptors| (first, second, third)`, in the order
+/// of cuSPARSE's signature.
+macro_rules! entry_points {
+    (
+        $buffer_size:ident, $preprocess:ident, $compute:ident,
+        |$v:ident, $d:ident| ($first:expr, $second:expr, $third:expr)
+    ) => {
+        unsafe fn buffer_size(
+            &self,
+            h: sys::cusparseHandle_t,
+            device: &Device,
+            $v: &Vendor,
+            $d: Descriptors,
+            (alpha, beta): Scalars,
+        ) -> Result<usize> {
+            let ((a, b, c), n, mut bytes) = (($first, $second, $third), NON_TRANSPOSE, 0);
+            call!(
+                device,
+                $buffer_size(h, n, n, alpha, a, b, beta, c, $v.compute, self.0, &mut bytes)
+            )?;
+            Ok(bytes)
+        }
+
+        unsafe fn enqueue(
+            &self,
+            step: Step,
+            h: sys::cusparseHandle_t,
+            device: &Device,
+            $v: &Vendor,
+            $d: Descriptors,
+            (alpha, beta): Scalars,
+        ) -> Result<()> {
+            // The two take the same arguments, so one fn pointer type holds either.
+            let (name, f): (&str, unsafe fn(_, _, _, _, _, _, _, _, _, _, _) -> _) = match step {
+                Step::Preprocess => (stringify!($preprocess), sys::$preprocess),
+                Step::Compute => (stringify!($compute), sys::$compute),
+            };
+            let ((a, b, c), n, w) = (
+                ($first, $second, $third),
+                NON_TRANSPOSE,
+                $v.workspace(device),
+            );
+            check(
+                name,
+                f(h, n, n, alpha, a, b, beta, c, $v.compute, self.0, w),
+                device,
+            )
+        }
+    };
+}
+
+/// `C = alpha*A*B + beta*C`: B and C as they are, in either layout.
+pub(super) struct Spmm(sys::cusparseSpMMAlg_t);
+
+impl DenseOp for Spmm {
+    const OPERANDS: (&'static str, &'static str) = ("B", "C");
+
+    fn tight(
+        rows: usize,
+        cols: usize,
+        width: usize,
+        (b, c): (Layout, Layout),
+    ) -> Result<(DnShape, DnShape)> {
+        Ok((
+            DnShape::tight((cols, width), b, "B")?,
+            DnShape::tight((rows, width), c, "C")?,
+        ))
+    }
+
+    entry_points!(
+        cusparseSpMM_bufferSize,
+        cusparseSpMM_preprocess,
+        cusparseSpMM,
+        |v, d| (v.mat.raw().cast_const(), d.0.cast_const(), d.1)
+    );
+}
+
+/// `C = alpha*(X*Y^T) ∘ spy(S) + beta*C`, C being the values of S's descriptor. Y^T is handed
+/// to cuSPARSE as Y's memory read in the other order, so both dense operands are
+/// non-transposed whatever their layouts.
+pub(super) struct Sddmm(sys::cusparseSDDMMAlg_t);
+
+impl DenseOp for Sddmm {
+    const OPERANDS: (&'static str, &'static str) = ("X", "Y^T");
+
+    fn tight(
+        rows: usize,
+        cols: usize,
+        width: usize,
+        (x, y): (Layout, Layout),
+    ) -> Result<(DnShape, DnShape)> {
+        Ok((
+            DnShape::tight((rows, width), x, "X")?,
+            DnShape::tight((cols, width), y, "Y")?.transposed(),
+        ))
+    }
+
+    entry_points!(
+        cusparseSDDMM_bufferSize,
+        cusparseSDDMM_preprocess,
+        cusparseSDDMM,
+        |v, d| (d.0.cast_const(), d.1.cast_const(), v.mat.raw())
+    );
+}
+
+/// The cuSPARSE state of an SpMM or SDDMM plan whose matrix has entries.
+struct DenseCall<O> {
+    op: O,
+    vendor: Vendor,
+    /// The dense descriptors, kept across runs: re-pointed while the shapes stay.
+    first: DnSlot,
+    second: DnSlot,
+    /// The dense shapes of the last `_preprocess`; `None` when an analysis is due.
+    prepared: Option<(DnShape, DnShape)>,
+    /// The largest workspace a run was refused for: the next `reserve` grows to it.
+    refused: usize,
+}
+
+const LAYOUTS: [Layout; 2] = [Layout::RowMajor, Layout::ColMajor];
+
+impl<O: DenseOp> DenseCall<O> {
+    /// The largest workspace cuSPARSE asks for at `width` with the dense operands in every
+    /// pair of layouts, for a sparse matrix of `rows x cols`. The descriptors measured point at
+    /// `placeholder`, any live device address: _bufferSize reads no element.
+    fn widest<T: Scalar>(
+        &self,
+        device: &Device,
+        placeholder: u64,
+        (rows, cols): (usize, usize),
+        width: usize,
+    ) -> Result<usize> {
+        if width == 0 {
+            return Ok(0);
+        }
+        let (one, zero) = (T::Acc::ONE, T::Acc::ZERO);
+        let mut widest = 0;
+        for first in LAYOUTS {
+            for second in LAYOUTS {
+                let shapes = O::tight(rows, cols, width, (first, second))?;
+                let (mut d1, mut d2) = (DnSlot::default(), DnSlot::default());
+                let bytes = self.vendor.handle.with(|h| {
+                    // SAFETY: the descriptors point at live device memory and are only
+                    // measured.
+                    unsafe {
+                        let d = (
+                            d1.point(device, shapes.0, placeholder, self.vendor.values)?,
+                            d2.point(device, shapes.1, placeholder, self.vendor.values)?,
+                        );
+                        self.op.buffer_size(
+                            h,
+                            device,
+                            &self.vendor,
+                            d,
+                            (scalar_ptr(&one), scalar_ptr(&zero)),
+                        )
+                    }
+                })?;
+                widest = widest.max(bytes);
+            }
+        }
+        Ok(widest)
+    }
+
+    /// Runs the operation with the dense operands at `addresses` in `shapes`, writing `out`;
+    /// analyses first when the shapes changed. `beta == 0` zeroes `out` first.
+    ///
+    /// # Safety
+    /// `addresses` hold matrices of `shapes` on the device (bound operands), and the sparse
+    /// descriptor's values address `out`'s elements when the output is sparse (SDDMM).
+    unsafe fn run<T: Scalar>(
+        &mut self,
+        base: &PlanBase<T>,
+        shapes: (DnShape, DnShape),
+        addresses: (u64, u64),
+        out: &Bound,
+        alpha: T::Acc,
+        beta: T::Acc,
+    ) -> Result<()> {
+        let device = &base.device;
+        let handle = self.vendor.handle.clone();
+        handle.with(|h| {
+            // SAFETY: the caller's operands, live through the calls, which are ordered on the
+            // handle's stream; the workspace is what _bufferSize asked for these shapes or more.
+            unsafe {
+                let d = (
+                    self.first
+                        .point(device, shapes.0, addresses.0, self.vendor.values)?,
+                    self.second
+                        .point(device, shapes.1, addresses.1, self.vendor.values)?,
+                );
+                let scalars = (scalar_ptr(&alpha), scalar_ptr(&beta));
+                if self.prepared != Some(shapes) {
+                    self.prepared = None;
+                    let need = self.op.buffer_size(h, device, &self.vendor, d, scalars)?;
+                    let held = self.vendor.workspace_bytes();
+                    if need > held {
+                        self.refused = self.refused.max(need);
+                        return Err(short_workspace::<O>(base, shapes, need, held));
+                    }
+                    self.op
+                        .enqueue(Step::Preprocess, h, device, &self.vendor, d, scalars)?;
+                    self.prepared = Some(shapes);
+                }
+                if beta == T::Acc::ZERO {
+                    base.scale(out, beta)?;
+                }
+                self.op
+                    .enqueue(Step::Compute, h, device, &self.vendor, d, scalars)
+            }
+        })
+    }
+}
+
+/// A run refused because cuSPARSE asks for more workspace than the plan holds.
+fn short_workspace<O: DenseOp>(
+    base: &PlanBase<impl Scalar>,
+    shapes: (DnShape, DnShape),
+    need: usize,
+    held: usize,
+) -> Error {
+    let (info, (first, second)) = (&base.info, O::OPERANDS);
+    Error::invalid(format!(
+        "{}: cuSPARSE asks for {need} bytes of workspace for {first} ({}) and {second} ({}), \
+         past the {held} bytes this plan holds (sized for widths up to {} with the smallest leading \
+         dimensions); reserve a width above {} first, which grows the workspace to this size too",
+        info.op, shapes.0, shapes.1, info.reserved_width, info.reserved_width
+    ))
+}
+
+/// An SpMM (`O` = [`Spmm`]) or SDDMM ([`Sddmm`]) through cuSPARSE.
+pub(super) struct DenseFamily<T: Scalar, O> {
+    /// Declared before `a`, whose arrays its descriptor points at. `None` when A holds no
+    /// entry: runs then only scale the output.
+    call: Option<DenseCall<O>>,
+    a: Matrix<T>,
+    entry: &'static Entry,
+}
+
+impl<T: Scalar, O: DenseOp> DenseFamily<T, O> {
+    /// Grows the workspace for `width`, and to what a refused run asked for; returns the
+    /// bytes it grew by.
+    fn reserve_for(&mut self, base: &PlanBase<T>, width: usize) -> Result<usize> {
+        let Some(call) = &mut self.call else {
+            return Ok(0);
+        };
+        let device = &base.device;
+        let placeholder = self.a.value_buffer().address();
+        let widest = call.widest::<T>(device, placeholder, (base.rows, base.cols), width)?;
+        let grown = call.vendor.grow(device, widest.max(call.refused))?;
+        if grown > 0 {
+            // The analysis lived in the workspace that was replaced.
+            call.prepared = None;
+        }
+        Ok(grown)
+    }
+}
+
+fn plan_dense<T: Scalar, I: SpIndex, O: DenseOp>(
+    device: &Arc<Device>,
+    handle: &Arc<Handle>,
+    a: CsrRef<'_, T, I>,
+    entry: &'static Entry,
+    (precision, width): (Precision, usize),
+    op: O,
+) -> Result<CudaPlan<T, DenseFamily<T, O>>> {
+    let Started {
+        mut base,
+        mut clock,
+        a,
+        vendor,
+    } = start(device, handle, a, entry, precision, width)?;
+    let mut family = DenseFamily {
+        call: vendor.map(|vendor| DenseCall {
+            op,
+            vendor,
             first: DnSlot::default(),
             second: DnSlot::default(),
             prepared: None,
+            refused: 0,
+        }),
+        a,
+        entry,
+    };
+    let workspace = family.reserve_for(&base, width)?;
+    clock.lap(device, Phase::Device)?;
+    base.finish(clock, family.a.bytes() + workspace);
+    Ok(CudaPlan {
+        base,
+        kernels: family,
+    })
+}
+
+pub(super) type SpmmFamily<T> = DenseFamily<T, Spmm>;
+pub(super) type SddmmFamily<T> = DenseFamily<T, Sddmm>;
+
+pub(super) fn plan_spmm<T: Scalar, I: SpIndex>(
+    device: &Arc<Device>,
+    handle: &Arc<Handle>,
+    a: CsrRef<'_, T, I>,
+    entry: &'static Entry,
+    (precision, width): (Precision, usize),
+) -> Result<CudaPlan<T, SpmmFamily<T>>> {
+    let VendorAlg::Spmm(alg) = entry.vendor else {
+        return Err(wrong_algorithm(entry));
+    };
+    plan_dense(device, handle, a, entry, (precision, width), Spmm(alg))
+}
+
+pub(super) fn plan_sddmm<T: Scalar, I: SpIndex>(
+    device: &Arc<Device>,
+    handle: &Arc<Handle>,
+    s: CsrRef<'_, T, I>,
+    entry: &'static Entry,
+    (precision, width): (Precision, usize),
+) -> Result<CudaPlan<T, SddmmFamily<T>>> {
+    let VendorAlg::Sddmm(alg) = entry.vendor else {
+        return Err(wrong_algorithm(entry));
+    };
+    plan_dense(device, handle, s, entry, (precision, width), Sddmm(alg))
+}
+
+impl<T: Scalar> SpmmKernels<T> for SpmmFamily<T> {
+    fn values(&self) -> Values<'_, T> {
+        self.a.values()
+    }
+
+    fn values_updated(&mut self) {
+        if let Some(call) = &mut self.call {
+            call.prepared = None;
         }
     }
-}
 
-/// `C = alpha*A*B + beta*C` through `cusparseSpMM`; B and C in either layout, as the algorithm
-/// admits.
-pub struct CusparseSpmmPlan<T> {
-    common: Common,
-    op: Option<DenseOp<T>>,
-    alg: sys::cusparseSpMMAlg_t,
-    shape: (usize, usize),
-}
-
-impl<T: Scalar> CusparseSpmmPlan<T> {
-    pub(super) fn new<I: SpIndex>(
-        device: &Arc<Device>,
-        handle: &Arc<Handle>,
-        a: CsrRef<'_, T, I>,
-        entry: &'static Entry,
-        precision: Precision,
-    ) -> Result<Self> {
-        let VendorAlg::Spmm(alg) = entry.vendor else {
-            return Err(wrong_algorithm(entry));
-        };
-        let op = (a.nnz() > 0)
-            .then(|| SparseOnDevice::upload(device, a, entry.format).map(DenseOp::new))
-            .transpose()?;
-        let common = Common::new::<T>(
-            device,
-            handle,
-            entry,
-            precision,
-            op.as_ref().map_or(0, |o| o.a.bytes()),
-        )?;
-        Ok(CusparseSpmmPlan {
-            common,
-            op,
-            alg,
-            shape: (a.rows(), a.cols()),
-        })
-    }
-}
-
-impl<T: Scalar> SpmmPlan<T> for CusparseSpmmPlan<T> {
-    fn info(&self) -> &PlanInfo {
-        &self.common.info
+    fn reserve(&mut self, base: &PlanBase<T>, width: usize) -> Result<usize> {
+        self.reserve_for(base, width)
     }
 
     fn run(
         &mut self,
+        base: &PlanBase<T>,
+        ops: &SpmmOperands,
         alpha: T::Acc,
-        b: DenseRef<'_, T>,
         beta: T::Acc,
-        mut c: DenseMut<'_, T::Out>,
     ) -> Result<()> {
-        let ((rows, cols), n) = (self.shape, b.cols());
-        b.expect_shape("spmm B", (cols, n))?;
-        c.expect_shape("spmm C", (rows, n))?;
-        let device = self.common.device.clone();
-        let b_ptr = ptr(&input(&b, &device, "spmm B")?.bytes, &device);
-        let c_shape = DnShape::of(&c.as_ref(), "C")?;
-        let c_runs = Runs::of(rows, n, c.ld(), c.layout())?;
-        let c_ptr = ptr(&output(&mut c, &device, "spmm C")?.bytes, &device);
-        let (alpha, beta, alpha_zero, beta_zero) = scalars::<T>(alpha, beta);
-        let Some(op) = self.op.as_mut().filter(|_| !alpha_zero && n > 0) else {
-            return self.common.scale(c_ptr, c_runs, beta);
+        let Some(call) = self.call.as_mut() else {
+            return base.scale(&ops.c, beta);
         };
-        let entry = self.common.entry;
-        let odd_rows = |layout: Layout, ld: usize| layout == Layout::RowMajor && ld % 2 == 1;
-        if entry.even_ld.contains(&T::DTYPE)
-            && n > 1
-            && odd_rows(b.layout(), b.ld())
-            && odd_rows(c_shape.layout, c.ld())
-        {
+        let entry = self.entry;
+        if entry.refuses_odd_ld(T::DTYPE, ops) {
             return Err(Error::Unsupported {
                 op: entry.op,
                 format: entry.format,
-                precision: self.common.info.precision,
+                precision: base.info.precision,
+                algorithm: Some(entry.algorithm),
                 backend: BackendKind::Cusparse,
                 supported: format!(
-                    "row-major B and C with leading dimensions {} and {}: {}",
-                    b.ld(),
-                    c.ld(),
-                    describe(entry)
+                    "it with row-major B and C only at even leading dimensions ({} faults on \
+                     odd ones), not at {} and {}",
+                    entry.vendor.name(),
+                    ops.b.ld,
+                    ops.c.ld
                 ),
             });
         }
-        if beta_zero {
-            self.common.scale(c_ptr, c_runs, beta)?;
+        let shapes = (DnShape::of(&ops.b, "B")?, DnShape::of(&ops.c, "C")?);
+        // SAFETY: B and C are bound operands of this device with these shapes.
+        unsafe {
+            call.run(
+                base,
+                shapes,
+                (ops.b.address, ops.c.address),
+                &ops.c,
+                alpha,
+                beta,
+            )
         }
-        let shapes = (DnShape::of(&b, "B")?, c_shape);
-        let (common, alg) = (&mut self.common, self.alg);
-        let handle = common.handle.clone();
-        handle.with(|h| {
-            // SAFETY: B and C are this device's buffers with the shapes described (checked by
-            // their geometry); they, A and the workspace (sized by _bufferSize for these shapes)
-            // stay live through the calls, which are ordered on the handle's stream.
-            unsafe {
-                let bd = op
-                    .first
-                    .point(&device, shapes.0, b_ptr, common.values)?
-                    .cast_const();
-                let cd = op.second.point(&device, shapes.1, c_ptr, common.values)?;
-                let a = op.a.mat.raw().cast_const();
-                let (alpha, beta) = (scalar_ptr(&alpha), scalar_ptr(&beta));
-                if op.prepared != Some(shapes) {
-                    op.prepared = None;
-                    let mut bytes = 0;
-                    call!(
-                        &device,
-                        cusparseSpMM_bufferSize(
-                            h,
-                            NON_TRANSPOSE,
-                            NON_TRANSPOSE,
-                            alpha,
-                            a,
-                            bd,
-                            beta,
-                            cd,
-                            common.compute,
-                            alg,
-                            &mut bytes
-                        )
-                    )?;
-                    let workspace = common.workspace(bytes)?;
-                    call!(
-                        &device,
-                        cusparseSpMM_preprocess(
-                            h,
-                            NON_TRANSPOSE,
-                            NON_TRANSPOSE,
-                            alpha,
-                            a,
-                            bd,
-                            beta,
-                            cd,
-                            common.compute,
-                            alg,
-                            workspace
-                        )
-                    )?;
-                    op.prepared = Some(shapes);
-                }
-                let workspace = common.workspace.ptr(&device) as *mut _;
-                call!(
-                    &device,
-                    cusparseSpMM(
-                        h,
-                        NON_TRANSPOSE,
-                        NON_TRANSPOSE,
-                        alpha,
-                        a,
-                        bd,
-                        beta,
-                        cd,
-                        common.compute,
-                        alg,
-                        workspace
-                    )
-                )
-            }
-        })?;
-        self.common.account(0);
-        Ok(())
     }
 }
 
-/// `C = alpha*(X*Y^T) ∘ spy(S) + beta*C` through `cusparseSDDMM`, C being S's values.
-///
-/// Y^T is handed to cuSPARSE as Y's memory read in the other order, so both dense operands are
-/// non-transposed whatever their layouts.
-pub struct CusparseSddmmPlan<T> {
-    common: Common,
-    op: Option<DenseOp<T>>,
-    alg: sys::cusparseSDDMMAlg_t,
-    c_staging: Scratch,
-    shape: (usize, usize, usize),
-}
-
-impl<T: Scalar> CusparseSddmmPlan<T> {
-    pub(super) fn new<I: SpIndex>(
-        device: &Arc<Device>,
-        handle: &Arc<Handle>,
-        s: CsrRef<'_, T, I>,
-        entry: &'static Entry,
-        precision: Precision,
-    ) -> Result<Self> {
-        let VendorAlg::Sddmm(alg) = entry.vendor else {
-            return Err(wrong_algorithm(entry));
-        };
-        // S's own values are uploaded only for the descriptor to have an address until the
-        // first run points it at C.
-        let op = (s.nnz() > 0)
-            .then(|| SparseOnDevice::upload(device, s, entry.format).map(DenseOp::new))
-            .transpose()?;
-        let common = Common::new::<T>(
-            device,
-            handle,
-            entry,
-            precision,
-            op.as_ref().map_or(0, |o| o.a.bytes()),
-        )?;
-        Ok(CusparseSddmmPlan {
-            common,
-            op,
-            alg,
-            c_staging: Scratch::default(),
-            shape: (s.rows(), s.cols(), s.nnz()),
-        })
+/// S's values are never read (cuSPARSE's SDDMM multiplies by S's pattern), so the plan's value
+/// buffer, which `update_values` writes, also serves as the staging of a strided C.
+impl<T: Scalar> SddmmKernels<T> for SddmmFamily<T> {
+    fn values(&self) -> Values<'_, T> {
+        self.a.values()
     }
-}
 
-impl<T: Scalar> SddmmPlan<T> for CusparseSddmmPlan<T> {
-    fn info(&self) -> &PlanInfo {
-        &self.common.info
+    fn reserve(&mut self, base: &PlanBase<T>, width: usize) -> Result<usize> {
+        self.reserve_for(base, width)
     }
 
     fn run(
         &mut self,
+        base: &PlanBase<T>,
+        ops: &SddmmOperands,
         alpha: T::Acc,
-        x: DenseRef<'_, T>,
-        y: DenseRef<'_, T>,
         beta: T::Acc,
-        mut c: DenseMut<'_, T::Out>,
     ) -> Result<()> {
-        let ((rows, cols, nnz), k) = (self.shape, x.cols());
-        x.expect_shape("sddmm X", (rows, k))?;
-        y.expect_shape("sddmm Y", (cols, k))?;
-        c.expect_shape("sddmm C", (nnz, 1))?;
-        let device = self.common.device.clone();
-        let x_ptr = ptr(&input(&x, &device, "sddmm X")?.bytes, &device);
-        let y_ptr = ptr(&input(&y, &device, "sddmm Y")?.bytes, &device);
-        let (c_runs, c_stride) = (
-            Runs::of(nnz, 1, c.ld(), c.layout())?,
-            stride(nnz, c.ld(), c.layout()),
-        );
-        let c_ptr = ptr(&output(&mut c, &device, "sddmm C")?.bytes, &device);
-        let (alpha, beta, alpha_zero, beta_zero) = scalars::<T>(alpha, beta);
-        let Some(op) = self.op.as_mut().filter(|_| !alpha_zero && k > 0) else {
-            return self.common.scale(c_ptr, c_runs, beta);
+        let Some(call) = self.call.as_mut().filter(|_| ops.k > 0) else {
+            return base.scale(&ops.c, beta);
         };
-        let elem = size_of::<T>();
-        let c = Contiguous::new(
-            &device,
-            &mut self.c_staging,
-            (c_ptr, c_stride),
-            nnz,
-            elem,
-            !beta_zero,
-        )?;
-        if beta_zero {
-            self.common.scale(c.ptr, Runs::contiguous(nnz)?, beta)?;
+        let device = &base.device;
+        let c = unit_stride(device, &ops.c, self.a.value_buffer(), beta != T::Acc::ZERO)?;
+        let shapes = (
+            DnShape::of(&ops.x, "X")?,
+            DnShape::of(&ops.y, "Y")?.transposed(),
+        );
+        // SAFETY: X and Y are bound operands of this device with these shapes (Y^T being Y's
+        // memory read in the other order); `c` holds nnz contiguous elements (C or the
+        // staging), where S's descriptor points from here on.
+        unsafe {
+            call.vendor.mat.set_values(device, c.address)?;
+            call.run(
+                base,
+                shapes,
+                (ops.x.address, ops.y.address),
+                &c,
+                alpha,
+                beta,
+            )?;
         }
-        let shapes = (DnShape::of(&x, "X")?, DnShape::of(&y, "Y")?.transposed());
-        let (common, alg) = (&mut self.common, self.alg);
-        let handle = common.handle.clone();
-        handle.with(|h| {
-            // SAFETY: X and Y are this device's buffers with the shapes described, C's values
-            // (the operand or its staging) hold nnz contiguous elements; all stay live through the
-            // calls, ordered on the handle's stream, with a workspace sized for these shapes.
-            unsafe {
-                op.a.mat.set_values(&device, c.ptr)?;
-                let xd = op
-                    .first
-                    .point(&device, shapes.0, x_ptr, common.values)?
-                    .cast_const();
-                let yd = op
-                    .second
-                    .point(&device, shapes.1, y_ptr, common.values)?
-                    .cast_const();
-                let s = op.a.mat.raw();
-                let (alpha, beta) = (scalar_ptr(&alpha), scalar_ptr(&beta));
-                if op.prepared != Some(shapes) {
-                    op.prepared = None;
-                    let mut bytes = 0;
-                    call!(
-                        &device,
-                        cusparseSDDMM_bufferSize(
-                            h,
-                            NON_TRANSPOSE,
-                            NON_TRANSPOSE,
-                            alpha,
-                            xd,
-                            yd,
-                            beta,
-                            s,
-                            common.compute,
-                            alg,
-                            &mut bytes
-                        )
-                    )?;
-                    let workspace = common.workspace(bytes)?;
-                    call!(
-                        &device,
-                        cusparseSDDMM_preprocess(
-                            h,
-                            NON_TRANSPOSE,
-                            NON_TRANSPOSE,
-                            alpha,
-                            xd,
-                            yd,
-                            beta,
-                            s,
-                            common.compute,
-                            alg,
-                            workspace
-                        )
-                    )?;
-                    op.prepared = Some(shapes);
-                }
-                let workspace = common.workspace.ptr(&device) as *mut _;
-                call!(
-                    &device,
-                    cusparseSDDMM(
-                        h,
-                        NON_TRANSPOSE,
-                        NON_TRANSPOSE,
-                        alpha,
-                        xd,
-                        yd,
-                        beta,
-                        s,
-                        common.compute,
-                        alg,
-                        workspace
-                    )
-                )
-            }
-        })?;
-        c.write_back(&device, nnz, elem)?;
-        self.common.account(self.c_staging.bytes());
-        Ok(())
+        write_back::<T>(device, &c, &ops.c)
     }
 }

@@ -1,118 +1,236 @@
-//! What the cuSPARSE plans share: the matrix and its descriptor, the workspace, staging of
-//! strided vectors, and the output scaling that stands in for cuSPARSE where the library's
-//! semantics fall short of sparse-blas's.
+//! What the cuSPARSE plans share: the matrix on the device, the cuSPARSE side of a plan (the
+//! handle, A's descriptor, the workspace), staging of strided vectors, and the start of every
+//! plan on the scaffold of `crate::plan`.
 //!
-//! - `alpha == 0` never calls cuSPARSE (which would read A): the output becomes `beta*out`.
+//! Where cuSPARSE's semantics fall short of sparse-blas's, the plans stand in for it:
+//! - `alpha == 0` never calls cuSPARSE (which would read A): the scaffold scales the output.
 //! - `beta == 0` must not read the output, and cuSPARSE does not document that it will not,
 //!   so the output is zeroed first (one extra write of the output, which a timing of cuSPARSE
 //!   with `beta == 0` includes) and cuSPARSE then runs with `beta == 0` on zeros.
 //! - cuSPARSE dense vectors have unit stride: a strided vector (a row-major n x 1 operand with a
-//!   leading dimension above 1) is copied through a contiguous staging buffer of the plan.
+//!   leading dimension above 1) is copied through a contiguous staging buffer of the plan, sized
+//!   when it is planned.
 
 use std::ffi::c_void;
 use std::sync::Arc;
 
 use cudarc::cusparse::sys;
-use cudarc::driver::{sys as cu, CudaFunction, CudaSlice, DevicePtr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{sys as cu, CudaSlice, DevicePtr};
 use sparse_core::{
-    BackendKind, CsrRef, Error, Format, Layout, PlanInfo, Precision, Result, Scalar, SpIndex,
+    BackendKind, CsrRef, DeviceMemory, Error, Format, Layout, PlanInfo, Precision, Result, Scalar,
+    SpIndex,
 };
 
-use super::library::{compute_type, driver, index, value_type, Handle, SpMat};
+use super::library::{bind, compute_type, index, value_type, Handle, SpMat};
 use super::table::Entry;
-use crate::compile::sources;
-use crate::device::Device;
+use crate::device::{CudaBuffer, Device};
 use crate::matrix::DeviceCsr;
-use crate::operand::{suffix, to_u32, AccArg};
+use crate::operand::{to_u32, Bound};
+use crate::plan::{Phase, PlanBase, PlanClock, Values};
 
-/// A device pointer of a buffer (event tracking is off on the backend's contexts, so taking it
-/// records nothing).
-pub(super) fn ptr(slice: &CudaSlice<u8>, device: &Device) -> u64 {
-    slice.device_ptr(&device.stream).0
+pub(super) const NON_TRANSPOSE: sys::cusparseOperation_t =
+    sys::cusparseOperation_t::CUSPARSE_OPERATION_NON_TRANSPOSE;
+
+/// A host pointer to a scalar of the compute type, as cuSPARSE and cuBLAS take alpha and beta
+/// (`T::Acc` is f64 for f64 storage and f32 otherwise, which is the compute type).
+pub(super) fn scalar_ptr<A>(v: &A) -> *const c_void {
+    (v as *const A).cast()
 }
 
-/// A host pointer to a scalar of the compute type, as cuSPARSE takes alpha and beta.
-pub(super) fn scalar_ptr(v: &AccArg) -> *const c_void {
-    match v {
-        AccArg::F32(x) => (x as *const f32).cast(),
-        AccArg::F64(x) => (x as *const f64).cast(),
+/// A matrix on the device in the arrays cuSPARSE reads: CSR, plus the row index of every entry
+/// for COO. Its values are in CSR entry order, where `update_values` writes them.
+pub(super) struct Matrix<T> {
+    csr: DeviceCsr<T>,
+    row_idx: Option<CudaSlice<u32>>,
+}
+
+/// The row index of every entry of `a`: what COO holds beside CSR's column indices and values.
+fn row_indices<T, I: SpIndex>(a: CsrRef<'_, T, I>) -> Result<Vec<u32>> {
+    let mut rows = Vec::with_capacity(a.nnz());
+    for i in 0..a.rows() {
+        rows.extend(std::iter::repeat_n(to_u32("row index", i)?, a.row_len(i)));
     }
+    Ok(rows)
 }
 
-/// A device buffer that only grows: the cuSPARSE workspace, or the staging of a strided vector.
-#[derive(Default)]
-pub(super) struct Scratch {
-    buffer: Option<CudaSlice<u8>>,
-}
-
-impl Scratch {
-    /// At least `bytes` bytes; a larger request replaces the buffer (losing its contents).
-    /// Returns the device pointer, 0 when no bytes were ever asked for.
-    pub fn reserve(&mut self, device: &Device, bytes: usize) -> Result<u64> {
-        if bytes > self.bytes() {
-            // The old buffer is freed first so that the two never need to fit together.
-            self.buffer = None;
-            let slice = device.stream.alloc_zeros::<u8>(bytes).map_err(|e| {
-                match driver("allocating a cuSPARSE plan buffer", e) {
-                    Error::OutOfMemory { .. } => Error::OutOfMemory {
-                        device: device.location(),
-                        bytes,
-                    },
-                    other => other,
-                }
-            })?;
-            self.buffer = Some(slice);
-        }
-        Ok(self.ptr(device))
-    }
-
-    pub fn ptr(&self, device: &Device) -> u64 {
-        self.buffer.as_ref().map_or(0, |b| ptr(b, device))
-    }
-
-    pub fn bytes(&self) -> usize {
-        self.buffer.as_ref().map_or(0, |b| b.len())
-    }
-}
-
-/// The elements of a dense operand as the scale kernel walks them: `outer` runs of `inner`
-/// contiguous elements, `ld` apart.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Runs {
-    inner: u32,
-    outer: u32,
-    ld: u32,
-}
-
-impl Runs {
-    pub fn of(rows: usize, cols: usize, ld: usize, layout: Layout) -> Result<Self> {
-        let (inner, outer) = match layout {
-            Layout::RowMajor => (cols, rows),
-            Layout::ColMajor => (rows, cols),
-        };
-        Ok(Runs {
-            inner: to_u32("elements of a dense run", inner)?,
-            outer: to_u32("dense runs", outer)?,
-            ld: to_u32("leading dimension", ld)?,
+impl<T: Scalar> Matrix<T> {
+    /// `a` on the device, with `row_idx` (from [`row_indices`]) for COO.
+    fn upload<I: SpIndex>(
+        device: &Arc<Device>,
+        a: CsrRef<'_, T, I>,
+        row_idx: Option<&[u32]>,
+    ) -> Result<Self> {
+        Ok(Matrix {
+            csr: DeviceCsr::upload(device, a)?,
+            row_idx: row_idx
+                .map(|rows| device.upload_converted(rows, 0, |&r| r))
+                .transpose()?,
         })
     }
 
-    pub fn contiguous(n: usize) -> Result<Self> {
-        Self::of(n, 1, n.max(1), Layout::ColMajor)
+    pub fn values(&self) -> Values<'_, T> {
+        Values {
+            buffer: &self.csr.values,
+            slots: None,
+        }
+    }
+
+    /// The values buffer itself (nnz elements).
+    pub fn value_buffer(&self) -> &CudaBuffer<T> {
+        &self.csr.values
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.csr.bytes() + self.row_idx.as_ref().map_or(0, |r| r.len() * 4)
+    }
+
+    /// The cuSPARSE descriptor of these arrays (zero-based, 32-bit indices).
+    ///
+    /// # Safety
+    /// The descriptor points into `self`: it must not be used after `self` is dropped.
+    unsafe fn descriptor(&self, device: &Device, dtype: sys::cudaDataType) -> Result<SpMat> {
+        let (csr, stream) = (&self.csr, &device.stream);
+        let shape = (
+            index("number of rows", csr.rows as usize)?,
+            index("number of columns", csr.cols as usize)?,
+            index("number of entries", csr.nnz as usize)?,
+        );
+        let (cols, values) = (csr.col_idx.device_ptr(stream).0, csr.values.address());
+        match &self.row_idx {
+            // SAFETY: row and column indices and values hold nnz elements each, in `self`.
+            Some(rows) => unsafe {
+                SpMat::coo(
+                    device,
+                    shape,
+                    rows.device_ptr(stream).0,
+                    cols,
+                    values,
+                    dtype,
+                )
+            },
+            // SAFETY: the row pointer holds rows + 1 offsets, indices and values nnz elements,
+            // in `self`.
+            None => unsafe {
+                SpMat::csr(
+                    device,
+                    shape,
+                    csr.row_ptr.device_ptr(stream).0,
+                    cols,
+                    values,
+                    dtype,
+                )
+            },
+        }
     }
 }
 
-/// Element stride of an n x 1 operand.
-pub(super) fn stride(rows: usize, ld: usize, layout: Layout) -> usize {
-    match layout {
-        Layout::RowMajor if rows > 1 => ld,
-        _ => 1,
+/// The cuSPARSE side of a plan whose matrix has entries: the handle, A's descriptor, the value
+/// and compute types, and the workspace, which only [`Vendor::grow`] allocates.
+pub(super) struct Vendor {
+    pub handle: Arc<Handle>,
+    pub mat: SpMat,
+    pub values: sys::cudaDataType,
+    pub compute: sys::cudaDataType,
+    workspace: Option<CudaSlice<u8>>,
+}
+
+impl Vendor {
+    /// # Safety
+    /// `a` outlives the returned value, whose descriptor points into it (a family holds both).
+    pub unsafe fn new<T: Scalar>(
+        device: &Device,
+        handle: &Arc<Handle>,
+        a: &Matrix<T>,
+    ) -> Result<Self> {
+        let values = value_type(T::DTYPE).ok_or_else(|| {
+            Error::internal(format!("the cusparse table lists {} storage", T::DTYPE))
+        })?;
+        Ok(Vendor {
+            handle: handle.clone(),
+            // SAFETY: the caller keeps `a` alive as long as this value.
+            mat: unsafe { a.descriptor(device, values)? },
+            values,
+            compute: compute_type(T::DTYPE),
+            workspace: None,
+        })
     }
+
+    /// Grows the workspace to at least `bytes`; returns the bytes it grew by.
+    pub fn grow(&mut self, device: &Device, bytes: usize) -> Result<usize> {
+        device.grow_zeroed(
+            &mut self.workspace,
+            bytes,
+            "allocating the cuSPARSE workspace",
+        )
+    }
+
+    pub fn workspace_bytes(&self) -> usize {
+        self.workspace.as_ref().map_or(0, |w| w.len())
+    }
+
+    /// The workspace as cuSPARSE takes it: null when none was needed.
+    pub fn workspace(&self, device: &Device) -> *mut c_void {
+        self.workspace.as_ref().map_or(std::ptr::null_mut(), |w| {
+            w.device_ptr(&device.stream).0 as *mut c_void
+        })
+    }
+}
+
+/// A plan started: its description from the table row, the shared kernels loaded, and A on the
+/// device (with its descriptor when it has entries); the clock has counted the upload.
+pub(super) struct Started<T: Scalar> {
+    pub base: PlanBase<T>,
+    pub clock: PlanClock,
+    pub a: Matrix<T>,
+    /// `None` when A holds no entry: runs then only scale the output, and cuSPARSE is never
+    /// called.
+    pub vendor: Option<Vendor>,
+}
+
+pub(super) fn start<T: Scalar, I: SpIndex>(
+    device: &Arc<Device>,
+    handle: &Arc<Handle>,
+    a: CsrRef<'_, T, I>,
+    entry: &Entry,
+    precision: Precision,
+    reserved_width: usize,
+) -> Result<Started<T>> {
+    let info = PlanInfo {
+        reserved_width,
+        ..PlanInfo::new(
+            BackendKind::Cusparse,
+            entry.op,
+            entry.format,
+            precision,
+            entry.algorithm,
+            entry.deterministic,
+        )
+    };
+    let (base, mut clock) = PlanBase::new(device, (a.rows(), a.cols(), a.nnz()), info, &[])?;
+    let row_idx = match entry.format {
+        Format::Coo => Some(row_indices(a)?),
+        _ => None,
+    };
+    clock.lap(device, Phase::Host)?;
+    let matrix = Matrix::upload(device, a, row_idx.as_deref())?;
+    clock.lap(device, Phase::Transfer)?;
+    let vendor = if a.nnz() > 0 {
+        // SAFETY: the family made of this keeps `matrix` beside the descriptor.
+        Some(unsafe { Vendor::new(device, handle, &matrix)? })
+    } else {
+        None
+    };
+    Ok(Started {
+        base,
+        clock,
+        a: matrix,
+        vendor,
+    })
 }
 
 /// Copies `count` elements of `elem` bytes from every `src_stride`-th element at `src` to every
 /// `dst_stride`-th at `dst`, in stream order (a 2D copy one element wide).
-pub(super) fn copy_strided(
+fn copy_strided(
     device: &Device,
     (dst, dst_stride): (u64, usize),
     (src, src_stride): (u64, usize),
@@ -137,234 +255,63 @@ pub(super) fn copy_strided(
         WidthInBytes: elem,
         Height: count,
     };
-    device
-        .ctx
-        .bind_to_thread()
-        .map_err(|e| driver("making the context current", e))?;
-    // SAFETY: both ranges lie inside live device allocations (the caller's operands, checked
-    // by their geometry, and staging reserved for `count` elements); the copy is ordered on the
-    // stream every other access to them uses.
+    bind(device)?;
+    // SAFETY: both ranges lie inside live device allocations (a bound operand, and staging of at
+    // least `count` elements, checked by the callers); the copy is ordered on the stream every
+    // other access to them uses.
     unsafe { cu::cuMemcpy2DAsync_v2(&copy, device.stream.cu_stream()) }
         .result()
-        .map_err(|e| driver("copying a strided vector", e))
+        .map_err(|e| device.error("copying a strided vector", e))
 }
 
-/// A vector operand made contiguous for cuSPARSE: the operand itself, or staging that holds a
-/// copy of it (and is copied back for outputs).
-pub(super) struct Contiguous {
-    pub ptr: u64,
-    /// The strided original (pointer, stride) the staging stands for.
-    original: Option<(u64, usize)>,
-}
-
-impl Contiguous {
-    /// `n` elements at `ptr`, `stride` apart; staged through `staging` unless `stride` is 1.
-    /// `read` copies the operand into the staging (inputs, and outputs scaled by `beta`).
-    pub fn new(
-        device: &Device,
-        staging: &mut Scratch,
-        (ptr, stride): (u64, usize),
-        n: usize,
-        elem: usize,
-        read: bool,
-    ) -> Result<Self> {
-        if stride == 1 {
-            return Ok(Contiguous {
-                ptr,
-                original: None,
-            });
-        }
-        let staged = staging.reserve(device, n * elem)?;
-        if read {
-            copy_strided(device, (staged, 1), (ptr, stride), n, elem)?;
-        }
-        Ok(Contiguous {
-            ptr: staged,
-            original: Some((ptr, stride)),
-        })
-    }
-
-    /// Copies an output back to its strided original.
-    pub fn write_back(&self, device: &Device, n: usize, elem: usize) -> Result<()> {
-        match self.original {
-            Some(original) => copy_strided(device, original, (self.ptr, 1), n, elem),
-            None => Ok(()),
-        }
-    }
-}
-
-/// A matrix on the device with its cuSPARSE descriptor: CSR, or COO over the same column
-/// indices and values plus row indices.
-pub(super) struct SparseOnDevice<T> {
-    pub mat: SpMat,
-    /// (rows, cols, nnz) as cuSPARSE takes them.
-    pub shape: (i64, i64, i64),
-    csr: DeviceCsr<T>,
-    row_idx: Option<CudaSlice<u32>>,
-}
-
-impl<T: Scalar> SparseOnDevice<T> {
-    pub fn upload<I: SpIndex>(
-        device: &Arc<Device>,
-        a: CsrRef<'_, T, I>,
-        format: Format,
-    ) -> Result<Self> {
-        let shape = (
-            index("number of rows", a.rows())?,
-            index("number of columns", a.cols())?,
-            index("number of entries", a.nnz())?,
-        );
-        let dtype = value_type(T::DTYPE)
-            .ok_or_else(|| Error::invalid(format!("cuSPARSE takes no {}", T::DTYPE)))?;
-        let csr = DeviceCsr::upload(device, a)?;
-        let (cols, values) = (
-            csr.col_idx.device_ptr(&device.stream).0,
-            ptr(&csr.values.bytes, device),
-        );
-        let (mat, row_idx) = match format {
-            Format::Coo => {
-                let rows = DeviceCsr::upload_row_indices(device, a)?;
-                // SAFETY: row and column indices and values hold nnz elements each, owned by
-                // the returned value together with the descriptor.
-                let mat = unsafe {
-                    SpMat::coo(
-                        device,
-                        shape,
-                        rows.device_ptr(&device.stream).0,
-                        cols,
-                        values,
-                        dtype,
-                    )?
-                };
-                (mat, Some(rows))
-            }
-            _ => {
-                // SAFETY: the row pointer holds rows + 1 offsets, indices and values nnz
-                // elements, owned by the returned value together with the descriptor.
-                let mat = unsafe {
-                    SpMat::csr(
-                        device,
-                        shape,
-                        csr.row_ptr.device_ptr(&device.stream).0,
-                        cols,
-                        values,
-                        dtype,
-                    )?
-                };
-                (mat, None)
-            }
-        };
-        Ok(SparseOnDevice {
-            mat,
-            shape,
-            csr,
-            row_idx,
-        })
-    }
-
-    /// The device address of the values.
-    pub fn values(&self, device: &Device) -> u64 {
-        ptr(&self.csr.values.bytes, device)
-    }
-
-    pub fn bytes(&self) -> usize {
-        self.csr.bytes() + self.row_idx.as_ref().map_or(0, |r| r.len() * 4)
-    }
-}
-
-/// The parts every plan has: the handle, the algorithm, the workspace and the scale kernel.
-pub(super) struct Common {
-    pub device: Arc<Device>,
-    pub handle: Arc<Handle>,
-    pub entry: &'static Entry,
-    pub values: sys::cudaDataType,
-    pub compute: sys::cudaDataType,
-    pub workspace: Scratch,
-    scale: CudaFunction,
-    matrix_bytes: usize,
-    pub info: PlanInfo,
-}
-
-impl Common {
-    pub fn new<T: Scalar>(
-        device: &Arc<Device>,
-        handle: &Arc<Handle>,
-        entry: &'static Entry,
-        precision: Precision,
-        matrix_bytes: usize,
-    ) -> Result<Self> {
-        let (values, sfx) = value_type(T::DTYPE)
-            .zip(suffix(T::DTYPE))
-            .ok_or_else(|| Error::invalid(format!("cuSPARSE takes no {}", T::DTYPE)))?;
-        Ok(Common {
-            device: device.clone(),
-            handle: handle.clone(),
-            entry,
-            values,
-            compute: compute_type(T::DTYPE),
-            workspace: Scratch::default(),
-            scale: scale_function(device, sfx)?,
-            matrix_bytes,
-            info: PlanInfo {
-                backend: BackendKind::Cusparse,
-                op: entry.op,
-                format: entry.format,
-                precision,
-                algorithm: entry.algorithm,
-                bytes: matrix_bytes,
-                deterministic: entry.deterministic,
-            },
-        })
-    }
-
-    /// Counts the workspace and `staging` bytes in the plan's size.
-    pub fn account(&mut self, staging: usize) {
-        self.info.bytes = self.matrix_bytes + self.workspace.bytes() + staging;
-    }
-
-    /// `out = beta*out` over `runs` at `out` (zeros, without reading, when beta is 0).
-    pub fn scale(&self, out: u64, runs: Runs, beta: AccArg) -> Result<()> {
-        scale(&self.device, &self.scale, out, runs, beta)
-    }
-
-    /// Grows the workspace to `bytes`; the pointer cuSPARSE is given (null when none is needed).
-    pub fn workspace(&mut self, bytes: usize) -> Result<*mut c_void> {
-        Ok(self.workspace.reserve(&self.device, bytes)? as *mut c_void)
-    }
-}
-
-/// The kernel that scales (or zeroes) a strided dense operand: the SpMM kernels' `scale_matrix`.
-pub(super) fn scale_function(device: &Device, sfx: &str) -> Result<CudaFunction> {
-    device.function(sources::SPMM, &format!("scale_matrix_{sfx}"))
-}
-
-/// `out = beta*out` over `runs` at `out` with `function` from [`scale_function`] (zeros, without
-/// reading, when beta is 0).
-pub(super) fn scale(
+/// The n x 1 operand `v` as cuSPARSE takes it, with unit stride: `v` itself, or `staging`
+/// holding a copy of it (made only when `read`: inputs, and outputs scaled by `beta`).
+pub(super) fn unit_stride<T: Scalar>(
     device: &Device,
-    function: &CudaFunction,
-    out: u64,
-    runs: Runs,
-    beta: AccArg,
-) -> Result<()> {
-    if runs.inner == 0 || runs.outer == 0 {
+    v: &Bound,
+    staging: &CudaBuffer<T>,
+    read: bool,
+) -> Result<Bound> {
+    let stride = v.increment();
+    if stride == 1 {
+        return Ok(*v);
+    }
+    if staging.len() < v.rows {
+        return Err(Error::internal(format!(
+            "a staging buffer of {} elements for a vector of {}",
+            staging.len(),
+            v.rows
+        )));
+    }
+    let staged = Bound {
+        address: staging.address(),
+        rows: v.rows,
+        cols: 1,
+        layout: Layout::ColMajor,
+        ld: to_u32("vector length", v.rows.max(1))?,
+    };
+    if read {
+        copy_strided(
+            device,
+            (staged.address, 1),
+            (v.address, stride as usize),
+            v.rows,
+            size_of::<T>(),
+        )?;
+    }
+    Ok(staged)
+}
+
+/// Copies an output `staged` by [`unit_stride`] back to `v` (nothing when it was not staged).
+pub(super) fn write_back<T: Scalar>(device: &Device, staged: &Bound, v: &Bound) -> Result<()> {
+    if staged.address == v.address {
         return Ok(());
     }
-    const BLOCK: u32 = 256;
-    let config = LaunchConfig {
-        grid_dim: (runs.inner.div_ceil(BLOCK), runs.outer.min(65_535), 1),
-        block_dim: (BLOCK, 1, 1),
-        shared_mem_bytes: 0,
-    };
-    let mut args = device.stream.launch_builder(function);
-    args.arg(&runs.inner)
-        .arg(&runs.outer)
-        .arg(&out)
-        .arg(&runs.ld);
-    beta.push(&mut args);
-    // SAFETY: scale_matrix(u32 inner, u32 outer, T* out, u32 ld, acc beta) gets those arguments
-    // (a device pointer is passed as its 64-bit address); `runs` was built from the operand's
-    // checked geometry, so every element it walks lies in the operand.
-    unsafe { args.launch(config) }.map_err(|e| driver("scale_matrix", e))?;
-    Ok(())
+    copy_strided(
+        device,
+        (v.address, v.increment() as usize),
+        (staged.address, 1),
+        v.rows,
+        size_of::<T>(),
+    )
 }

@@ -13,7 +13,9 @@
 use cudarc::cusparse::sys::{
     cusparseSDDMMAlg_t as Dd, cusparseSpMMAlg_t as Mm, cusparseSpMVAlg_t as Mv,
 };
-use sparse_core::{Algorithm, Compute, DType, Format, OpKind, Precision, Support};
+use sparse_core::{Algorithm, Compute, DType, Format, Layout, Offer, OpKind, Precision};
+
+use crate::operand::{Bound, SpmmOperands};
 
 /// A cuSPARSE algorithm of one operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,27 +89,6 @@ pub(super) const TABLE: &[Entry] = &[
     entry!(Sddmm, Csr, VendorDefault, Sddmm(Dd::CUSPARSE_SDDMM_ALG_DEFAULT), FLOATS, false, even_ld: &[]),
 ];
 
-/// The table row for `algorithm`; `auto` is `vendor-default`, or the first row that runs
-/// `dtype` where the default does not.
-pub(super) fn find(
-    op: OpKind,
-    format: Format,
-    algorithm: Algorithm,
-    dtype: DType,
-) -> Option<&'static Entry> {
-    let rows = || {
-        TABLE
-            .iter()
-            .filter(move |e| e.op == op && e.format == format)
-    };
-    match algorithm {
-        Algorithm::Auto => rows()
-            .filter(|e| e.dtypes.contains(&dtype))
-            .min_by_key(|e| e.algorithm != Algorithm::VendorDefault),
-        chosen => rows().find(|e| e.algorithm == chosen),
-    }
-}
-
 /// The storage type of a precision cuSPARSE computes as named: f64, f32, f16 with f32 compute.
 fn storage(precision: Precision) -> Option<DType> {
     match (precision.storage, precision.compute) {
@@ -118,111 +99,183 @@ fn storage(precision: Precision) -> Option<DType> {
     }
 }
 
-/// Native when some algorithm runs the combination, else Unsupported.
-pub(super) fn capability(op: OpKind, format: Format, precision: Precision) -> Support {
-    let runs = storage(precision).is_some_and(|dtype| {
-        TABLE
-            .iter()
-            .any(|e| e.op == op && e.format == format && e.dtypes.contains(&dtype))
-    });
-    if runs {
-        Support::Native
-    } else {
-        Support::Unsupported
+/// The rows that run `op` on `format` in `precision`.
+fn rows(op: OpKind, format: Format, precision: Precision) -> impl Iterator<Item = &'static Entry> {
+    let dtype = storage(precision);
+    TABLE.iter().filter(move |e| {
+        e.op == op && e.format == format && dtype.is_some_and(|d| e.dtypes.contains(&d))
+    })
+}
+
+/// What the backend runs for `op` on `format` in `precision`: `CusparseBackend::table`.
+pub(super) fn algorithms(op: OpKind, format: Format, precision: Precision) -> Vec<Offer> {
+    rows(op, format, precision)
+        .map(|e| Offer::native(e.algorithm, e.deterministic))
+        .collect()
+}
+
+/// The row that runs `algorithm` for `op` on `format` in `precision`; `auto` is
+/// `vendor-default`, or the first row that runs the precision where the default does not.
+pub(super) fn find(
+    op: OpKind,
+    format: Format,
+    precision: Precision,
+    algorithm: Algorithm,
+) -> Option<&'static Entry> {
+    match algorithm {
+        Algorithm::Auto => {
+            rows(op, format, precision).min_by_key(|e| e.algorithm != Algorithm::VendorDefault)
+        }
+        chosen => rows(op, format, precision).find(|e| e.algorithm == chosen),
     }
 }
 
-/// Every row of the table as `op format algorithm (CUSPARSE_NAME: dtypes[, layouts])`, for
-/// errors that say what would run instead.
-pub(super) fn supported() -> String {
-    TABLE.iter().map(describe).collect::<Vec<_>>().join("; ")
-}
-
-pub(super) fn describe(e: &Entry) -> String {
-    let names = |dtypes: &[DType]| {
-        dtypes
-            .iter()
-            .map(|d| d.name())
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
-    let even = if e.even_ld.is_empty() {
-        String::new()
-    } else {
-        format!(
-            ", even leading dimensions for row-major B and C in {}",
-            names(e.even_ld)
-        )
-    };
-    format!(
-        "{} {} {} ({}: {}{even})",
-        e.op,
-        e.format,
-        e.algorithm,
-        e.vendor.name(),
-        names(e.dtypes)
-    )
+impl Entry {
+    /// Whether this row refuses an SpMM in `dtype` on `ops`: N above 1 with B and C both
+    /// row-major of odd leading dimensions (see [`Entry::even_ld`]).
+    pub fn refuses_odd_ld(&self, dtype: DType, ops: &SpmmOperands) -> bool {
+        let odd = |d: &Bound| d.layout == Layout::RowMajor && d.ld % 2 == 1;
+        self.even_ld.contains(&dtype) && ops.n > 1 && odd(&ops.b) && odd(&ops.c)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sparse_core::{check_offered, support_of, BackendKind, Error, Support};
 
     #[test]
     fn every_operation_and_format_has_one_default_and_no_row_repeats() {
         for (i, e) in TABLE.iter().enumerate() {
             assert!(
-                find(e.op, e.format, Algorithm::VendorDefault, DType::F64).is_some(),
-                "{}",
-                describe(e)
+                find(e.op, e.format, Precision::F64, Algorithm::VendorDefault).is_some(),
+                "{} {} {}",
+                e.op,
+                e.format,
+                e.algorithm
             );
             assert!(
                 TABLE[..i]
                     .iter()
                     .all(|o| (o.op, o.format, o.algorithm) != (e.op, e.format, e.algorithm)),
-                "{} is listed twice",
-                describe(e)
+                "{} {} {} is listed twice",
+                e.op,
+                e.format,
+                e.algorithm
             );
+            assert_ne!(e.algorithm, Algorithm::Auto);
         }
-        assert!(find(OpKind::Spmv, Format::Csr, Algorithm::MergePath, DType::F64).is_none());
+        assert!(find(
+            OpKind::Spmv,
+            Format::Csr,
+            Precision::F64,
+            Algorithm::MergePath
+        )
+        .is_none());
     }
 
     #[test]
-    fn auto_is_the_default_unless_the_default_cannot_run_the_type() {
-        let auto = |op, dtype| find(op, Format::Csr, Algorithm::Auto, dtype).map(|e| e.vendor);
+    fn auto_is_the_default_unless_the_default_cannot_run_the_precision() {
+        let auto =
+            |op, precision| find(op, Format::Csr, precision, Algorithm::Auto).map(|e| e.vendor);
         assert_eq!(
-            auto(OpKind::Spmv, DType::F16),
+            auto(OpKind::Spmv, Precision::F16),
             Some(VendorAlg::Spmv(Mv::CUSPARSE_SPMV_ALG_DEFAULT))
         );
         assert_eq!(
-            auto(OpKind::Spmm, DType::F32),
+            auto(OpKind::Spmm, Precision::F32),
             Some(VendorAlg::Spmm(Mm::CUSPARSE_SPMM_ALG_DEFAULT))
         );
         assert_eq!(
-            auto(OpKind::Spmm, DType::F16),
+            auto(OpKind::Spmm, Precision::F16),
             Some(VendorAlg::Spmm(Mm::CUSPARSE_SPMM_CSR_ALG3))
         );
-        assert_eq!(auto(OpKind::Spmm, DType::BF16), None);
+        assert_eq!(auto(OpKind::Spmm, Precision::BF16), None);
+        assert_eq!(auto(OpKind::Spmm, Precision::TF32), None);
     }
 
     #[test]
-    fn capability_follows_the_table() {
+    fn offers_and_errors_follow_the_table() {
+        let support = |op, format, precision| support_of(&algorithms(op, format, precision));
         assert_eq!(
-            capability(OpKind::Spmv, Format::Coo, Precision::F16),
+            support(OpKind::Spmv, Format::Coo, Precision::F16),
             Support::Native
         );
         assert_eq!(
-            capability(OpKind::Spmm, Format::Csr, Precision::TF32),
+            support(OpKind::Spmm, Format::Csr, Precision::TF32),
             Support::Unsupported
         );
         assert_eq!(
-            capability(OpKind::Attention, Format::Csr, Precision::F32),
+            support(OpKind::Attention, Format::Csr, Precision::F32),
             Support::Unsupported
         );
         assert_eq!(
-            capability(OpKind::Spmv, Format::Bsr, Precision::F64),
+            support(OpKind::Spmv, Format::Bsr, Precision::F64),
             Support::Unsupported
         );
-        assert!(supported().contains("spmm csr vendor-alg3 (CUSPARSE_SPMM_CSR_ALG3"));
+        let deterministic: Vec<Algorithm> = algorithms(OpKind::Spmv, Format::Csr, Precision::F32)
+            .iter()
+            .filter(|o| o.deterministic)
+            .map(|o| o.algorithm)
+            .collect();
+        assert_eq!(deterministic, [Algorithm::VendorAlg2]);
+        let f16: Vec<Algorithm> = algorithms(OpKind::Spmm, Format::Csr, Precision::F16)
+            .iter()
+            .map(|o| o.algorithm)
+            .collect();
+        assert_eq!(f16, [Algorithm::VendorAlg3]);
+        let check = |precision, algorithm| {
+            check_offered(
+                BackendKind::Cusparse,
+                algorithms,
+                OpKind::Spmm,
+                Format::Csr,
+                precision,
+                algorithm,
+            )
+        };
+        let err = check(Precision::F16, Algorithm::VendorAlg1).unwrap_err();
+        assert!(
+            matches!(err, Error::Unsupported { .. })
+                && err.to_string().contains("with auto, vendor-alg3"),
+            "{err}"
+        );
+        let err = check(Precision::TF32, Algorithm::Auto).unwrap_err();
+        assert!(
+            err.to_string().contains(
+                "spmm on csr in f64 f32 (vendor-default, vendor-alg1, vendor-alg2, \
+                 vendor-alg3); on csr in f16 (vendor-alg3)"
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn only_odd_row_major_leading_dimensions_of_both_operands_are_refused() {
+        let alg3 = find(
+            OpKind::Spmm,
+            Format::Csr,
+            Precision::F32,
+            Algorithm::VendorAlg3,
+        )
+        .expect("a row");
+        let operand = |layout, ld| Bound {
+            address: 0,
+            rows: 4,
+            cols: 8,
+            layout,
+            ld,
+        };
+        let ops = |n, (b_layout, b_ld), (c_layout, c_ld)| SpmmOperands {
+            n,
+            b: operand(b_layout, b_ld),
+            c: operand(c_layout, c_ld),
+        };
+        let (row, col) = (Layout::RowMajor, Layout::ColMajor);
+        assert!(alg3.refuses_odd_ld(DType::F32, &ops(8, (row, 33), (row, 35))));
+        assert!(!alg3.refuses_odd_ld(DType::F32, &ops(8, (row, 34), (row, 35))));
+        assert!(!alg3.refuses_odd_ld(DType::F32, &ops(8, (col, 33), (row, 35))));
+        assert!(!alg3.refuses_odd_ld(DType::F32, &ops(1, (row, 33), (row, 33))));
+        assert!(!alg3.refuses_odd_ld(DType::F16, &ops(8, (row, 33), (row, 33))));
     }
 }
