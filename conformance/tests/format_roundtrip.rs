@@ -67,12 +67,13 @@ fn round_trip(name: &str, a: &Csr<f64>) -> usize {
             .unwrap_or_else(|e| panic!("{what}: back to csr failed: {e}"));
         assert_eq!(&back, a, "{what}: the round trip changed the matrix");
         assert!(converted.stored_slots() >= a.nnz(), "{what}");
-        if let Some(order) = converted.value_order() {
-            let values: Vec<f64> = (0..order.len())
-                .map(|s| order.entry(s).map_or(0.0, |e| a.values()[e]))
-                .collect();
-            assert_eq!(order.to_csr_order(&values).unwrap(), a.values(), "{what}");
-        }
+        let order = converted
+            .value_order()
+            .unwrap_or_else(|e| panic!("{what}: no value order: {e}"));
+        let values: Vec<f64> = (0..order.len())
+            .map(|s| order.entry(s).map_or(0.0, |e| a.values()[e]))
+            .collect();
+        assert_eq!(order.to_csr_order(&values).unwrap(), a.values(), "{what}");
     }
     refused
 }

@@ -373,15 +373,9 @@ pub fn driver_error(context: &str, e: DriverError) -> Error {
 }
 
 /// Scalars as bytes: every [`Scalar`] is plain old data (the trait is sealed to such types).
-pub fn as_bytes<T: Scalar>(values: &[T]) -> &[u8] {
-    // SAFETY: T is plain old data without padding, so its memory is initialised bytes.
-    unsafe {
-        std::slice::from_raw_parts(values.as_ptr().cast::<u8>(), std::mem::size_of_val(values))
-    }
-}
-
 fn as_bytes_mut<T: Scalar>(values: &mut [T]) -> &mut [u8] {
-    // SAFETY: as above, and every bit pattern is a valid T, so any bytes written are valid.
+    // SAFETY: T is plain old data without padding and every bit pattern is a valid T, so its
+    // memory is initialised bytes and any bytes written are valid.
     unsafe {
         std::slice::from_raw_parts_mut(
             values.as_mut_ptr().cast::<u8>(),

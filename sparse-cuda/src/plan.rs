@@ -269,8 +269,7 @@ pub(crate) fn scale_dense<T: Scalar>(
     out: &Bound,
     beta: T::Acc,
 ) -> Result<()> {
-    let (scale, _) = entries::<T>()?;
-    launch_scale(&device.kernel(&scale)?, out, beta)
+    launch_scale(&device.kernel(&Shared::<T>::new()?.scale)?, out, beta)
 }
 
 fn launch_scale<T: Scalar>(

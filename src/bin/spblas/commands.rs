@@ -24,6 +24,7 @@ macro_rules! for_storage {
                 op: $op,
                 format: sparse_blas::Format::Csr,
                 precision: $precision,
+                algorithm: None,
                 backend: $backend.kind(),
                 supported: "f64 f32 tf32 f16 bf16 i8 storage".to_string(),
             }),

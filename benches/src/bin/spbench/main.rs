@@ -550,7 +550,8 @@ mod tests {
         assert!(is_refusal(&Error::invalid("no such algorithm")));
         assert!(!is_refusal(&Error::OutOfMemory {
             device: "cuda:0".into(),
-            bytes: 1
+            requested: Some(1),
+            free: None,
         }));
     }
 
