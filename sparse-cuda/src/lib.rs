@@ -10,6 +10,7 @@ mod blas1;
 pub mod compile;
 mod device;
 mod executor;
+pub mod flashsparse;
 pub mod kernel;
 mod libraries;
 mod matrix;
@@ -33,5 +34,6 @@ pub fn every_kernel() -> sparse_core::Result<Vec<kernel::KernelSpec>> {
     specs.extend(spmm::all_specs()?);
     specs.extend(sddmm::all_specs()?);
     specs.extend(blas1::all_specs()?);
+    specs.extend(flashsparse::all_specs()?);
     Ok(specs)
 }

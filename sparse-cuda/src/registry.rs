@@ -13,6 +13,7 @@ pub(crate) enum Family {
     Spmv,
     Spmm,
     Sddmm,
+    FlashSparse,
 }
 
 /// One row of the table.
@@ -30,6 +31,9 @@ pub(crate) struct Registration {
 const FLOATS: &[Precision] = &[Precision::F64, Precision::F32, Precision::F16];
 /// The types with an atomic add.
 const WIDE: &[Precision] = &[Precision::F64, Precision::F32];
+/// What the tensor-core MMAs take: f16 storage with f32 accumulation, and f32 storage computed
+/// as tf32.
+const TENSOR: &[Precision] = &[Precision::F16, Precision::TF32];
 
 macro_rules! rows {
     ($family:ident, $op:ident, $format:ident: $(($precisions:expr, $algorithm:ident, $det:expr)),+ $(,)?) => {
@@ -55,6 +59,14 @@ const TABLE: &[&[Registration]] = &[
     rows!(Spmv, Spmv, Coo: (WIDE, Atomic, false)),
     rows!(Spmm, Spmm, Csr: (FLOATS, Vector, true)),
     rows!(Sddmm, Sddmm, Csr: (FLOATS, Vector, true)),
+    rows!(FlashSparse, Spmm, MeBcrs:
+        (TENSOR, FlashSparse, true),
+        (TENSOR, FlashSparse16x1, true),
+    ),
+    rows!(FlashSparse, Sddmm, MeBcrs:
+        (TENSOR, FlashSparse, true),
+        (TENSOR, FlashSparse16x1, true),
+    ),
 ];
 
 fn rows() -> impl Iterator<Item = &'static Registration> {
