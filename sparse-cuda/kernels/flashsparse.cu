@@ -26,10 +26,11 @@
 // consecutive bytes; each lane's outputs come out as runs of adjacent columns of C too. In
 // SDDMM the inner dimension is permuted the same way (any order sums the same products), so
 // each lane reads 16 consecutive bytes of its rows.
-
-#define FS_WARPS 4
-#define FS_THREADS (FS_WARPS * 32)
-#define FS_NONE 0xffffffffu
+//
+// Parameters: FsSpmm<T>, FsCombine<T>, FsSddmm<T> (src/flashsparse.rs); FsBuildFirst, FsScan,
+// FsBuildWindowPtr, FsBuildFill<T> (src/flashsparse/build.rs). The FS_* constants are Rust's,
+// given as -D options: threads per block, pipeline stages, the combine's batch, flags per scan
+// thread, the task limits, the empty slot and the run length.
 
 // Loads issued ahead of their use (the SpMM pipeline, the SDDMM operands of a step) go through
 // the predicated loads of prelude.cuh, so that nothing consumes them before the step that uses
@@ -80,7 +81,7 @@ template <> struct fs_mma<half_t> {
     // A sparse operand register: the lane's two values (zero-extended halves).
     static __device__ __forceinline__ u32 sparse(const u32 (&v)[VPL]) { return __byte_perm(v[0], v[1], 0x5410); }
     // An inner-dimension register (SDDMM): word m of a run, two consecutive elements.
-    static __device__ __forceinline__ u32 inner(const u32 (&w)[4], int m) { return w[m]; }
+    static __device__ __forceinline__ u32 inner(const u32 (&w)[FS_RUN_BYTES / 4], int m) { return w[m]; }
     // d += A B: A rows g (a0) and g+8 (a1), B column g.
     static __device__ __forceinline__ void run(float* d, u32 a0, u32 a1, u32 b) {
         asm volatile(
@@ -99,7 +100,7 @@ template <> struct fs_mma<float> {
         return fs_tf32(run[0][q][2 * p + odd]);
     }
     static __device__ __forceinline__ u32 sparse(const u32 (&v)[VPL]) { return fs_tf32(v[0]); }
-    static __device__ __forceinline__ u32 inner(const u32 (&w)[4], int m) { return fs_tf32(w[m]); }
+    static __device__ __forceinline__ u32 inner(const u32 (&w)[FS_RUN_BYTES / 4], int m) { return fs_tf32(w[m]); }
     static __device__ __forceinline__ void run(float* d, u32 a0, u32 a1, u32 b) {
         asm volatile(
             "mma.sync.aligned.m16n8k4.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
@@ -150,7 +151,6 @@ template <typename T> struct fs_columns {
 // The columns of the next block to copy are loaded one step ahead. More stages measured slower
 // (f16, N = 128: 3 stages 0.99x, 4 stages 0.95x of 2): the shared memory they take is carved
 // out of the L1 cache, where blocks of nearby windows find the B rows they share.
-#define FS_STAGES 2
 
 __device__ __forceinline__ u32 fs_shared_address(const void* p) {
     u32 a;
@@ -262,6 +262,7 @@ template <typename T, int H, int P, int G> struct fs_stage {
 
 // The windows of a task: lane j holds the window pointer of its window j (j <= count), so the
 // window of a vector and a window's end are a ballot and a shuffle, no load.
+static_assert(FS_TASK_WINDOWS < 32, "the window pointers of a task fit one warp");
 struct fs_windows {
     u32 bound, count;
 
@@ -289,12 +290,11 @@ struct fs_cursor {
     }
 };
 
+// The SpMM of window height H with lane runs of P elements in G groups (flashsparse.rs picks
+// them by N); VEC: B's runs are whole and aligned, one access each (row-major B whose leading
+// dimension and width P divides), else read element by element.
 template <typename T, int H, int P, int G, bool VEC>
-__device__ __forceinline__ void fs_spmm(u32 tasks, const u32* task_window, const u32* task_windows,
-                                        const u32* task_start, const u32* task_end, const u32* task_slot,
-                                        const u32* window_ptr, const u32* vec_col, const T* values, u32 rows, u32 n,
-                                        const T* b, u32 b_rs, u32 b_cs, T* c, u32 c_rs, u32 c_cs,
-                                        u32 c_vec, float alpha, float beta, float* ws, u32 ws_ld) {
+__global__ void __launch_bounds__(FS_THREADS) fs_spmm(const FsSpmm<T> args) {
     typedef fs_mma<T> M;
     typedef fs_stage<T, H, P, G> S;
     const int K = M::K, VPL = M::VPL;
@@ -305,17 +305,18 @@ __device__ __forceinline__ void fs_spmm(u32 tasks, const u32* task_window, const
     const u32 lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, warp = threadIdx.x / 32;
     const u32 task = blockIdx.x * FS_WARPS + warp;
     // The whole warp leaves together: the ballots and shuffles below involve all its lanes.
-    if (task >= tasks) return;
-    const u32 first = task_window[task], start = task_start[task], end = task_end[task], slot = task_slot[task];
+    if (task >= args.tasks) return;
+    const u32 first = args.task_window[task], start = args.task_start[task], end = args.task_end[task],
+              slot = args.task_slot[task];
     fs_windows wins;
-    wins.count = task_windows[task];
-    wins.bound = lane <= wins.count ? window_ptr[first + lane] : 0;
+    wins.count = args.task_windows[task];
+    wins.bound = lane <= wins.count ? args.window_ptr[first + lane] : 0;
     auto stage = [&](u32 s) {
         S st;
         st.base = stages[warp][s];
         return st;
     };
-    for (u32 n0 = blockIdx.y * WARP_COLS; n0 < n; n0 += gridDim.y * WARP_COLS) {
+    for (u32 n0 = blockIdx.y * WARP_COLS; n0 < args.n; n0 += gridDim.y * WARP_COLS) {
         const u32 lane_col = n0 + P * g;
         float acc[G][TILES][ACC];
         // C rows of window j of the task = alpha * acc + beta * C (its slot's rows for a
@@ -358,18 +359,18 @@ __device__ __forceinline__ void fs_spmm(u32 tasks, const u32* task_window, const
                 for (int p = 0; p < TILES; ++p)
 #pragma unroll
                     for (int i = 0; i < ACC; ++i) acc[q][p][i] = 0.0f;
-                if (col >= n) continue;
-                const u32 count = min((u32)R, n - col);
+                if (col >= args.n) continue;
+                const u32 count = min((u32)R, args.n - col);
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
                     const u32 row = row0 + r[h];
-                    if (row >= rows) continue;
+                    if (row >= args.rows) continue;
                     if (slot == FS_NONE) {
-                        update_span<T, R>(c + (u64)row * c_rs + (u64)col * c_cs, c_cs, c_vec, count, alpha, out[h],
-                                          beta);
+                        update_span<T, R>(args.c + (u64)row * args.c_rs + (u64)col * args.c_cs, args.c_cs, args.c_vec,
+                                          count, args.alpha, out[h], args.beta);
                     } else {
-                        update_span<float, R>(ws + ((u64)slot * H + r[h]) * ws_ld + col, 1, true, count, 1.0f,
-                                              out[h], 0.0f);
+                        update_span<float, R>(args.ws + ((u64)slot * H + r[h]) * args.ws_ld + col, 1, true, count,
+                                              1.0f, out[h], 0.0f);
                     }
                 }
             }
@@ -395,23 +396,26 @@ __device__ __forceinline__ void fs_spmm(u32 tasks, const u32* task_window, const
 #pragma unroll
         for (u32 s = 0; s < FS_STAGES - 1; ++s) {
             if (fill.live) {
-                cols.fetch(vec_col, fill.v, wins.end(fill.j), t);
-                stage(s).template fill<VEC>(cols, fill.v, values, b, b_rs, b_cs, n, lane_col, lane);
+                cols.fetch(args.vec_col, fill.v, wins.end(fill.j), t);
+                stage(s).template fill<VEC>(cols, fill.v, args.values, args.b, args.b_rs, args.b_cs, args.n,
+                                            lane_col, lane);
             }
             fs_copy_commit();
             fill = fill.next(wins, K, end);
         }
-        if (fill.live) cols.fetch(vec_col, fill.v, wins.end(fill.j), t);
+        if (fill.live) cols.fetch(args.vec_col, fill.v, wins.end(fill.j), t);
         // Windows before the first block are empty: beta * C.
         for (u32 j = 0; j < at.j; ++j) flush(j);
         u32 now = 0, into = FS_STAGES - 1;
         while (at.live) {
             // Every lane is done with the stage refilled now: the previous block's.
             __syncwarp();
-            if (fill.live) stage(into).template fill<VEC>(cols, fill.v, values, b, b_rs, b_cs, n, lane_col, lane);
+            if (fill.live)
+                stage(into).template fill<VEC>(cols, fill.v, args.values, args.b, args.b_rs, args.b_cs, args.n,
+                                               lane_col, lane);
             fs_copy_commit();
             fill = fill.next(wins, K, end);
-            if (fill.live) cols.fetch(vec_col, fill.v, wins.end(fill.j), t);
+            if (fill.live) cols.fetch(args.vec_col, fill.v, wins.end(fill.j), t);
             fs_copy_wait<FS_STAGES - 1>();
             // The values other lanes copied have landed too.
             __syncwarp();
@@ -455,27 +459,23 @@ __device__ __forceinline__ void fs_spmm(u32 tasks, const u32* task_window, const
 // are few, several when they are many). On matrices of a few long rows a window has dozens of
 // chunks; their partials are loaded FS_COMBINE_BATCH at a time, so that the loads overlap (one
 // at a time, each add waits for its load), and still added in chunk order.
-#define FS_COMBINE_BATCH 8
-
 template <typename T>
-__device__ __forceinline__ void fs_spmm_combine(u32 split, const u32* split_window, const u32* split_slot,
-                                                const u32* window_ptr, u32 chunk_len, u32 h, u32 group_rows,
-                                                u32 rows, u32 n, const float* ws, u32 ws_ld, T* c, u32 c_rs,
-                                                u32 c_cs, float alpha, float beta) {
+__global__ void __launch_bounds__(FS_THREADS) fs_spmm_combine(const FsCombine<T> args) {
     const u32 j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= n) return;
+    if (j >= args.n) return;
+    const u32 h = args.h, group_rows = args.group_rows;
     const u32 groups = (h + group_rows - 1) / group_rows;
-    for (u64 split_group = blockIdx.y; split_group < (u64)split * groups; split_group += gridDim.y) {
+    for (u64 split_group = blockIdx.y; split_group < (u64)args.split * groups; split_group += gridDim.y) {
         const u32 s = (u32)(split_group / groups), r0 = (u32)(split_group % groups) * group_rows;
-        const u32 w = split_window[s];
-        const u32 parts = (window_ptr[w + 1] - window_ptr[w] + chunk_len - 1) / chunk_len;
+        const u32 w = args.split_window[s];
+        const u32 parts = (args.window_ptr[w + 1] - args.window_ptr[w] + args.chunk_len - 1) / args.chunk_len;
         for (u32 r = r0; r < min(r0 + group_rows, h); ++r) {
             const u64 row = (u64)w * h + r;
-            if (row >= rows) break;
+            if (row >= args.rows) break;
             // Chunk p's partial of this row and column; slots of consecutive chunks are h rows
             // apart.
-            const float* part = ws + ((u64)split_slot[s] * h + r) * ws_ld + j;
-            const u64 stride = (u64)h * ws_ld;
+            const float* part = args.ws + ((u64)args.split_slot[s] * h + r) * args.ws_ld + j;
+            const u64 stride = (u64)h * args.ws_ld;
             float sum = 0.0f;
             for (u32 p0 = 0; p0 < parts; p0 += FS_COMBINE_BATCH) {
                 u32 v[FS_COMBINE_BATCH];
@@ -488,7 +488,7 @@ __device__ __forceinline__ void fs_spmm_combine(u32 split, const u32* split_wind
                 for (int i = 0; i < FS_COMBINE_BATCH; ++i)
                     if (p0 + i < parts) sum += __uint_as_float(v[i]);
             }
-            update(c + row * c_rs + (u64)j * c_cs, alpha, sum, beta);
+            update(args.c + row * args.c_rs + (u64)j * args.c_cs, args.alpha, sum, args.beta);
         }
     }
 }
@@ -501,19 +501,18 @@ __device__ __forceinline__ void fs_spmm_combine(u32 split, const u32* split_wind
 // MMAs, so a step covers 4 * L inner elements; the result lands in ME-BCRS slot order, 0 in
 // slots without an entry, so it can feed an SpMM plan's values directly.
 
+// The SDDMM of window height H; VEC: X's and Y's runs are whole and aligned, one access each
+// (row-major X and Y whose leading dimensions and K the run length divides).
 template <typename T, int H, bool VEC>
-__device__ __forceinline__ void fs_sddmm(u32 tiles, const u32* tile_window, const u32* tile_start,
-                                         const u32* window_ptr, const u32* vec_col, const unsigned char* vec_mask,
-                                         const T* values, u32 scale_by_values, u32 rows, u32 kdim, const T* x,
-                                         u32 x_rs, u32 x_cs, const T* y, u32 y_rs, u32 y_cs, T* c, u32 c_inc,
-                                         float alpha, float beta) {
+__global__ void __launch_bounds__(FS_THREADS) fs_sddmm(const FsSddmm<T> args) {
     typedef fs_mma<T> M;
-    const int K = M::K, L = 16 / sizeof(T);
+    const int K = M::K, L = FS_RUN_BYTES / sizeof(T), WORDS = FS_RUN_BYTES / 4;
     const u32 lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const u32 tile = blockIdx.x * FS_WARPS + threadIdx.x / 32;
-    if (tile >= tiles) return;
-    const u32 w = tile_window[tile], v0 = tile_start[tile];
-    const u32 window_start = window_ptr[w], window_end = window_ptr[w + 1];
+    if (tile >= args.tiles) return;
+    const u32 w = args.tile_window[tile], v0 = args.tile_start[tile];
+    const u32 window_start = args.window_ptr[w], window_end = args.window_ptr[w + 1];
+    const u32 kdim = args.kdim;
     const u32 row0 = w * H;
     // The rows this lane reads: A's rows g and g+8 and B's column g, each a row of X or Y, or
     // none (a vector past the window's end, a row past the matrix's).
@@ -523,37 +522,35 @@ __device__ __forceinline__ void fs_sddmm(u32 tiles, const u32* tile_window, cons
     if constexpr (H == 8) {
         lo_ok = v0 + g < window_end;
         hi_ok = v0 + g + 8 < window_end;
-        b_ok = row0 + g < rows;
-        lo_row = y + (u64)(lo_ok ? load(vec_col + v0 + g) : 0) * y_rs;
-        hi_row = y + (u64)(hi_ok ? load(vec_col + v0 + g + 8) : 0) * y_rs;
-        b_row = x + (u64)(b_ok ? row0 + g : 0) * x_rs;
-        lo_stride = hi_stride = y_cs;
-        b_stride = x_cs;
+        b_ok = row0 + g < args.rows;
+        lo_row = args.y + (u64)(lo_ok ? load(args.vec_col + v0 + g) : 0) * args.y_rs;
+        hi_row = args.y + (u64)(hi_ok ? load(args.vec_col + v0 + g + 8) : 0) * args.y_rs;
+        b_row = args.x + (u64)(b_ok ? row0 + g : 0) * args.x_rs;
+        lo_stride = hi_stride = args.y_cs;
+        b_stride = args.x_cs;
     } else {
-        lo_ok = row0 + g < rows;
-        hi_ok = row0 + g + 8 < rows;
+        lo_ok = row0 + g < args.rows;
+        hi_ok = row0 + g + 8 < args.rows;
         b_ok = v0 + g < window_end;
-        lo_row = x + (u64)(lo_ok ? row0 + g : 0) * x_rs;
-        hi_row = x + (u64)(hi_ok ? row0 + g + 8 : 0) * x_rs;
-        b_row = y + (u64)(b_ok ? load(vec_col + v0 + g) : 0) * y_rs;
-        lo_stride = hi_stride = x_cs;
-        b_stride = y_cs;
+        lo_row = args.x + (u64)(lo_ok ? row0 + g : 0) * args.x_rs;
+        hi_row = args.x + (u64)(hi_ok ? row0 + g + 8 : 0) * args.x_rs;
+        b_row = args.y + (u64)(b_ok ? load(args.vec_col + v0 + g) : 0) * args.y_rs;
+        lo_stride = hi_stride = args.x_cs;
+        b_stride = args.y_cs;
     }
     float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    if (alpha != 0) {
-        // Two steps' loads in flight at once where K allows.
+    // Two steps' loads in flight at once where K allows.
 #pragma unroll 2
-        for (u32 k0 = 0; k0 < kdim; k0 += 4 * L) {
-            const u32 kk = k0 + t * L;
-            const u32 left = kk < kdim ? kdim - kk : 0;
-            u32 a_lo[4], a_hi[4], bb[4];
-            fs_run<T, L, VEC>(lo_row + (u64)kk * lo_stride, lo_stride, lo_ok ? left : 0, a_lo);
-            fs_run<T, L, VEC>(hi_row + (u64)kk * hi_stride, hi_stride, hi_ok ? left : 0, a_hi);
-            fs_run<T, L, VEC>(b_row + (u64)kk * b_stride, b_stride, b_ok ? left : 0, bb);
-            // Word m of each run feeds one MMA: 2 consecutive f16 (k = 8) or 1 tf32 (k = 4).
+    for (u32 k0 = 0; k0 < kdim; k0 += 4 * L) {
+        const u32 kk = k0 + t * L;
+        const u32 left = kk < kdim ? kdim - kk : 0;
+        u32 a_lo[WORDS], a_hi[WORDS], bb[WORDS];
+        fs_run<T, L, VEC>(lo_row + (u64)kk * lo_stride, lo_stride, lo_ok ? left : 0, a_lo);
+        fs_run<T, L, VEC>(hi_row + (u64)kk * hi_stride, hi_stride, hi_ok ? left : 0, a_hi);
+        fs_run<T, L, VEC>(b_row + (u64)kk * b_stride, b_stride, b_ok ? left : 0, bb);
+        // Word m of each run feeds one MMA: 2 consecutive f16 (k = 8) or 1 tf32 (k = 4).
 #pragma unroll
-            for (int m = 0; m < 4; ++m) M::run(d, M::inner(a_lo, m), M::inner(a_hi, m), M::inner(bb, m));
-        }
+        for (int m = 0; m < WORDS; ++m) M::run(d, M::inner(a_lo, m), M::inner(a_hi, m), M::inner(bb, m));
     }
     // D's (m, n) is (vector, row) for H = 8 and (row, vector) for H = 16.
 #pragma unroll
@@ -565,13 +562,14 @@ __device__ __forceinline__ void fs_sddmm(u32 tiles, const u32* tile_window, cons
         const u32 block_start = window_start + (v - window_start) / K * K;
         const u32 width = min((u32)K, window_end - block_start);
         const u64 s = (u64)block_start * H + r * width + (v - block_start);
-        const u32 mask = H == 8 ? (u32)vec_mask[v] : (u32)vec_mask[2 * (u64)v] | ((u32)vec_mask[2 * (u64)v + 1] << 8);
-        T* out = c + s * c_inc;
+        const u32 mask = H == 8 ? (u32)args.vec_mask[v]
+                                : (u32)args.vec_mask[2 * (u64)v] | ((u32)args.vec_mask[2 * (u64)v + 1] << 8);
+        T* out = args.c + s * args.c_inc;
         if ((mask >> r) & 1) {
             float dot = d[e];
-            if (scale_by_values) dot *= to_acc(values[s]);
-            float result = alpha != 0 ? alpha * dot : 0.0f;
-            if (beta != 0) result += beta * to_acc(*out);
+            if (args.scale_by_values) dot *= to_acc(args.values[s]);
+            float result = args.alpha * dot;
+            if (args.beta != 0) result += args.beta * to_acc(*out);
             *out = from_acc<T>(result);
         } else {
             *out = from_acc<T>(0.0f);
@@ -588,14 +586,17 @@ __device__ __forceinline__ void fs_sddmm(u32 tiles, const u32* tile_window, cons
 // 2. An exclusive scan of first[] (fs_scan_*): prefix[row_ptr[w*H]] is window_ptr[w].
 // 3. fs_build_fill: c's vector index in the window is the number of distinct columns below c,
 //    the sum over the window's rows of the first-flags before c (lower bound + prefix); the
-//    same searches give the vector's mask. Each entry writes its value to its slot; the first
-//    entry of a vector writes its column and mask.
+//    same searches give the vector's mask. Each entry writes its value to its slot, and the
+//    slot to slots[e] (so that new values in CSR order can be scattered there); the first entry
+//    of a vector writes its column and mask.
+// Every kernel is a template (the window height, the scan's block size), so that a module
+// compiled for one instantiation holds no other kernel.
 
 // The row of entry e: the last row whose start is at most e (empty rows skipped).
 __device__ __forceinline__ u32 fs_row_of(const u32* row_ptr, u32 rows, u32 e) {
     u32 lo = 0, hi = rows;
     while (lo < hi) {
-        const u32 mid = (lo + hi + 1) / 2;
+        const u32 mid = lo + (hi - lo + 1) / 2;
         if (row_ptr[mid] <= e) lo = mid;
         else hi = mid - 1;
     }
@@ -612,26 +613,24 @@ __device__ __forceinline__ u32 fs_lower_bound(const u32* col_idx, u32 begin, u32
     return begin;
 }
 
-extern "C" __global__ void __launch_bounds__(256)
-    fs_build_first(u32 nnz, u32 rows, u32 h, const u32* row_ptr, const u32* col_idx, u32* first) {
-    const u32 e = blockIdx.x * blockDim.x + threadIdx.x;
-    if (e >= nnz) return;
-    const u32 i = fs_row_of(row_ptr, rows, e), c = col_idx[e];
+template <int H>
+__global__ void __launch_bounds__(FS_BUILD_THREADS) fs_build_first(const FsBuildFirst args) {
+    const u64 entry = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (entry >= args.nnz) return;
+    const u32 e = (u32)entry;
+    const u32 i = fs_row_of(args.row_ptr, args.rows, e), c = args.col_idx[e];
     u32 is_first = 1;
-    for (u32 other = i - i % h; other < i && is_first; ++other) {
-        const u32 p = fs_lower_bound(col_idx, row_ptr[other], row_ptr[other + 1], c);
-        if (p < row_ptr[other + 1] && col_idx[p] == c) is_first = 0;
+    for (u32 other = i - i % H; other < i && is_first; ++other) {
+        const u32 p = fs_lower_bound(args.col_idx, args.row_ptr[other], args.row_ptr[other + 1], c);
+        if (p < args.row_ptr[other + 1] && args.col_idx[p] == c) is_first = 0;
     }
-    first[e] = is_first;
+    args.first[e] = is_first;
 }
 
-#define FS_SCAN_THREADS 256
-#define FS_SCAN_ITEMS 4
-#define FS_SCAN_TILE (FS_SCAN_THREADS * FS_SCAN_ITEMS)
-
-// Exclusive scan of the block's thread totals; the block's total in *total.
+// Exclusive scan of the block's thread totals (THREADS of them); the block's total in *total.
+template <int THREADS>
 __device__ __forceinline__ u32 fs_block_scan(u32 v, u32* total) {
-    __shared__ u32 warp_sums[FS_SCAN_THREADS / 32];
+    __shared__ u32 warp_sums[THREADS / 32];
     const u32 lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     u32 inclusive = v;
 #pragma unroll
@@ -642,7 +641,7 @@ __device__ __forceinline__ u32 fs_block_scan(u32 v, u32* total) {
     if (lane == 31) warp_sums[warp] = inclusive;
     __syncthreads();
     u32 before = 0, all = 0;
-    for (u32 k = 0; k < FS_SCAN_THREADS / 32; ++k) {
+    for (u32 k = 0; k < THREADS / 32; ++k) {
         if (k < warp) before += warp_sums[k];
         all += warp_sums[k];
     }
@@ -651,26 +650,30 @@ __device__ __forceinline__ u32 fs_block_scan(u32 v, u32* total) {
     return before + inclusive - v;
 }
 
-// Per tile of FS_SCAN_TILE flags, their total.
-extern "C" __global__ void __launch_bounds__(FS_SCAN_THREADS) fs_scan_tiles(u32 n, const u32* flags, u32* tile_totals) {
-    const u32 base = blockIdx.x * FS_SCAN_TILE + threadIdx.x * FS_SCAN_ITEMS;
+// Per tile of THREADS * FS_SCAN_ITEMS flags, their total (in offsets[tile]).
+template <int THREADS>
+__global__ void __launch_bounds__(THREADS) fs_scan_tiles(const FsScan args) {
+    const u64 base = ((u64)blockIdx.x * THREADS + threadIdx.x) * FS_SCAN_ITEMS;
     u32 mine = 0;
     for (u32 i = 0; i < FS_SCAN_ITEMS; ++i)
-        if (base + i < n) mine += flags[base + i];
+        if (base + i < args.n) mine += args.flags[base + i];
     u32 total;
-    fs_block_scan(mine, &total);
-    if (threadIdx.x == 0) tile_totals[blockIdx.x] = total;
+    fs_block_scan<THREADS>(mine, &total);
+    if (threadIdx.x == 0) args.offsets[blockIdx.x] = total;
 }
 
-// One block: the tile totals become exclusive offsets; totals[tiles] gets the grand total.
-extern "C" __global__ void __launch_bounds__(FS_SCAN_THREADS) fs_scan_offsets(u32 tiles, u32* totals) {
+// One block: the tile totals become exclusive offsets; offsets[tiles] gets the grand total.
+template <int THREADS>
+__global__ void __launch_bounds__(THREADS) fs_scan_offsets(const FsScan args) {
+    u32* totals = args.offsets;
+    const u32 tiles = args.tiles;
     u32 carry = 0;
     // Every thread runs every iteration: the block scan synchronises the block.
-    for (u32 base = 0; base < tiles; base += FS_SCAN_THREADS) {
+    for (u32 base = 0; base < tiles; base += THREADS) {
         const u32 i = base + threadIdx.x;
         const u32 v = i < tiles ? totals[i] : 0;
         u32 total;
-        const u32 before = fs_block_scan(v, &total);
+        const u32 before = fs_block_scan<THREADS>(v, &total);
         if (i < tiles) totals[i] = carry + before;
         carry += total;
     }
@@ -678,116 +681,53 @@ extern "C" __global__ void __launch_bounds__(FS_SCAN_THREADS) fs_scan_offsets(u3
 }
 
 // prefix[e] = flags before e (e <= n), from the tile offsets.
-extern "C" __global__ void __launch_bounds__(FS_SCAN_THREADS)
-    fs_scan_apply(u32 n, const u32* flags, const u32* offsets, u32* prefix) {
-    const u32 base = blockIdx.x * FS_SCAN_TILE + threadIdx.x * FS_SCAN_ITEMS;
+template <int THREADS>
+__global__ void __launch_bounds__(THREADS) fs_scan_apply(const FsScan args) {
+    const u64 base = ((u64)blockIdx.x * THREADS + threadIdx.x) * FS_SCAN_ITEMS;
     u32 mine = 0;
     for (u32 i = 0; i < FS_SCAN_ITEMS; ++i)
-        if (base + i < n) mine += flags[base + i];
+        if (base + i < args.n) mine += args.flags[base + i];
     u32 total;
-    u32 at = offsets[blockIdx.x] + fs_block_scan(mine, &total);
+    u32 at = args.offsets[blockIdx.x] + fs_block_scan<THREADS>(mine, &total);
     for (u32 i = 0; i < FS_SCAN_ITEMS; ++i) {
-        if (base + i <= n) prefix[base + i] = at;
-        if (base + i < n) at += flags[base + i];
+        if (base + i <= args.n) args.prefix[base + i] = at;
+        if (base + i < args.n) at += args.flags[base + i];
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256)
-    fs_build_window_ptr(u32 windows, u32 rows, u32 h, const u32* row_ptr, const u32* prefix, u32* window_ptr) {
-    const u32 w = blockIdx.x * blockDim.x + threadIdx.x;
-    if (w <= windows) window_ptr[w] = prefix[row_ptr[min(w * h, rows)]];
+template <int H>
+__global__ void __launch_bounds__(FS_BUILD_THREADS) fs_build_window_ptr(const FsBuildWindowPtr args) {
+    const u64 w = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (w <= args.windows) args.window_ptr[w] = args.prefix[args.row_ptr[min(w * H, (u64)args.rows)]];
 }
 
-template <typename T>
-__device__ __forceinline__ void fs_build_fill(u32 nnz, u32 rows, u32 h, u32 k, const u32* row_ptr,
-                                              const u32* col_idx, const T* csr_values, const u32* prefix,
-                                              const u32* window_ptr, u32* vec_col, unsigned char* vec_mask,
-                                              T* values) {
-    const u32 e = blockIdx.x * blockDim.x + threadIdx.x;
-    if (e >= nnz) return;
+template <typename T, int H>
+__global__ void __launch_bounds__(FS_BUILD_THREADS) fs_build_fill(const FsBuildFill<T> args) {
+    const u64 entry = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (entry >= args.nnz) return;
+    const u32 e = (u32)entry, rows = args.rows, k = args.k;
+    const u32* row_ptr = args.row_ptr;
+    const u32* col_idx = args.col_idx;
     const u32 i = fs_row_of(row_ptr, rows, e), c = col_idx[e];
-    const u32 w = i / h, r = i % h, first_row = w * h;
+    const u32 w = i / H, r = i % H, first_row = w * H;
     u32 rank = 0, mask = 0;
-    for (u32 other = first_row; other < min(first_row + h, rows); ++other) {
+    for (u32 other = first_row; other < min(first_row + H, rows); ++other) {
         const u32 begin = row_ptr[other], end = row_ptr[other + 1];
         const u32 p = fs_lower_bound(col_idx, begin, end, c);
-        rank += prefix[p] - prefix[begin];
+        rank += args.prefix[p] - args.prefix[begin];
         if (p < end && col_idx[p] == c) mask |= 1u << (other - first_row);
     }
-    const u32 start = window_ptr[w], vectors = window_ptr[w + 1] - start;
+    const u32 start = args.window_ptr[w], vectors = args.window_ptr[w + 1] - start;
     const u32 block_start = rank - rank % k, width = min(k, vectors - block_start);
-    values[(u64)(start + block_start) * h + r * width + (rank - block_start)] = csr_values[e];
+    const u64 slot = (u64)(start + block_start) * H + r * width + (rank - block_start);
+    args.values[slot] = args.csr_values[e];
+    // Below the slot count, which the host checked fits u32.
+    args.slots[e] = (u32)slot;
     // The vector's lowest row writes what describes the vector.
     if ((mask & ((1u << r) - 1)) == 0) {
         const u32 v = start + rank;
-        vec_col[v] = c;
-        for (u32 byte = 0; byte < h / 8; ++byte) vec_mask[(u64)v * (h / 8) + byte] = (unsigned char)(mask >> (8 * byte));
+        args.vec_col[v] = c;
+        for (u32 byte = 0; byte < H / 8; ++byte)
+            args.vec_mask[(u64)v * (H / 8) + byte] = (unsigned char)(mask >> (8 * byte));
     }
 }
-
-// ------------------------------------------------------------------------------------------
-// Entry points: fs_spmm_NAME_hH_pP_gG for the window heights H and the lane runs (P elements,
-// G groups per warp) the host picks by N; fs_sddmm_NAME_hH. Each in two variants: _vec reads
-// whole runs with one access (row-major operands whose leading dimension and width the run
-// length divides), _elem reads element by element (any layout, any width).
-
-#define FS_SPMM_ARGS(T)                                                                                                \
-    u32 tasks, const u32 *task_window, const u32 *task_windows, const u32 *task_start, const u32 *task_end,          \
-        const u32 *task_slot, const u32 *window_ptr, const u32 *vec_col, const T *values, u32 rows, u32 n, const T *b, u32 b_rs, u32 b_cs, \
-        T *c, u32 c_rs, u32 c_cs, u32 c_vec, float alpha, float beta, float *ws, u32 ws_ld
-#define FS_SPMM_PASS                                                                                                  \
-    tasks, task_window, task_windows, task_start, task_end, task_slot, window_ptr, vec_col, values, rows, n, b, b_rs, b_cs,   \
-        c, c_rs, c_cs, c_vec, alpha, beta, ws, ws_ld
-
-#define FS_SPMM_ENTRY(NAME, T, H, P, G)                                                                               \
-    extern "C" __global__ void __launch_bounds__(FS_THREADS)                                                          \
-        fs_spmm_##NAME##_h##H##_p##P##_g##G##_vec(FS_SPMM_ARGS(T)) {                                                  \
-        fs_spmm<T, H, P, G, true>(FS_SPMM_PASS);                                                                      \
-    }                                                                                                                 \
-    extern "C" __global__ void __launch_bounds__(FS_THREADS)                                                          \
-        fs_spmm_##NAME##_h##H##_p##P##_g##G##_elem(FS_SPMM_ARGS(T)) {                                                 \
-        fs_spmm<T, H, P, G, false>(FS_SPMM_PASS);                                                                     \
-    }
-
-// 16 and 32 columns per warp: runs of 2 and 4 elements.
-#define FS_SPMM_NARROW(NAME, T, H) FS_SPMM_ENTRY(NAME, T, H, 2, 1) FS_SPMM_ENTRY(NAME, T, H, 4, 1)
-
-#define FS_SDDMM_VARIANT(NAME, T, H, VARIANT, VEC)                                                                     \
-    extern "C" __global__ void __launch_bounds__(FS_THREADS) fs_sddmm_##NAME##_h##H##_##VARIANT(                     \
-        u32 tiles, const u32 *tile_window, const u32 *tile_start, const u32 *window_ptr, const u32 *vec_col,         \
-        const unsigned char *vec_mask, const T *values, u32 scale_by_values, u32 rows, u32 kdim, const T *x,         \
-        u32 x_rs, u32 x_cs, const T *y, u32 y_rs, u32 y_cs, T *c, u32 c_inc, float alpha, float beta) {             \
-        fs_sddmm<T, H, VEC>(tiles, tile_window, tile_start, window_ptr, vec_col, vec_mask, values, scale_by_values,   \
-                            rows, kdim, x, x_rs, x_cs, y, y_rs, y_cs, c, c_inc, alpha, beta);                         \
-    }
-#define FS_SDDMM_ENTRY(NAME, T, H) FS_SDDMM_VARIANT(NAME, T, H, vec, true) FS_SDDMM_VARIANT(NAME, T, H, elem, false)
-
-#define FS_TYPE(NAME, T)                                                                                              \
-    FS_SPMM_NARROW(NAME, T, 8)                                                                                        \
-    FS_SPMM_NARROW(NAME, T, 16)                                                                                       \
-    FS_SDDMM_ENTRY(NAME, T, 8)                                                                                        \
-    FS_SDDMM_ENTRY(NAME, T, 16)                                                                                       \
-    extern "C" __global__ void fs_spmm_combine_##NAME(u32 split, const u32 *split_window, const u32 *split_slot,     \
-                                                      const u32 *window_ptr, u32 chunk_len, u32 h, u32 group_rows,    \
-                                                      u32 rows, u32 n, const float *ws, u32 ws_ld, T *c, u32 c_rs,    \
-                                                      u32 c_cs, float alpha, float beta) {                            \
-        fs_spmm_combine<T>(split, split_window, split_slot, window_ptr, chunk_len, h, group_rows, rows, n, ws, ws_ld, \
-                           c, c_rs, c_cs, alpha, beta);                                                               \
-    }                                                                                                                 \
-    extern "C" __global__ void __launch_bounds__(256) fs_build_fill_##NAME(                                          \
-        u32 nnz, u32 rows, u32 h, u32 k, const u32 *row_ptr, const u32 *col_idx, const T *csr_values,               \
-        const u32 *prefix, const u32 *window_ptr, u32 *vec_col, unsigned char *vec_mask, T *values) {                \
-        fs_build_fill<T>(nnz, rows, h, k, row_ptr, col_idx, csr_values, prefix, window_ptr, vec_col, vec_mask,       \
-                         values);                                                                                     \
-    }
-
-FS_TYPE(f16, half_t)
-FS_TYPE(f32, float)
-// 64 and 128 columns per warp (64 at most for 16-row windows, whose accumulators are twice as
-// many): 16-byte runs, 8 f16 or 4 f32.
-FS_SPMM_ENTRY(f16, half_t, 8, 8, 1)
-FS_SPMM_ENTRY(f16, half_t, 8, 8, 2)
-FS_SPMM_ENTRY(f16, half_t, 16, 8, 1)
-FS_SPMM_ENTRY(f32, float, 8, 4, 2)
-FS_SPMM_ENTRY(f32, float, 8, 4, 4)
-FS_SPMM_ENTRY(f32, float, 16, 4, 2)

@@ -3,15 +3,15 @@
 use std::sync::Arc;
 
 use sparse_core::{
-    check_offered, Algorithm, AttentionDesc, AttentionPlan, BackendKind, CsrRef, Dense, DenseRef,
-    Error, Executor, Format, Layout, Offer, OpKind, Precision, Result, Scalar, SddmmDesc,
+    check_offered, Algorithm, AttentionDesc, AttentionPlan, BackendKind, BlockShape, CsrRef, Dense,
+    DenseRef, Error, Executor, Format, Layout, Offer, OpKind, Precision, Result, Scalar, SddmmDesc,
     SddmmPlan, SpIndex, SpmmDesc, SpmmPlan, SpmvDesc, SpmvPlan,
 };
 
 use crate::blas1::Blas1Workspace;
 use crate::device::{CudaBuffer, Device};
 use crate::registry::{self, Family};
-use crate::{rode, sddmm, spmm, spmv};
+use crate::{flashsparse, rode, sddmm, spmm, spmv};
 
 /// sparse-blas's CUDA kernels on one device. Plans hold the matrix on the device; operands
 /// must be device memory made by [`Executor::upload`] or [`Executor::zeros`] of this backend.
@@ -58,12 +58,14 @@ impl CudaBackend {
         &self.device
     }
 
-    /// The family and algorithm a request runs: checked against the table, `auto` resolved.
+    /// The family and algorithm a request runs: checked against the table, `auto` resolved (for
+    /// a blocked format, by the descriptor's `block` shape too).
     fn resolve<T: Scalar, I: SpIndex>(
         op: OpKind,
         format: Format,
         precision: Precision,
         algorithm: Algorithm,
+        block: Option<BlockShape>,
         a: CsrRef<'_, T, I>,
     ) -> Result<(Family, Algorithm)> {
         if precision.storage != T::DTYPE {
@@ -85,6 +87,9 @@ impl CudaBackend {
             (OpKind::Spmv, Format::Coo, Algorithm::Auto) => Algorithm::Atomic,
             (OpKind::Spmm | OpKind::Sddmm, Format::Csr, Algorithm::Auto) => {
                 rode::auto_algorithm(op, a)
+            }
+            (OpKind::Spmm | OpKind::Sddmm, Format::MeBcrs, Algorithm::Auto) => {
+                flashsparse::auto_algorithm(block)
             }
             (_, _, chosen) => chosen,
         };
@@ -130,8 +135,14 @@ impl Executor for CudaBackend {
         a: CsrRef<'a, T, I>,
         desc: &SpmvDesc,
     ) -> Result<Box<dyn SpmvPlan<T> + 'a>> {
-        let (family, algorithm) =
-            Self::resolve(OpKind::Spmv, desc.format, desc.precision, desc.algorithm, a)?;
+        let (family, algorithm) = Self::resolve(
+            OpKind::Spmv,
+            desc.format,
+            desc.precision,
+            desc.algorithm,
+            desc.block,
+            a,
+        )?;
         match family {
             Family::Spmv => Ok(Box::new(spmv::plan(
                 &self.device,
@@ -149,11 +160,18 @@ impl Executor for CudaBackend {
         a: CsrRef<'a, T, I>,
         desc: &SpmmDesc,
     ) -> Result<Box<dyn SpmmPlan<T> + 'a>> {
-        let (family, algorithm) =
-            Self::resolve(OpKind::Spmm, desc.format, desc.precision, desc.algorithm, a)?;
+        let (family, algorithm) = Self::resolve(
+            OpKind::Spmm,
+            desc.format,
+            desc.precision,
+            desc.algorithm,
+            desc.block,
+            a,
+        )?;
         match family {
             Family::Spmm => Ok(Box::new(spmm::plan(&self.device, a, desc)?)),
             Family::Rode => Ok(Box::new(rode::spmm_plan(&self.device, a, desc, algorithm)?)),
+            Family::FlashSparse => Ok(Box::new(flashsparse::spmm_plan(&self.device, a, desc)?)),
             other => Err(misrouted(other, OpKind::Spmm)),
         }
     }
@@ -168,6 +186,7 @@ impl Executor for CudaBackend {
             desc.format,
             desc.precision,
             desc.algorithm,
+            desc.block,
             s,
         )?;
         match family {
@@ -178,6 +197,7 @@ impl Executor for CudaBackend {
                 desc,
                 algorithm,
             )?)),
+            Family::FlashSparse => Ok(Box::new(flashsparse::sddmm_plan(&self.device, s, desc)?)),
             other => Err(misrouted(other, OpKind::Sddmm)),
         }
     }
@@ -192,6 +212,7 @@ impl Executor for CudaBackend {
             desc.format,
             desc.precision,
             desc.algorithm,
+            None,
             a,
         )?;
         Err(misrouted(family, OpKind::Attention))

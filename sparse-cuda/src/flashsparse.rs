@@ -25,11 +25,15 @@
 //!   partial sums to workspace slots; a second kernel adds each split window's slots in chunk
 //!   order and applies alpha and beta. Partials rather than atomics keep the result
 //!   bit-reproducible and serve f16 output, which has no f32 atomic add; the other windows
-//!   write C directly and pay nothing for it. SDDMM needs no combining: a warp owns a tile of
-//!   16 (8x1) or 8 (16x1) vectors and every output slot belongs to one tile, so long windows
-//!   simply give many tiles.
-//! - SDDMM output: C holds the values in ME-BCRS slot order ([`SddmmPlan::value_order`] maps
-//!   them to CSR), 0 in the slots without an entry, ready to be an SpMM plan's values.
+//!   write C directly and pay nothing for it. The workspace depends on N: it is sized at plan
+//!   time for the descriptor's widest N and grows only in `reserve`. SDDMM needs no combining:
+//!   a warp owns a tile of 16 (8x1) or 8 (16x1) vectors and every output slot belongs to one
+//!   tile, so long windows simply give many tiles, and no workspace.
+//! - SDDMM output: C holds the values in ME-BCRS slot order
+//!   ([`sparse_core::SddmmPlan::value_order`] maps them to CSR), 0 in the slots without an
+//!   entry, ready to be an SpMM plan's values.
+//! - Value updates: the builder also records the slot of every CSR entry, so new values in CSR
+//!   order are scattered into ME-BCRS order on the device, with no conversion.
 //! - Infinities and NaN: the tensor core multiplies the zero fill of a vector too, so an
 //!   infinite or NaN element of B (X, Y) read for a vector also reaches the rows of its window
 //!   that hold no entry in that column (0 * inf = NaN), where a CSR kernel would leave them
@@ -40,43 +44,233 @@ mod work;
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, LaunchConfig};
 use sparse_core::{
-    Accumulator, Algorithm, BackendKind, BlockShape, Compute, CsrRef, DType, DenseMut, DenseRef,
-    Error, Format, Layout, OpKind, PlanInfo, Precision, Result, Scalar, SddmmDesc, SddmmPlan,
-    SpIndex, SpmmDesc, SpmmPlan, ValueOrder,
+    Algorithm, BackendKind, BlockShape, CsrRef, DType, Error, Format, OpKind, PlanInfo, Precision,
+    Result, Scalar, SddmmDesc, SpIndex, SpmmDesc, ValueOrder,
 };
 use sparse_formats::{MeBcrs, MeBcrsShape};
 
-use crate::compile::sources;
-use crate::device::{driver_error, Device};
+use crate::device::Device;
 use crate::executor::CudaBackend;
-use crate::operand::{input, output, sddmm_inner, spmm_width, strides, suffix, to_u32, AccArg};
-use crate::spmm::scale_dense;
-use build::DeviceMeBcrs;
-use work::{task_vectors, upload, Tasks, Tiles};
+use crate::kernel::{
+    c_type, kernel_params, Entry, Kernel, KernelParams, KernelSource, KernelSpec, MutPtr, Ptr,
+};
+use crate::operand::{SddmmOperands, SpmmOperands};
+use crate::plan::{CudaPlan, Phase, PlanBase, PlanClock, SddmmKernels, SpmmKernels, Values};
+use build::{BuildEntries, DeviceMeBcrs};
+use work::{task_vectors, DeviceTasks, DeviceTiles, Tasks, Tiles};
 
-/// Warps per block of the SpMM and SDDMM kernels (`FS_WARPS`).
+/// Warps per block of the SpMM, combine and SDDMM kernels (`FS_WARPS`).
 const WARPS: u32 = 4;
+/// Threads per block of those kernels (`FS_THREADS`).
 const THREADS: u32 = WARPS * 32;
+/// Stages of the SpMM pipeline through shared memory (`FS_STAGES`; flashsparse.cu says why two).
+const STAGES: u32 = 2;
+/// Partial sums of a split window the combine loads at once (`FS_COMBINE_BATCH`).
+const COMBINE_BATCH: u32 = 8;
+/// Bytes a lane loads of one row of a dense operand at once, at most: a 16-byte vector
+/// (`FS_RUN_BYTES`).
+const RUN_BYTES: u32 = 16;
 /// Columns of C a warp covers per pass, narrowest first: the SpMM kernels instantiated per
-/// window height (`fs_spmm_*_hH_pP_gG` in flashsparse.cu). 16-row windows stop at 64 columns:
-/// their accumulators are twice as many.
+/// window height. 16-row windows stop at 64 columns: their accumulators are twice as many.
 const WARP_COLS: [u32; 4] = [16, 32, 64, 128];
 const WARP_COLS_16X1: usize = 3;
-/// Bytes a lane loads of one B row at once, at most: a 16-byte vector.
-const RUN_BYTES: u32 = 16;
+/// Floats a row of the split-window workspace is padded to: partial sums are stored as whole
+/// output runs (16 floats at most), aligned.
+const WORKSPACE_ALIGN: u32 = 16;
 /// The largest grid.y; the kernels stride over what lies beyond.
 const MAX_GRID_Y: u32 = 65_535;
-/// A null device pointer, for the workspace of a run without split windows (never read).
-const NULL: u64 = 0;
 
-/// The precisions with tensor-core kernels: f16 storage with f32 accumulation, and tf32.
-pub(crate) fn supports(precision: Precision) -> bool {
-    matches!(
-        (precision.storage, precision.compute),
-        (DType::F16, Compute::F32) | (DType::F32, Compute::Tf32)
+kernel_params! {
+    /// `fs_spmm<T, H, P, G, VEC>`: the tasks of one SpMM; chunks with a workspace slot write
+    /// `ws` (`ws_ld` floats per row), the others C.
+    pub(crate) struct FsSpmm<T> {
+        tasks: u32,
+        task_window: ptr(u32),
+        task_windows: ptr(u32),
+        task_start: ptr(u32),
+        task_end: ptr(u32),
+        task_slot: ptr(u32),
+        window_ptr: ptr(u32),
+        vec_col: ptr(u32),
+        values: ptr(T),
+        rows: u32,
+        n: u32,
+        b: ptr(T),
+        b_rs: u32,
+        b_cs: u32,
+        c: out(T),
+        c_rs: u32,
+        c_cs: u32,
+        c_vec: u32,
+        alpha: acc,
+        beta: acc,
+        ws: out(f32),
+        ws_ld: u32,
+    }
+}
+
+kernel_params! {
+    /// `fs_spmm_combine<T>`: the `split` windows' partial sums added into C, `group_rows` rows
+    /// of a window per thread.
+    pub(crate) struct FsCombine<T> {
+        split: u32,
+        split_window: ptr(u32),
+        split_slot: ptr(u32),
+        window_ptr: ptr(u32),
+        chunk_len: u32,
+        h: u32,
+        group_rows: u32,
+        rows: u32,
+        n: u32,
+        ws: ptr(f32),
+        ws_ld: u32,
+        c: out(T),
+        c_rs: u32,
+        c_cs: u32,
+        alpha: acc,
+        beta: acc,
+    }
+}
+
+kernel_params! {
+    /// `fs_sddmm<T, H, VEC>`: tile i covers vectors `tile_start[i]..` of window
+    /// `tile_window[i]`; C is written in ME-BCRS slot order, `c_inc` apart.
+    pub(crate) struct FsSddmm<T> {
+        tiles: u32,
+        tile_window: ptr(u32),
+        tile_start: ptr(u32),
+        window_ptr: ptr(u32),
+        vec_col: ptr(u32),
+        vec_mask: ptr(u8),
+        values: ptr(T),
+        scale_by_values: u32,
+        rows: u32,
+        kdim: u32,
+        x: ptr(T),
+        x_rs: u32,
+        x_cs: u32,
+        y: ptr(T),
+        y_rs: u32,
+        y_cs: u32,
+        c: out(T),
+        c_inc: u32,
+        alpha: acc,
+        beta: acc,
+    }
+}
+
+pub(crate) const SOURCE: KernelSource = KernelSource {
+    name: "flashsparse",
+    code: include_str!("../kernels/flashsparse.cu"),
+    params: &[
+        <FsSpmm<f32> as KernelParams>::C_DECL,
+        <FsCombine<f32> as KernelParams>::C_DECL,
+        <FsSddmm<f32> as KernelParams>::C_DECL,
+        <build::FsBuildFirst as KernelParams>::C_DECL,
+        <build::FsScan as KernelParams>::C_DECL,
+        <build::FsBuildWindowPtr as KernelParams>::C_DECL,
+        <build::FsBuildFill<f32> as KernelParams>::C_DECL,
+    ],
+    defines: &[
+        ("FS_WARPS", WARPS),
+        ("FS_THREADS", THREADS),
+        ("FS_STAGES", STAGES),
+        ("FS_COMBINE_BATCH", COMBINE_BATCH),
+        ("FS_RUN_BYTES", RUN_BYTES),
+        ("FS_NONE", work::NO_SLOT),
+        ("FS_TASK_WINDOWS", work::TASK_WINDOWS),
+        ("FS_BUILD_THREADS", build::THREADS),
+        ("FS_SCAN_ITEMS", build::SCAN_ITEMS),
+    ],
+};
+
+/// The C storage type of the kernels for `T`: f16, or f32 (whose MMAs compute in tf32).
+fn storage<T: Scalar>() -> Result<&'static str> {
+    match T::DTYPE {
+        DType::F16 | DType::F32 => c_type(T::DTYPE),
+        other => Err(Error::internal(format!(
+            "no FlashSparse kernel takes {other} storage"
+        ))),
+    }
+}
+
+fn spmm_entry<T: Scalar>(
+    window: usize,
+    tiling: SpmmTiling,
+    whole_runs: bool,
+) -> Result<Entry<FsSpmm<T>>> {
+    Entry::new(
+        &SOURCE,
+        "fs_spmm",
+        &[
+            &storage::<T>()?,
+            &window,
+            &tiling.run,
+            &tiling.groups,
+            &whole_runs,
+        ],
     )
+}
+
+fn combine_entry<T: Scalar>() -> Result<Entry<FsCombine<T>>> {
+    Entry::new(&SOURCE, "fs_spmm_combine", &[&storage::<T>()?])
+}
+
+fn sddmm_entry<T: Scalar>(window: usize, whole_runs: bool) -> Result<Entry<FsSddmm<T>>> {
+    Entry::new(
+        &SOURCE,
+        "fs_sddmm",
+        &[&storage::<T>()?, &window, &whole_runs],
+    )
+}
+
+/// The SpMM kernels of windows of `window` rows: each tiling with its two variants.
+fn spmm_entries<T: Scalar>(window: usize) -> Result<Vec<(SpmmTiling, VariantEntries<FsSpmm<T>>)>> {
+    let widths = if window == 16 {
+        WARP_COLS_16X1
+    } else {
+        WARP_COLS.len()
+    };
+    WARP_COLS[..widths]
+        .iter()
+        .map(|&cols| {
+            let tiling = SpmmTiling::new(cols, size_of::<T>() as u32);
+            let entries = RunVariants::entries(|whole| spmm_entry::<T>(window, tiling, whole))?;
+            Ok((tiling, entries))
+        })
+        .collect()
+}
+
+fn specs_of<T: Scalar>() -> Result<Vec<KernelSpec>> {
+    let mut specs = vec![combine_entry::<T>()?.spec().clone()];
+    for window in [8, 16] {
+        for (_, entries) in spmm_entries::<T>(window)? {
+            specs.extend(entries.iter().map(|e| e.spec().clone()));
+        }
+        let sddmm = RunVariants::entries(|whole| sddmm_entry::<T>(window, whole))?;
+        specs.extend(sddmm.iter().map(|e| e.spec().clone()));
+    }
+    Ok(specs)
+}
+
+/// Every kernel of this file Rust can ask for.
+pub(crate) fn all_specs() -> Result<Vec<KernelSpec>> {
+    let mut specs = build::all_specs()?;
+    specs.extend(specs_of::<half::f16>()?);
+    specs.extend(specs_of::<f32>()?);
+    Ok(specs)
+}
+
+/// The algorithm `auto` runs on ME-BCRS: 16x1 vectors when the descriptor's block shape has
+/// 16 rows, 8x1 otherwise.
+pub(crate) fn auto_algorithm(block: Option<BlockShape>) -> Algorithm {
+    if block.is_some_and(|b| b.rows == 16) {
+        Algorithm::FlashSparse16x1
+    } else {
+        Algorithm::FlashSparse
+    }
 }
 
 /// The algorithm a plan runs and the ME-BCRS shape it needs, from the descriptor.
@@ -92,21 +286,17 @@ fn resolve(
     } else {
         4
     };
+    let algorithm = match algorithm {
+        Algorithm::Auto => auto_algorithm(block),
+        chosen => chosen,
+    };
     let window = match algorithm {
-        Algorithm::Auto => block.map_or(8, |b| b.rows),
         Algorithm::FlashSparse => 8,
         Algorithm::FlashSparse16x1 => 16,
         other => {
-            return Err(Error::Unsupported {
-                op,
-                format: Format::MeBcrs,
-                precision,
-                backend: BackendKind::Cuda,
-                supported: format!(
-                    "{op} on me-bcrs with the algorithms auto, flashsparse and flashsparse-16x1, \
-                     not {other}"
-                ),
-            })
+            return Err(Error::internal(format!(
+                "{op} with {other} was routed to the FlashSparse family"
+            )))
         }
     };
     if let Some(b) = block {
@@ -117,12 +307,7 @@ fn resolve(
             )));
         }
     }
-    let chosen = if window == 16 {
-        Algorithm::FlashSparse16x1
-    } else {
-        Algorithm::FlashSparse
-    };
-    Ok((chosen, MeBcrsShape::new(window, k)?))
+    Ok((algorithm, MeBcrsShape::new(window, k)?))
 }
 
 /// ME-BCRS of `a` built on `backend`'s device and read back: what the plans run on.
@@ -131,46 +316,41 @@ pub fn me_bcrs_on_device<T: Scalar, I: SpIndex>(
     a: CsrRef<'_, T, I>,
     shape: MeBcrsShape,
 ) -> Result<MeBcrs<T>> {
-    DeviceMeBcrs::build(backend.device(), a, shape)?.to_host(backend.device())
+    let device = backend.device();
+    let builder = BuildEntries::<T>::new(shape.window())?.load(device)?;
+    DeviceMeBcrs::build(device, &builder, a, shape, &mut PlanClock::start())?.to_host(device)
 }
 
-fn launched(what: &'static str) -> impl Fn(cudarc::driver::DriverError) -> Error {
-    move |e| driver_error(what, e)
+/// The entries of a kernel's two variants ([`RunVariants`]), the whole-run one first.
+type VariantEntries<P> = [Entry<P>; 2];
+
+/// A kernel in its two variants (flashsparse.cu): `whole` reads each lane's run of a dense
+/// operand with one access, `elem` element by element.
+struct RunVariants<P> {
+    whole: Kernel<P>,
+    elem: Kernel<P>,
 }
 
-fn kernel_suffix<T: Scalar>(op: OpKind) -> Result<&'static str> {
-    suffix(T::DTYPE).ok_or_else(|| Error::invalid(format!("no FlashSparse {op} for {}", T::DTYPE)))
-}
+impl<P: KernelParams> RunVariants<P> {
+    /// The entries of both variants, `entry(whole_runs)`.
+    fn entries(entry: impl Fn(bool) -> Result<Entry<P>>) -> Result<VariantEntries<P>> {
+        Ok([entry(true)?, entry(false)?])
+    }
 
-/// A kernel in its two variants (flashsparse.cu): `_vec` reads each lane's run of a dense
-/// operand with one access, `_elem` element by element.
-struct RunVariants {
-    vec: CudaFunction,
-    elem: CudaFunction,
-}
-
-impl RunVariants {
-    fn load(device: &Device, name: &str) -> Result<Self> {
+    fn load(device: &Arc<Device>, [whole, elem]: &VariantEntries<P>) -> Result<Self> {
         Ok(RunVariants {
-            vec: device.function(sources::FLASHSPARSE, &format!("{name}_vec"))?,
-            elem: device.function(sources::FLASHSPARSE, &format!("{name}_elem"))?,
+            whole: device.kernel(whole)?,
+            elem: device.kernel(elem)?,
         })
     }
 
-    fn get(&self, whole_runs: bool) -> &CudaFunction {
+    fn get(&self, whole_runs: bool) -> &Kernel<P> {
         if whole_runs {
-            &self.vec
+            &self.whole
         } else {
             &self.elem
         }
     }
-}
-
-/// Whether every run of `run` elements that a lane reads of `d` along its rows, `width` of them,
-/// is whole and aligned, so the `_vec` variant applies: rows contiguous, and `run` dividing the
-/// leading dimension and the width (allocations are 256-byte aligned).
-fn whole_runs<T: Scalar>(d: &DenseRef<'_, T>, run: usize, width: usize) -> bool {
-    d.layout() == Layout::RowMajor && d.ld() % run == 0 && width % run == 0
 }
 
 /// How a SpMM warp covers its columns: groups of 8 lanes, each lane loading a run of `run`
@@ -206,133 +386,116 @@ impl SpmmTiling {
     }
 }
 
-/// A planned FlashSparse SpMM.
-pub struct FlashSparseSpmmPlan<T> {
-    device: Arc<Device>,
-    a: DeviceMeBcrs<T>,
-    task_window: CudaSlice<u32>,
-    task_windows: CudaSlice<u32>,
-    task_start: CudaSlice<u32>,
-    task_end: CudaSlice<u32>,
-    task_slot: CudaSlice<u32>,
-    tasks: u32,
-    /// Vectors per task, also the chunk length of split windows.
-    task_len: u32,
-    split_window: CudaSlice<u32>,
-    split_slot: CudaSlice<u32>,
-    split: u32,
-    slots: u32,
-    /// The kernels for each of the plan's [`WARP_COLS`], with their lane run lengths.
-    kernels: Vec<(SpmmTiling, RunVariants)>,
-    combine: CudaFunction,
-    /// `scale_matrix` of spmm.cu, for alpha == 0.
-    scale: CudaFunction,
-    /// Partial sums of split windows: slots x window x (N rounded up to 4), grown to the widest
-    /// N run so far.
-    workspace: Option<CudaSlice<f32>>,
-    info: PlanInfo,
+/// Floats of the split-window workspace for N up to `width`: `slots` slots of `window` rows
+/// of N rounded up to [`WORKSPACE_ALIGN`].
+fn workspace_len(slots: u32, window: usize, width: usize) -> Result<usize> {
+    width
+        .checked_next_multiple_of(WORKSPACE_ALIGN as usize)
+        .and_then(|ld| ld.checked_mul(window))
+        .and_then(|row| row.checked_mul(slots as usize))
+        .ok_or_else(|| {
+            Error::invalid(format!(
+                "a FlashSparse workspace for N = {width} overflows usize"
+            ))
+        })
 }
 
-impl<T: Scalar> FlashSparseSpmmPlan<T> {
-    pub(crate) fn new<I: SpIndex>(
-        device: &Arc<Device>,
-        a: CsrRef<'_, T, I>,
-        desc: &SpmmDesc,
-    ) -> Result<Self> {
-        let (algorithm, shape) = resolve(OpKind::Spmm, desc.precision, desc.algorithm, desc.block)?;
-        let sfx = kernel_suffix::<T>(OpKind::Spmm)?;
-        let m = DeviceMeBcrs::build(device, a, shape)?;
-        let vectors = m.host_window_ptr.last().copied().unwrap_or(0);
-        let task_len = task_vectors(u64::from(vectors), device.info.multiprocessors);
-        let c = Tasks::new(&m.host_window_ptr, task_len);
-        let (task_window, tasks) = upload(device, &c.window)?;
-        let (task_windows, _) = upload(device, &c.windows)?;
-        let (task_start, _) = upload(device, &c.start)?;
-        let (task_end, _) = upload(device, &c.end)?;
-        let (task_slot, _) = upload(device, &c.slot)?;
-        let (split_window, split) = upload(device, &c.split_window)?;
-        let (split_slot, _) = upload(device, &c.split_slot)?;
-        let h = shape.window();
-        let widths = if h == 16 {
-            WARP_COLS_16X1
-        } else {
-            WARP_COLS.len()
-        };
-        let kernels = WARP_COLS[..widths]
-            .iter()
-            .map(|&cols| {
-                let tiling = SpmmTiling::new(cols, size_of::<T>() as u32);
-                let (p, g) = (tiling.run, tiling.groups);
-                let name = format!("fs_spmm_{sfx}_h{h}_p{p}_g{g}");
-                Ok((tiling, RunVariants::load(device, &name)?))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let info = PlanInfo {
-            backend: BackendKind::Cuda,
-            op: OpKind::Spmm,
-            format: Format::MeBcrs,
-            precision: desc.precision,
+/// The FlashSparse SpMM kernels of one plan, the ME-BCRS matrix and the work they share.
+pub(crate) struct SpmmFamily<T: Scalar> {
+    a: DeviceMeBcrs<T>,
+    tasks: DeviceTasks,
+    /// The kernels for each of the plan's [`WARP_COLS`], with their lane run lengths.
+    kernels: Vec<(SpmmTiling, RunVariants<FsSpmm<T>>)>,
+    combine: Kernel<FsCombine<T>>,
+    /// Partial sums of split windows ([`workspace_len`]), sized for the reserved N; `None`
+    /// when no window is split.
+    workspace: Option<CudaSlice<f32>>,
+}
+
+/// A planned FlashSparse SpMM.
+pub(crate) fn spmm_plan<T: Scalar, I: SpIndex>(
+    device: &Arc<Device>,
+    a: CsrRef<'_, T, I>,
+    desc: &SpmmDesc,
+) -> Result<CudaPlan<T, SpmmFamily<T>>> {
+    let (algorithm, shape) = resolve(OpKind::Spmm, desc.precision, desc.algorithm, desc.block)?;
+    let builder = BuildEntries::<T>::new(shape.window())?;
+    let spmm = spmm_entries::<T>(shape.window())?;
+    let combine = combine_entry::<T>()?;
+    let mut specs = builder.specs();
+    specs.extend(spmm.iter().flat_map(|(_, e)| e.iter().map(Entry::spec)));
+    specs.push(combine.spec());
+    let info = PlanInfo {
+        reserved_width: desc.reserved_width(),
+        ..PlanInfo::new(
+            BackendKind::Cuda,
+            OpKind::Spmm,
+            Format::MeBcrs,
+            desc.precision,
             algorithm,
-            bytes: m.bytes() + (5 * c.window.len() + 2 * c.split_window.len()) * 4,
-            deterministic: true,
-        };
-        Ok(FlashSparseSpmmPlan {
-            kernels,
-            combine: device.function(sources::FLASHSPARSE, &format!("fs_spmm_combine_{sfx}"))?,
-            scale: device.function(sources::SPMM, &format!("scale_matrix_{sfx}"))?,
-            device: device.clone(),
-            a: m,
-            task_window,
-            task_windows,
-            task_start,
-            task_end,
-            task_slot,
-            tasks,
-            task_len,
-            split_window,
-            split_slot,
-            split,
-            slots: c.slots,
-            workspace: None,
-            info,
-        })
+            true,
+        )
+    };
+    let (mut base, mut clock) =
+        PlanBase::<T>::new(device, (a.rows(), a.cols(), a.nnz()), info, &specs)?;
+    let builder = builder.load(device)?;
+    let kernels = spmm
+        .iter()
+        .map(|(tiling, entries)| Ok((*tiling, RunVariants::load(device, entries)?)))
+        .collect::<Result<Vec<_>>>()?;
+    let combine = device.kernel(&combine)?;
+    clock.lap(device, Phase::Kernels)?;
+    let m = DeviceMeBcrs::build(device, &builder, a, shape, &mut clock)?;
+    let task_len = task_vectors(m.vectors() as u64, device.info.multiprocessors);
+    let tasks = Tasks::new(&m.host_window_ptr, task_len);
+    clock.lap(device, Phase::Host)?;
+    let tasks = DeviceTasks::upload(device, &tasks, task_len)?;
+    clock.lap(device, Phase::Transfer)?;
+    let mut family = SpmmFamily {
+        a: m,
+        tasks,
+        kernels,
+        combine,
+        workspace: None,
+    };
+    let workspace = family.reserve(&base, desc.reserved_width())?;
+    clock.lap(device, Phase::Device)?;
+    let bytes = family.a.bytes() + family.tasks.bytes() + workspace;
+    base.finish(clock, bytes);
+    Ok(CudaPlan {
+        base,
+        kernels: family,
+    })
+}
+
+impl<T: Scalar> SpmmKernels<T> for SpmmFamily<T> {
+    fn values(&self) -> Values<'_, T> {
+        Values {
+            buffer: &self.a.values,
+            slots: Some(&self.a.slots),
+        }
     }
 
-    /// Grows the workspace to hold `ws_ld` columns per row when there are split windows.
-    fn grow_workspace(&mut self, ws_ld: u32) -> Result<()> {
-        if self.slots == 0 {
-            return Ok(());
+    fn reserve(&mut self, base: &PlanBase<T>, width: usize) -> Result<usize> {
+        if self.tasks.slots == 0 {
+            return Ok(0);
         }
-        let len = (self.slots as usize)
-            .checked_mul(self.a.shape.window() * ws_ld as usize)
-            .ok_or_else(|| Error::invalid("the FlashSparse workspace size overflows usize"))?;
-        self.info.bytes += self.device.grow_zeroed(
+        let len = workspace_len(self.tasks.slots, self.a.shape.window(), width)?;
+        base.device.grow_zeroed(
             &mut self.workspace,
             len,
             "allocating the FlashSparse workspace",
-        )?;
-        Ok(())
-    }
-}
-
-impl<T: Scalar> SpmmPlan<T> for FlashSparseSpmmPlan<T> {
-    fn info(&self) -> &PlanInfo {
-        &self.info
+        )
     }
 
     fn run(
         &mut self,
+        base: &PlanBase<T>,
+        ops: &SpmmOperands,
         alpha: T::Acc,
-        b: DenseRef<'_, T>,
         beta: T::Acc,
-        mut c: DenseMut<'_, T::Out>,
     ) -> Result<()> {
-        let (rows, cols) = (self.a.rows, self.a.cols);
-        let n = spmm_width((rows as usize, cols as usize), &b, &c)?;
-        let c_layout = c.layout();
-        let c_ld = to_u32("spmm C leading dimension", c.ld())?;
-        let (b_rs, b_cs) = strides(b.layout(), b.ld());
-        let (c_rs, c_cs) = strides(c_layout, c.ld());
+        let (device, n) = (&base.device, ops.n);
         let h = self.a.shape.window() as u32;
         // The narrowest pass that covers N, else the widest, striding over N.
         let pick = self
@@ -340,114 +503,107 @@ impl<T: Scalar> SpmmPlan<T> for FlashSparseSpmmPlan<T> {
             .iter()
             .position(|(t, _)| t.columns() >= n)
             .unwrap_or(self.kernels.len() - 1);
-        let tiling = self.kernels[pick].0;
-        let b_whole = whole_runs(&b, tiling.run as usize, n as usize);
+        let (tiling, variants) = &self.kernels[pick];
+        let b_whole = ops.b.rows_in_runs(tiling.run as usize) && n % tiling.run == 0;
         // Runs of C are vector-accessed when rows are contiguous and their leading dimension
         // keeps every run aligned (the kernel checks each run is inside N).
-        let c_vec =
-            u32::from(c_layout == Layout::RowMajor && c.ld() % tiling.output_run(h) as usize == 0);
-        let bb = input(&b, &self.device, "spmm B")?;
-        let cb = output(&mut c, &self.device, "spmm C")?;
-        if rows == 0 || n == 0 {
-            return Ok(());
-        }
-        let (alpha, beta) = (Accumulator::to_f64(alpha), Accumulator::to_f64(beta));
-        if alpha == 0.0 {
-            return scale_dense(
-                &self.device,
-                &self.scale,
-                (rows, n),
-                c_layout,
-                c_ld,
-                &mut cb.bytes,
-                AccArg::of::<T>(beta),
-            );
-        }
-        let (alpha, beta) = (alpha as f32, beta as f32);
-        // Partial sums are stored as whole output runs (16 floats at most), aligned.
-        let ws_ld = n.next_multiple_of(16);
-        let chunk_len = self.task_len;
-        self.grow_workspace(ws_ld)?;
-        let workspace = self.workspace.as_ref();
-        let stream = &self.device.stream;
-        let mut args = stream.launch_builder(self.kernels[pick].1.get(b_whole));
-        args.arg(&self.tasks)
-            .arg(&self.task_window)
-            .arg(&self.task_windows)
-            .arg(&self.task_start)
-            .arg(&self.task_end)
-            .arg(&self.task_slot)
-            .arg(&self.a.window_ptr)
-            .arg(&self.a.vec_col)
-            .arg(&self.a.values.bytes)
-            .arg(&rows)
-            .arg(&n)
-            .arg(&bb.bytes)
-            .arg(&b_rs)
-            .arg(&b_cs)
-            .arg(&cb.bytes)
-            .arg(&c_rs)
-            .arg(&c_cs)
-            .arg(&c_vec)
-            .arg(&alpha)
-            .arg(&beta);
-        match workspace {
-            Some(w) => args.arg(w),
-            None => args.arg(&NULL),
+        let c_vec = ops.c.rows_in_runs(tiling.output_run(h) as usize);
+        let ws_ld = n
+            .checked_next_multiple_of(WORKSPACE_ALIGN)
+            .ok_or_else(|| Error::overflow::<u32>("FlashSparse workspace row", n as usize))?;
+        let workspace = match &self.workspace {
+            Some(w) if w.len() >= workspace_len(self.tasks.slots, h as usize, n as usize)? => {
+                Some(w)
+            }
+            None if self.tasks.slots == 0 => None,
+            _ => {
+                return Err(Error::internal(format!(
+                    "the FlashSparse workspace is smaller than a run of N = {n} within the \
+                     reservation needs"
+                )))
+            }
         };
-        args.arg(&ws_ld);
+        let ((b_rs, b_cs), (c_rs, c_cs)) = (ops.b.strides(), ops.c.strides());
+        let tasks = &self.tasks;
+        let params = FsSpmm {
+            tasks: tasks.count,
+            task_window: Ptr::of(&tasks.window, device),
+            task_windows: Ptr::of(&tasks.windows, device),
+            task_start: Ptr::of(&tasks.start, device),
+            task_end: Ptr::of(&tasks.end, device),
+            task_slot: Ptr::of(&tasks.slot, device),
+            window_ptr: Ptr::of(&self.a.window_ptr, device),
+            vec_col: Ptr::of(&self.a.vec_col, device),
+            values: Ptr::of_buffer(&self.a.values),
+            rows: self.a.rows,
+            n,
+            b: ops.b.input(),
+            b_rs,
+            b_cs,
+            c: ops.c.output(),
+            c_rs,
+            c_cs,
+            c_vec: u32::from(c_vec),
+            alpha,
+            beta,
+            ws: workspace.map_or(MutPtr::NULL, |w| MutPtr::of(w, device)),
+            ws_ld,
+        };
         let config = LaunchConfig {
             grid_dim: (
-                self.tasks.div_ceil(WARPS).max(1),
+                tasks.count.div_ceil(WARPS).max(1),
                 n.div_ceil(tiling.columns()).min(MAX_GRID_Y),
                 1,
             ),
             block_dim: (THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
-        // SAFETY: arguments match fs_spmm's entry; a task's windows are below the window count
-        // (window_ptr is read at most to index windows), its vectors lie inside them and a
-        // chunk holds whole blocks, so every value read is a slot below vectors * h and every
-        // column < cols;
-        // B spans cols x n and C rows x n at their strides (checked by the Dense views); runs
-        // start at multiples of their length and are vector-accessed only when the flags above
-        // make them aligned (allocations are 256-byte aligned) and whole (inside N); chunks
-        // with a slot write slots * h rows of ws_ld floats, which the workspace holds, in runs
-        // that ws_ld (a multiple of 16) keeps aligned.
-        unsafe { args.launch(config) }.map_err(launched("fs_spmm"))?;
-        if let Some(w) = workspace {
-            let group_rows = combine_group_rows(self.split, h, n, self.device.info.multiprocessors);
-            // One block row per group of rows of a split window, the kernel striding past
-            // MAX_GRID_Y.
-            let groups = u64::from(self.split) * u64::from(h.div_ceil(group_rows));
-            let grid_y = groups.clamp(1, u64::from(MAX_GRID_Y)) as u32;
-            let mut args = stream.launch_builder(&self.combine);
-            args.arg(&self.split)
-                .arg(&self.split_window)
-                .arg(&self.split_slot)
-                .arg(&self.a.window_ptr)
-                .arg(&chunk_len)
-                .arg(&h)
-                .arg(&group_rows)
-                .arg(&rows)
-                .arg(&n)
-                .arg(w)
-                .arg(&ws_ld)
-                .arg(&cb.bytes)
-                .arg(&c_rs)
-                .arg(&c_cs)
-                .arg(&alpha)
-                .arg(&beta);
-            let config = LaunchConfig {
-                grid_dim: (n.div_ceil(THREADS), grid_y, 1),
-                block_dim: (THREADS, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            // SAFETY: the split windows' slots were written by fs_spmm before, on this stream;
-            // C as above.
-            unsafe { args.launch(config) }.map_err(launched("fs_spmm_combine"))?;
-        }
-        Ok(())
+        // SAFETY: a task's windows are below the window count (window_ptr is read at most to
+        // index windows), its vectors lie inside them and a chunk holds whole blocks, so every
+        // value read is a slot below vectors * h and every column < cols = B's rows; B spans
+        // cols x n and C rows x n at their strides (bound operands); runs start at multiples of
+        // their length and are vector-accessed only when the flags above make them aligned
+        // (allocations are 256-byte aligned) and whole (inside N); chunks with a slot write
+        // slots * h rows of ws_ld floats, which the workspace holds (checked above), in runs that
+        // ws_ld (a multiple of 16) keeps aligned.
+        unsafe { variants.get(b_whole).launch(config, &params) }?;
+        let Some(workspace) = workspace else {
+            return Ok(());
+        };
+        let group_rows = combine_group_rows(tasks.split, h, n, device.info.multiprocessors);
+        // One block row per group of rows of a split window, the kernel striding past
+        // MAX_GRID_Y.
+        let groups = u64::from(tasks.split) * u64::from(h.div_ceil(group_rows));
+        let params = FsCombine {
+            split: tasks.split,
+            split_window: Ptr::of(&tasks.split_window, device),
+            split_slot: Ptr::of(&tasks.split_slot, device),
+            window_ptr: Ptr::of(&self.a.window_ptr, device),
+            chunk_len: tasks.len,
+            h,
+            group_rows,
+            rows: self.a.rows,
+            n,
+            ws: Ptr::of(workspace, device),
+            ws_ld,
+            c: ops.c.output(),
+            c_rs,
+            c_cs,
+            alpha,
+            beta,
+        };
+        let config = LaunchConfig {
+            grid_dim: (
+                n.div_ceil(THREADS),
+                groups.clamp(1, u64::from(MAX_GRID_Y)) as u32,
+                1,
+            ),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: the split windows' slots were written by fs_spmm before, on this stream, for
+        // every row of the window below `rows` and every column below n; C as above.
+        unsafe { self.combine.launch(config, &params) }
     }
 }
 
@@ -465,61 +621,72 @@ fn combine_group_rows(split: u32, h: u32, n: u32, multiprocessors: u32) -> u32 {
     1 << per_thread.ilog2()
 }
 
-/// A planned FlashSparse SDDMM.
-pub struct FlashSparseSddmmPlan<T> {
-    device: Arc<Device>,
+/// The FlashSparse SDDMM kernels of one plan and the ME-BCRS pattern they fill.
+pub(crate) struct SddmmFamily<T: Scalar> {
     s: DeviceMeBcrs<T>,
-    tile_window: CudaSlice<u32>,
-    tile_start: CudaSlice<u32>,
-    tiles: u32,
-    kernels: RunVariants,
+    tiles: DeviceTiles,
+    kernels: RunVariants<FsSddmm<T>>,
     order: ValueOrder,
     scale_by_values: bool,
-    info: PlanInfo,
 }
 
-impl<T: Scalar> FlashSparseSddmmPlan<T> {
-    pub(crate) fn new<I: SpIndex>(
-        device: &Arc<Device>,
-        s: CsrRef<'_, T, I>,
-        desc: &SddmmDesc,
-    ) -> Result<Self> {
-        let (algorithm, shape) =
-            resolve(OpKind::Sddmm, desc.precision, desc.algorithm, desc.block)?;
-        let sfx = kernel_suffix::<T>(OpKind::Sddmm)?;
-        let m = DeviceMeBcrs::build(device, s, shape)?;
-        // An MMA covers 16 vectors (8-row windows, m side) or 8 (16-row windows, n side).
-        let per_tile = if shape.window() == 8 { 16 } else { 8 };
-        let t = Tiles::new(&m.host_window_ptr, per_tile);
-        let (tile_window, tiles) = upload(device, &t.window)?;
-        let (tile_start, _) = upload(device, &t.start)?;
-        let order = m.to_host(device)?.value_order();
-        let info = PlanInfo {
-            backend: BackendKind::Cuda,
-            op: OpKind::Sddmm,
-            format: Format::MeBcrs,
-            precision: desc.precision,
+/// A planned FlashSparse SDDMM.
+pub(crate) fn sddmm_plan<T: Scalar, I: SpIndex>(
+    device: &Arc<Device>,
+    s: CsrRef<'_, T, I>,
+    desc: &SddmmDesc,
+) -> Result<CudaPlan<T, SddmmFamily<T>>> {
+    let (algorithm, shape) = resolve(OpKind::Sddmm, desc.precision, desc.algorithm, desc.block)?;
+    let builder = BuildEntries::<T>::new(shape.window())?;
+    let sddmm = RunVariants::entries(|whole| sddmm_entry::<T>(shape.window(), whole))?;
+    let mut specs = builder.specs();
+    specs.extend(sddmm.iter().map(Entry::spec));
+    let info = PlanInfo {
+        reserved_width: desc.reserved_width(),
+        ..PlanInfo::new(
+            BackendKind::Cuda,
+            OpKind::Sddmm,
+            Format::MeBcrs,
+            desc.precision,
             algorithm,
-            bytes: m.bytes() + 2 * t.window.len() * 4,
-            deterministic: true,
-        };
-        Ok(FlashSparseSddmmPlan {
-            kernels: RunVariants::load(device, &format!("fs_sddmm_{sfx}_h{}", shape.window()))?,
-            device: device.clone(),
+            true,
+        )
+    };
+    let (mut base, mut clock) =
+        PlanBase::<T>::new(device, (s.rows(), s.cols(), s.nnz()), info, &specs)?;
+    let builder = builder.load(device)?;
+    let kernels = RunVariants::load(device, &sddmm)?;
+    clock.lap(device, Phase::Kernels)?;
+    let m = DeviceMeBcrs::build(device, &builder, s, shape, &mut clock)?;
+    let slots = m.download_slots(device)?;
+    clock.lap(device, Phase::Device)?;
+    let order = m.value_order(&slots)?;
+    // An MMA covers 16 vectors (8-row windows, m side) or 8 (16-row windows, n side).
+    let per_tile = if shape.window() == 8 { 16 } else { 8 };
+    let tiles = Tiles::new(&m.host_window_ptr, per_tile);
+    clock.lap(device, Phase::Host)?;
+    let tiles = DeviceTiles::upload(device, &tiles)?;
+    clock.lap(device, Phase::Transfer)?;
+    let bytes = m.bytes() + tiles.bytes();
+    base.finish(clock, bytes);
+    Ok(CudaPlan {
+        base,
+        kernels: SddmmFamily {
             s: m,
-            tile_window,
-            tile_start,
             tiles,
+            kernels,
             order,
             scale_by_values: desc.scale_by_values,
-            info,
-        })
-    }
+        },
+    })
 }
 
-impl<T: Scalar> SddmmPlan<T> for FlashSparseSddmmPlan<T> {
-    fn info(&self) -> &PlanInfo {
-        &self.info
+impl<T: Scalar> SddmmKernels<T> for SddmmFamily<T> {
+    fn values(&self) -> Values<'_, T> {
+        Values {
+            buffer: &self.s.values,
+            slots: Some(&self.s.slots),
+        }
     }
 
     fn value_order(&self) -> Option<&ValueOrder> {
@@ -528,69 +695,49 @@ impl<T: Scalar> SddmmPlan<T> for FlashSparseSddmmPlan<T> {
 
     fn run(
         &mut self,
+        base: &PlanBase<T>,
+        ops: &SddmmOperands,
         alpha: T::Acc,
-        x: DenseRef<'_, T>,
-        y: DenseRef<'_, T>,
         beta: T::Acc,
-        mut c: DenseMut<'_, T::Out>,
     ) -> Result<()> {
-        let s = &self.s;
-        let kdim = sddmm_inner(
-            (s.rows as usize, s.cols as usize, self.order.len()),
-            &x,
-            &y,
-            &c,
-        )?;
-        to_u32("sddmm C leading dimension", c.ld())?;
-        let (c_inc, _) = strides(c.layout(), c.ld());
-        let (x_rs, x_cs) = strides(x.layout(), x.ld());
-        let (y_rs, y_cs) = strides(y.layout(), y.ld());
-        // Each lane reads 16 bytes of the inner dimension at once: 8 f16 or 4 f32.
-        let run = (RUN_BYTES as usize) / size_of::<T>();
-        let kernel = self
-            .kernels
-            .get(whole_runs(&x, run, kdim as usize) && whole_runs(&y, run, kdim as usize));
-        let xb = input(&x, &self.device, "sddmm X")?;
-        let yb = input(&y, &self.device, "sddmm Y")?;
-        let cb = output(&mut c, &self.device, "sddmm C")?;
-        if self.tiles == 0 {
-            return Ok(());
-        }
-        let alpha = Accumulator::to_f64(alpha) as f32;
-        let beta = Accumulator::to_f64(beta) as f32;
-        let scale_by_values = u32::from(self.scale_by_values);
-        let mut args = self.device.stream.launch_builder(kernel);
-        args.arg(&self.tiles)
-            .arg(&self.tile_window)
-            .arg(&self.tile_start)
-            .arg(&s.window_ptr)
-            .arg(&s.vec_col)
-            .arg(&s.vec_mask)
-            .arg(&s.values.bytes)
-            .arg(&scale_by_values)
-            .arg(&s.rows)
-            .arg(&kdim)
-            .arg(&xb.bytes)
-            .arg(&x_rs)
-            .arg(&x_cs)
-            .arg(&yb.bytes)
-            .arg(&y_rs)
-            .arg(&y_cs)
-            .arg(&cb.bytes)
-            .arg(&c_inc)
-            .arg(&alpha)
-            .arg(&beta);
+        let (device, s) = (&base.device, &self.s);
+        // Each lane reads RUN_BYTES of the inner dimension at once: 8 f16 or 4 f32.
+        let run = RUN_BYTES as usize / size_of::<T>();
+        let whole_runs =
+            ops.x.rows_in_runs(run) && ops.y.rows_in_runs(run) && ops.k as usize % run == 0;
+        let ((x_rs, x_cs), (y_rs, y_cs)) = (ops.x.strides(), ops.y.strides());
+        let params = FsSddmm {
+            tiles: self.tiles.count,
+            tile_window: Ptr::of(&self.tiles.window, device),
+            tile_start: Ptr::of(&self.tiles.start, device),
+            window_ptr: Ptr::of(&s.window_ptr, device),
+            vec_col: Ptr::of(&s.vec_col, device),
+            vec_mask: Ptr::of(&s.vec_mask, device),
+            values: Ptr::of_buffer(&s.values),
+            scale_by_values: u32::from(self.scale_by_values),
+            rows: s.rows,
+            kdim: ops.k,
+            x: ops.x.input(),
+            x_rs,
+            x_cs,
+            y: ops.y.input(),
+            y_rs,
+            y_cs,
+            c: ops.c.output(),
+            c_inc: ops.c.increment(),
+            alpha,
+            beta,
+        };
         let config = LaunchConfig {
-            grid_dim: (self.tiles.div_ceil(WARPS), 1, 1),
+            grid_dim: (self.tiles.count.div_ceil(WARPS), 1, 1),
             block_dim: (THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
-        // SAFETY: arguments match fs_sddmm's entry; tiles lie inside their windows, so every
-        // slot written is below vectors * h = c's length, columns are < cols = Y's rows and rows
-        // past M are never read; X spans rows x k, Y cols x k and C its slots at their strides
-        // (checked by the Dense views); vector loads only where the flags make them aligned.
-        unsafe { args.launch(config) }.map_err(launched("fs_sddmm"))?;
-        Ok(())
+        // SAFETY: tiles lie inside their windows, so every slot written is below vectors * h =
+        // C's length (a bound operand of that many elements), columns are < cols = Y's rows and
+        // rows past M are never read; X spans rows x k and Y cols x k at their strides (bound
+        // operands); vector loads only where `whole_runs` makes them aligned and inside the rows.
+        unsafe { self.kernels.get(whole_runs).launch(config, &params) }
     }
 }
 
@@ -621,11 +768,16 @@ mod tests {
             pick(Algorithm::FlashSparse, Some(BlockShape::new(16, 8))),
             Err(Error::InvalidArgument { .. })
         ));
+        // The table refuses other algorithms before the family sees them.
         assert!(matches!(
             pick(Algorithm::Rode, None),
-            Err(Error::Unsupported { .. })
+            Err(Error::Internal { .. })
         ));
-        assert!(supports(Precision::TF32) && supports(f16) && !supports(Precision::F32));
+        assert_eq!(
+            auto_algorithm(Some(BlockShape::new(16, 4))),
+            Algorithm::FlashSparse16x1
+        );
+        assert_eq!(auto_algorithm(None), Algorithm::FlashSparse);
     }
 
     #[test]

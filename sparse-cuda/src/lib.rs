@@ -11,6 +11,7 @@ pub mod compile;
 mod cusparse;
 mod device;
 mod executor;
+pub mod flashsparse;
 pub mod kernel;
 mod libraries;
 mod matrix;
@@ -37,5 +38,6 @@ pub fn every_kernel() -> sparse_core::Result<Vec<kernel::KernelSpec>> {
     specs.extend(sddmm::all_specs()?);
     specs.extend(rode::all_specs()?);
     specs.extend(blas1::all_specs()?);
+    specs.extend(flashsparse::all_specs()?);
     Ok(specs)
 }

@@ -14,6 +14,7 @@ pub(crate) enum Family {
     Spmm,
     Sddmm,
     Rode,
+    FlashSparse,
 }
 
 /// One row of the table.
@@ -31,6 +32,9 @@ pub(crate) struct Registration {
 const FLOATS: &[Precision] = &[Precision::F64, Precision::F32, Precision::F16];
 /// The types with an atomic add.
 const WIDE: &[Precision] = &[Precision::F64, Precision::F32];
+/// What the tensor-core MMAs take: f16 storage with f32 accumulation, and f32 storage computed
+/// as tf32.
+const TENSOR: &[Precision] = &[Precision::F16, Precision::TF32];
 
 macro_rules! rows {
     ($family:ident, $op:ident, $format:ident: $(($precisions:expr, $algorithm:ident, $det:expr)),+ $(,)?) => {
@@ -64,6 +68,14 @@ const TABLE: &[&[Registration]] = &[
         (FLOATS, RodeDeterministic, true),
     ),
     rows!(Rode, Sddmm, Csr: (FLOATS, Rode, true), (FLOATS, RodeDeterministic, true)),
+    rows!(FlashSparse, Spmm, MeBcrs:
+        (TENSOR, FlashSparse, true),
+        (TENSOR, FlashSparse16x1, true),
+    ),
+    rows!(FlashSparse, Sddmm, MeBcrs:
+        (TENSOR, FlashSparse, true),
+        (TENSOR, FlashSparse16x1, true),
+    ),
 ];
 
 fn rows() -> impl Iterator<Item = &'static Registration> {

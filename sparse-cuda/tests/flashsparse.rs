@@ -3,14 +3,21 @@
 //! agree with an f64 product of the same (rounded) inputs on matrices with odd sizes, empty
 //! windows, a window of thousands of vectors (cut into chunks) and a power-law graph; N and K
 //! not multiples of 8 or 16, dense operands in both layouts, beta != 0 and alpha == 0; SDDMM
-//! leaves 0 in every padding slot.
+//! leaves 0 in every padding slot (beta * C there when alpha == 0, which scales all of C). New
+//! values given to a plan (from the host or the device) give what a plan made with them gives;
+//! a run wider than the plan reserved for is refused until `reserve`.
 //!
 //! Needs a GPU; without one each test prints `skipped: <reason>` and passes, unless
 //! `SPARSE_REQUIRE_GPU=1`.
 
+// Each test crate uses a part of the shared scaffolding.
+#[allow(dead_code)]
+mod common;
+
+use common::available;
 use sparse_core::{
-    Algorithm, BackendKind, Dense, DenseRef, Error, Executor, Layout, Precision, Scalar, SddmmDesc,
-    SpmmDesc,
+    Algorithm, BackendKind, Dense, DenseRef, Error, Executor, Layout, OpKind, Precision, Scalar,
+    SddmmDesc, SddmmPlan, SpmmDesc, SpmmPlan,
 };
 use sparse_cuda::{flashsparse::me_bcrs_on_device, CudaBackend};
 use sparse_formats::{generate, Csr, FillLimit, MeBcrs, MeBcrsShape};
@@ -18,26 +25,7 @@ use sparse_formats::{generate, Csr, FillLimit, MeBcrs, MeBcrsShape};
 const ALGORITHMS: [Algorithm; 2] = [Algorithm::FlashSparse, Algorithm::FlashSparse16x1];
 
 fn backend() -> Option<CudaBackend> {
-    match CudaBackend::new(0) {
-        Ok(b) => Some(b),
-        Err(e) => {
-            assert!(
-                matches!(
-                    e,
-                    Error::DeviceUnavailable {
-                        backend: BackendKind::Cuda,
-                        ..
-                    }
-                ),
-                "a missing GPU must be DeviceUnavailable for cuda: {e}"
-            );
-            if std::env::var("SPARSE_REQUIRE_GPU").as_deref() == Ok("1") {
-                panic!("SPARSE_REQUIRE_GPU=1 but {e}");
-            }
-            eprintln!("skipped: {e}");
-            None
-        }
-    }
+    available(BackendKind::Cuda, CudaBackend::new(0))
 }
 
 /// Values in [-1, 1] with few mantissa bits, exact in f16 and tf32.
@@ -289,9 +277,16 @@ fn sddmm_case<T: Scalar<Acc = f32, Out = T>>(
                     for (slot, before) in prior.iter().enumerate() {
                         let g = get(&gv, slot, 0);
                         let Some(e) = order.entry(slot) else {
-                            if g != 0.0 && bad < 3 {
+                            // alpha == 0 is beta * C over every slot; a product writes 0.
+                            let want = if alpha == 0.0 {
+                                f64::from(beta) * before.to_f64()
+                            } else {
+                                0.0
+                            };
+                            if g != want && bad < 3 {
                                 failures.push(format!(
-                                    "sddmm {name} {algorithm} {precision} k={k}: padding slot {slot} = {g}"
+                                    "sddmm {name} {algorithm} {precision} k={k}: padding slot \
+                                     {slot} = {g}, want {want}"
                                 ));
                                 bad += 1;
                             }
@@ -353,4 +348,225 @@ fn unsupported_requests_are_typed_errors() {
         b.plan_spmm(f32s.as_ref(), &tf32).map(drop),
         Err(Error::InvalidArgument { .. })
     ));
+}
+
+/// `a`'s pattern with other values (f16- and tf32-exact too).
+fn revalued(a: &Csr<f64>) -> Csr<f64> {
+    let mut b = a.clone();
+    for (e, v) in b.values_mut().iter_mut().enumerate() {
+        *v = value(e + 5, 3) * 0.5;
+    }
+    b
+}
+
+/// `values` (nnz x 1) on the host.
+fn column<T: Scalar>(values: &[T]) -> Dense<T> {
+    let n = values.len();
+    Dense::from_vec(values.to_vec(), n, 1, n.max(1), Layout::ColMajor).expect("consistent")
+}
+
+/// Downloads everything a run left in `c`, as bits, for exact comparisons.
+fn bits<T: Scalar>(b: &CudaBackend, c: &Dense<T>) -> Vec<u64> {
+    let host = b.download(c).expect("download");
+    let view = host.as_ref();
+    view.host("read").expect("host")[..view.span()]
+        .iter()
+        .map(|v| v.to_f64().to_bits())
+        .collect()
+}
+
+fn spmm_updates<T: Scalar<Acc = f32, Out = T>>(
+    b: &CudaBackend,
+    precision: Precision,
+    failures: &mut Vec<String>,
+) {
+    for (name, a64) in matrices() {
+        let (first, second) = (a64.cast::<T>(), revalued(&a64).cast::<T>());
+        let (rows, cols) = first.shape();
+        let bh = dense::<T>(cols, 40, Layout::RowMajor, 1);
+        let c0 = dense::<T>(rows, 40, Layout::RowMajor, 2);
+        for algorithm in ALGORITHMS {
+            let desc = SpmmDesc::new(precision)
+                .format(sparse_core::Format::MeBcrs)
+                .algorithm(algorithm);
+            let run = |plan: &mut dyn SpmmPlan<T>| -> sparse_core::Result<Vec<u64>> {
+                let bd = b.upload(bh.as_ref())?;
+                let mut cd = b.upload(c0.as_ref())?;
+                plan.run(1.5, bd.as_ref(), 0.5, cd.as_mut())?;
+                Ok(bits(b, &cd))
+            };
+            let outcome = (|| -> sparse_core::Result<Vec<String>> {
+                let mut plan = b.plan_spmm(first.as_ref(), &desc)?;
+                let before = run(plan.as_mut())?;
+                let mut fresh = b.plan_spmm(second.as_ref(), &desc)?;
+                let want = run(fresh.as_mut())?;
+                let mut wrong = Vec::new();
+                // New values from the host, then the first ones back from the device.
+                plan.update_values(column(second.values()).as_ref())?;
+                if run(plan.as_mut())? != want {
+                    wrong.push("values from the host");
+                }
+                let on_device = b.upload(column(first.values()).as_ref())?;
+                plan.update_values(on_device.as_ref())?;
+                if run(plan.as_mut())? != before {
+                    wrong.push("values from the device");
+                }
+                Ok(wrong
+                    .into_iter()
+                    .map(|w| {
+                        format!("spmm {name} {algorithm} {precision}: {w} differ from a fresh plan")
+                    })
+                    .collect())
+            })();
+            match outcome {
+                Ok(wrong) => failures.extend(wrong),
+                Err(e) => failures.push(format!("spmm {name} {algorithm} {precision}: {e}")),
+            }
+        }
+    }
+}
+
+fn sddmm_updates<T: Scalar<Acc = f32, Out = T>>(
+    b: &CudaBackend,
+    precision: Precision,
+    failures: &mut Vec<String>,
+) {
+    for (name, s64) in matrices() {
+        let (first, second) = (s64.cast::<T>(), revalued(&s64).cast::<T>());
+        let (rows, cols) = first.shape();
+        let xh = dense::<T>(rows, 24, Layout::RowMajor, 3);
+        let yh = dense::<T>(cols, 24, Layout::RowMajor, 4);
+        for algorithm in ALGORITHMS {
+            let desc = SddmmDesc::new(precision)
+                .format(sparse_core::Format::MeBcrs)
+                .algorithm(algorithm)
+                .scale_by_values(true);
+            let run = |plan: &mut dyn SddmmPlan<T>| -> sparse_core::Result<Vec<u64>> {
+                let slots = plan.value_order().map_or(0, |o| o.len());
+                let xd = b.upload(xh.as_ref())?;
+                let yd = b.upload(yh.as_ref())?;
+                let mut cd = b.zeros::<T>(slots, 1, Layout::ColMajor)?;
+                plan.run(1.0, xd.as_ref(), yd.as_ref(), 0.0, cd.as_mut())?;
+                Ok(bits(b, &cd))
+            };
+            let outcome = (|| -> sparse_core::Result<Vec<String>> {
+                let mut plan = b.plan_sddmm(first.as_ref(), &desc)?;
+                let before = run(plan.as_mut())?;
+                let mut fresh = b.plan_sddmm(second.as_ref(), &desc)?;
+                let want = run(fresh.as_mut())?;
+                let mut wrong = Vec::new();
+                plan.update_values(column(second.values()).as_ref())?;
+                if run(plan.as_mut())? != want {
+                    wrong.push("values from the host");
+                }
+                let on_device = b.upload(column(first.values()).as_ref())?;
+                plan.update_values(on_device.as_ref())?;
+                if run(plan.as_mut())? != before {
+                    wrong.push("values from the device");
+                }
+                Ok(wrong
+                    .into_iter()
+                    .map(|w| {
+                        format!(
+                            "sddmm {name} {algorithm} {precision}: {w} differ from a fresh plan"
+                        )
+                    })
+                    .collect())
+            })();
+            match outcome {
+                Ok(wrong) => failures.extend(wrong),
+                Err(e) => failures.push(format!("sddmm {name} {algorithm} {precision}: {e}")),
+            }
+        }
+    }
+}
+
+#[test]
+fn updated_values_give_what_a_fresh_plan_gives() {
+    let Some(b) = backend() else { return };
+    let mut failures = Vec::new();
+    spmm_updates::<sparse_core::f16>(&b, Precision::F16, &mut failures);
+    spmm_updates::<f32>(&b, Precision::TF32, &mut failures);
+    sddmm_updates::<sparse_core::f16>(&b, Precision::F16, &mut failures);
+    sddmm_updates::<f32>(&b, Precision::TF32, &mut failures);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn runs_past_the_reservation_wait_for_reserve() {
+    let Some(b) = backend() else { return };
+    // The long window is cut into chunks, whose partial sums need a workspace that grows with N.
+    let (_, long) = matrices()
+        .into_iter()
+        .find(|(name, _)| *name == "long window")
+        .expect("listed");
+    let a = long.cast::<f32>();
+    let (rows, cols) = a.shape();
+    let spmm = SpmmDesc::new(Precision::TF32)
+        .format(sparse_core::Format::MeBcrs)
+        .max_width(16);
+    let mut plan = b.plan_spmm(a.as_ref(), &spmm).expect("plan");
+    assert_eq!(plan.info().reserved_width, 16);
+    let bytes = plan.info().bytes;
+    let bh = dense::<f32>(cols, 40, Layout::RowMajor, 1);
+    let c0 = dense::<f32>(rows, 40, Layout::RowMajor, 2);
+    let run = |plan: &mut dyn SpmmPlan<f32>| {
+        let bd = b.upload(bh.as_ref())?;
+        let mut cd = b.upload(c0.as_ref())?;
+        plan.run(1.0, bd.as_ref(), 0.0, cd.as_mut())?;
+        Ok::<_, Error>(bits(&b, &cd))
+    };
+    match run(plan.as_mut()) {
+        Err(Error::WidthExceeded {
+            op: OpKind::Spmm,
+            width: 40,
+            reserved: 16,
+        }) => {}
+        other => panic!("an SpMM of N = 40 on a plan for 16: {:?}", other.map(drop)),
+    }
+    plan.reserve(40).expect("reserve");
+    assert_eq!(plan.info().reserved_width, 40);
+    assert!(
+        plan.info().bytes > bytes,
+        "the workspace grew: {} -> {} bytes",
+        bytes,
+        plan.info().bytes
+    );
+    let mut wide = b.plan_spmm(a.as_ref(), &spmm.max_width(40)).expect("plan");
+    assert_eq!(
+        run(plan.as_mut()).expect("run after reserve"),
+        run(wide.as_mut()).expect("run")
+    );
+
+    let sddmm = SddmmDesc::new(Precision::TF32)
+        .format(sparse_core::Format::MeBcrs)
+        .max_width(8);
+    let mut plan = b.plan_sddmm(a.as_ref(), &sddmm).expect("plan");
+    let slots = plan.value_order().expect("a slot order").len();
+    let xh = dense::<f32>(rows, 32, Layout::RowMajor, 3);
+    let yh = dense::<f32>(cols, 32, Layout::RowMajor, 4);
+    let run = |plan: &mut dyn SddmmPlan<f32>| {
+        let xd = b.upload(xh.as_ref())?;
+        let yd = b.upload(yh.as_ref())?;
+        let mut cd = b.zeros::<f32>(slots, 1, Layout::ColMajor)?;
+        plan.run(1.0, xd.as_ref(), yd.as_ref(), 0.0, cd.as_mut())?;
+        Ok::<_, Error>(bits(&b, &cd))
+    };
+    match run(plan.as_mut()) {
+        Err(Error::WidthExceeded {
+            op: OpKind::Sddmm,
+            width: 32,
+            reserved: 8,
+        }) => {}
+        other => panic!("an SDDMM of K = 32 on a plan for 8: {:?}", other.map(drop)),
+    }
+    plan.reserve(32).expect("reserve");
+    assert_eq!(plan.info().reserved_width, 32);
+    let mut wide = b
+        .plan_sddmm(a.as_ref(), &sddmm.max_width(32))
+        .expect("plan");
+    assert_eq!(
+        run(plan.as_mut()).expect("run after reserve"),
+        run(wide.as_mut()).expect("run")
+    );
 }

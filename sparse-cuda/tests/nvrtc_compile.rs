@@ -85,6 +85,25 @@ const EXPECTED: &[(&str, &[&str])] = &[
             "cvt.f32.f16",
         ],
     ),
+    (
+        "flashsparse",
+        &[
+            // the tensor-core MMAs: f16 inputs and tf32 inputs, both accumulating in f32
+            "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32",
+            "mma.sync.aligned.m16n8k4.row.col.f32.tf32.tf32.f32",
+            "cvt.rna.tf32.f32",
+            // runs of adjacent X and Y elements (16 bytes a lane) and of C, the loads
+            // predicated rather than branched around, so they stay in flight
+            "@q ld.global.nc.v4.b32",
+            "st.global.v2.f32",
+            "st.global.v4.f32",
+            // the device builder's scans
+            "shfl.sync.up",
+            // the SpMM pipeline: B runs and values copied to shared memory asynchronously
+            "cp.async.ca.shared.global",
+            "cp.async.wait_group",
+        ],
+    ),
 ];
 
 #[test]

@@ -4,9 +4,10 @@
 //! window pointers (a pass over `windows + 1` integers), then uploaded.
 
 use cudarc::driver::CudaSlice;
-use sparse_core::{Error, Result};
+use sparse_core::Result;
 
-use crate::device::{driver_error, Device};
+use crate::device::Device;
+use crate::operand::to_u32;
 
 /// Vectors per SpMM task at most: 32 blocks of 8 (f16) or 64 of 4 (tf32), the split of the
 /// published balanced kernels. A window longer than a task is cut into chunks of the task
@@ -18,7 +19,8 @@ pub(crate) const MIN_TASK_VECTORS: u32 = 64;
 /// Tasks per multiprocessor the task length is chosen to give: a few waves of warps, so that
 /// their load latencies overlap.
 const TASKS_PER_SM: u64 = 32;
-/// Windows per task at most: a lane of the warp holds each window pointer of the task.
+/// Windows per task at most: a lane of the warp holds each window pointer of the task
+/// (`FS_TASK_WINDOWS`).
 pub(crate) const TASK_WINDOWS: u32 = 31;
 /// A task that updates C itself (`FS_NONE` in flashsparse.cu).
 pub(crate) const NO_SLOT: u32 = u32::MAX;
@@ -118,7 +120,7 @@ impl Tiles {
         let mut t = Tiles::default();
         for (w, pair) in window_ptr.windows(2).enumerate() {
             for start in (pair[0]..pair[1]).step_by(per_tile as usize) {
-                // Fits: as in Chunks::new.
+                // Fits: as in Tasks::new.
                 t.window.push(w as u32);
                 t.start.push(start);
             }
@@ -127,17 +129,76 @@ impl Tiles {
     }
 }
 
-/// A host list on the device (one spare element when empty, so the pointer stays valid), and
-/// its length as the kernels' count.
-pub(crate) fn upload(device: &Device, host: &[u32]) -> Result<(CudaSlice<u32>, u32)> {
-    let len = u32::try_from(host.len())
-        .map_err(|_| Error::overflow::<u32>("FlashSparse work items", host.len()))?;
-    let padded: &[u32] = if host.is_empty() { &[0] } else { host };
-    let slice = device
-        .stream
-        .clone_htod(padded)
-        .map_err(|e| driver_error("copying FlashSparse work lists", e))?;
-    Ok((slice, len))
+/// A host list on the device (one spare element when empty, so the pointer stays valid).
+fn upload(device: &Device, host: &[u32]) -> Result<CudaSlice<u32>> {
+    device.upload_converted(host, 0, |&v| v)
+}
+
+/// The length of a list, as the kernels count it.
+fn count(host: &[u32]) -> Result<u32> {
+    to_u32("FlashSparse work items", host.len())
+}
+
+/// The SpMM task lists on the device ([`Tasks`]), with their counts.
+pub(crate) struct DeviceTasks {
+    pub window: CudaSlice<u32>,
+    pub windows: CudaSlice<u32>,
+    pub start: CudaSlice<u32>,
+    pub end: CudaSlice<u32>,
+    pub slot: CudaSlice<u32>,
+    pub split_window: CudaSlice<u32>,
+    pub split_slot: CudaSlice<u32>,
+    /// Tasks, split windows and workspace slots.
+    pub count: u32,
+    pub split: u32,
+    pub slots: u32,
+    /// Vectors per task, also the chunk length of split windows.
+    pub len: u32,
+}
+
+impl DeviceTasks {
+    pub fn upload(device: &Device, tasks: &Tasks, len: u32) -> Result<Self> {
+        Ok(DeviceTasks {
+            window: upload(device, &tasks.window)?,
+            windows: upload(device, &tasks.windows)?,
+            start: upload(device, &tasks.start)?,
+            end: upload(device, &tasks.end)?,
+            slot: upload(device, &tasks.slot)?,
+            split_window: upload(device, &tasks.split_window)?,
+            split_slot: upload(device, &tasks.split_slot)?,
+            count: count(&tasks.window)?,
+            split: count(&tasks.split_window)?,
+            slots: tasks.slots,
+            len,
+        })
+    }
+
+    /// Bytes held on the device.
+    pub fn bytes(&self) -> usize {
+        (5 * self.count as usize + 2 * self.split as usize) * size_of::<u32>()
+    }
+}
+
+/// The SDDMM tiles on the device ([`Tiles`]).
+pub(crate) struct DeviceTiles {
+    pub window: CudaSlice<u32>,
+    pub start: CudaSlice<u32>,
+    pub count: u32,
+}
+
+impl DeviceTiles {
+    pub fn upload(device: &Device, tiles: &Tiles) -> Result<Self> {
+        Ok(DeviceTiles {
+            window: upload(device, &tiles.window)?,
+            start: upload(device, &tiles.start)?,
+            count: count(&tiles.window)?,
+        })
+    }
+
+    /// Bytes held on the device.
+    pub fn bytes(&self) -> usize {
+        2 * self.count as usize * size_of::<u32>()
+    }
 }
 
 #[cfg(test)]
