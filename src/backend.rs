@@ -50,7 +50,12 @@ impl Backend {
 
     /// What a backend of `kind` runs, without making one: the GPU backends' tables hold for any
     /// device they accept (sm_80 and newer), so this needs no GPU.
-    pub fn table(kind: BackendKind, op: OpKind, format: Format, precision: Precision) -> Vec<Offer> {
+    pub fn table(
+        kind: BackendKind,
+        op: OpKind,
+        format: Format,
+        precision: Precision,
+    ) -> Vec<Offer> {
         match kind {
             BackendKind::Cpu => CpuBackend::new().algorithms(op, format, precision),
             BackendKind::Cuda => CudaBackend::table(op, format, precision),

@@ -8,7 +8,7 @@ use crate::csr_ref::CsrRef;
 use crate::dense::{Dense, DenseMut, DenseRef, Layout};
 use crate::error::{Error, Result};
 use crate::op::{
-    named_enum, support_of, Algorithm, AttentionDesc, Format, OpKind, Offer, SddmmDesc, SpmmDesc,
+    named_enum, support_of, Algorithm, AttentionDesc, Format, Offer, OpKind, SddmmDesc, SpmmDesc,
     SpmvDesc, Support,
 };
 use crate::precision::Precision;
@@ -406,11 +406,16 @@ mod tests {
                 algorithm,
             )
         };
-        assert_eq!(check(Format::Csr, Precision::F32, Algorithm::Auto).unwrap(), None);
-        assert!(!check(Format::Csr, Precision::F32, Algorithm::Atomic)
-            .unwrap()
-            .unwrap()
-            .deterministic);
+        assert_eq!(
+            check(Format::Csr, Precision::F32, Algorithm::Auto).unwrap(),
+            None
+        );
+        assert!(
+            !check(Format::Csr, Precision::F32, Algorithm::Atomic)
+                .unwrap()
+                .unwrap()
+                .deterministic
+        );
         let err = check(Format::Csr, Precision::F32, Algorithm::Rode).unwrap_err();
         assert!(
             err.to_string().contains("with rode")

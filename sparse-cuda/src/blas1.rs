@@ -134,7 +134,11 @@ impl Blas1Workspace {
 }
 
 /// An n x 1 vector operand and its length.
-fn vector<T: Scalar>(backend: &CudaBackend, v: &DenseRef<'_, T>, context: &str) -> Result<(u32, Bound)> {
+fn vector<T: Scalar>(
+    backend: &CudaBackend,
+    v: &DenseRef<'_, T>,
+    context: &str,
+) -> Result<(u32, Bound)> {
     v.expect_shape(context, (v.rows(), 1))?;
     Ok((
         to_u32(&format!("{context} length"), v.rows())?,
@@ -168,7 +172,12 @@ impl CudaBackend {
     }
 
     /// `y += a*x` on n x 1 device vectors; nothing happens when `a == 0`.
-    pub fn axpy<T: Scalar>(&self, a: T::Acc, x: DenseRef<'_, T>, mut y: DenseMut<'_, T>) -> Result<()> {
+    pub fn axpy<T: Scalar>(
+        &self,
+        a: T::Acc,
+        x: DenseRef<'_, T>,
+        mut y: DenseMut<'_, T>,
+    ) -> Result<()> {
         y.expect_shape("axpy y", (x.rows(), 1))?;
         let (n, xb) = vector(self, &x, "axpy x")?;
         let yb = bind_output(&mut y, self.device(), "axpy y")?;
@@ -185,7 +194,11 @@ impl CudaBackend {
         };
         // SAFETY: x and y hold n elements at their strides (bound operands) in distinct buffers
         // (y is borrowed mutably).
-        unsafe { self.device().kernel(&axpy::<T>()?)?.launch(config(n), &params) }
+        unsafe {
+            self.device()
+                .kernel(&axpy::<T>()?)?
+                .launch(config(n), &params)
+        }
     }
 
     /// `x = a*x` on an n x 1 device vector; `a == 0` writes zeros without reading x (NaN does
@@ -204,7 +217,11 @@ impl CudaBackend {
             incx: xb.increment(),
         };
         // SAFETY: x holds n elements at its stride.
-        unsafe { self.device().kernel(&scal::<T>()?)?.launch(config(n), &params) }
+        unsafe {
+            self.device()
+                .kernel(&scal::<T>()?)?
+                .launch(config(n), &params)
+        }
     }
 
     /// Both passes of a reduction over n elements of x (and y unless `square`): one block sums

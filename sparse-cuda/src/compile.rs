@@ -138,12 +138,17 @@ pub fn supported_archs() -> Result<Vec<u32>> {
             let mut count = 0;
             // SAFETY: NVRTC is loaded; the array has the count it reported.
             unsafe {
-                sys::nvrtcGetNumSupportedArchs(&mut count).result().map_err(|e| e.0)?;
+                sys::nvrtcGetNumSupportedArchs(&mut count)
+                    .result()
+                    .map_err(|e| e.0)?;
                 let mut archs = vec![0; usize::try_from(count).unwrap_or(0)];
                 sys::nvrtcGetSupportedArchs(archs.as_mut_ptr())
                     .result()
                     .map_err(|e| e.0)?;
-                Ok(archs.into_iter().filter_map(|a| u32::try_from(a).ok()).collect())
+                Ok(archs
+                    .into_iter()
+                    .filter_map(|a| u32::try_from(a).ok())
+                    .collect())
             }
         })
         .clone()
@@ -162,7 +167,11 @@ fn options(spec: &KernelSpec, target: Target) -> Vec<String> {
     // Values past i32 get an unsigned literal, as `0xffffffffu` in C: a plain literal that
     // large is a `long`, which would widen every comparison with it to 64 bits.
     options.extend(spec.defines().iter().map(|(name, value)| {
-        let suffix = if i32::try_from(*value).is_err() { "u" } else { "" };
+        let suffix = if i32::try_from(*value).is_err() {
+            "u"
+        } else {
+            ""
+        };
         format!("-D{name}={value}{suffix}")
     }));
     options
@@ -322,7 +331,10 @@ fn nvrtc(spec: &KernelSpec, code: &str, options: &[String], target: Target) -> R
 /// `program` is a live NVRTC program.
 unsafe fn log(program: sys::nvrtcProgram) -> String {
     let mut size = 0;
-    if sys::nvrtcGetProgramLogSize(program, &mut size).result().is_err() {
+    if sys::nvrtcGetProgramLogSize(program, &mut size)
+        .result()
+        .is_err()
+    {
         return String::new();
     }
     let mut log = vec![0u8; size];

@@ -280,9 +280,8 @@ impl Device {
             // SAFETY: the pinned buffer is page-aligned and holds STAGING_BYTES, at least
             // `count` elements of E, which is plain data (a Scalar or an index); its last copy
             // finished (synchronized above), so nothing reads it while it is written.
-            let out = unsafe {
-                std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast::<E>(), count)
-            };
+            let out =
+                unsafe { std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast::<E>(), count) };
             pack_parallel(start, out, &pack);
             let address = dst + (start * size_of::<E>()) as u64;
             // SAFETY: `dst` addresses at least `len` elements of E on this device (the caller's

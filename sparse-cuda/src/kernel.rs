@@ -256,7 +256,11 @@ impl<P> Clone for Entry<P> {
 
 impl<P: KernelParams> Entry<P> {
     /// `template<args...>` of `source`, taking `P`.
-    pub fn new(source: &KernelSource, template: &str, args: &[&dyn std::fmt::Display]) -> Result<Self> {
+    pub fn new(
+        source: &KernelSource,
+        template: &str,
+        args: &[&dyn std::fmt::Display],
+    ) -> Result<Self> {
         let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
         let expression = if args.is_empty() {
             template.to_string()

@@ -22,7 +22,14 @@ pub(crate) struct Bound {
 }
 
 impl Bound {
-    fn new(address: u64, rows: usize, cols: usize, ld: usize, layout: Layout, context: &str) -> Result<Self> {
+    fn new(
+        address: u64,
+        rows: usize,
+        cols: usize,
+        ld: usize,
+        layout: Layout,
+        context: &str,
+    ) -> Result<Self> {
         let (outer, inner) = match layout {
             Layout::RowMajor => (rows, cols),
             Layout::ColMajor => (cols, rows),
@@ -75,9 +82,20 @@ fn wrong_memory(context: &str, device: &Device, found: String) -> Error {
 }
 
 /// A read-only operand, which must live on `device`.
-pub(crate) fn bind_input<T: Scalar>(d: &DenseRef<'_, T>, device: &Arc<Device>, context: &str) -> Result<Bound> {
+pub(crate) fn bind_input<T: Scalar>(
+    d: &DenseRef<'_, T>,
+    device: &Arc<Device>,
+    context: &str,
+) -> Result<Bound> {
     let buffer = input_buffer(d, device, context)?;
-    Bound::new(buffer.address(), d.rows(), d.cols(), d.ld(), d.layout(), context)
+    Bound::new(
+        buffer.address(),
+        d.rows(),
+        d.cols(),
+        d.ld(),
+        d.layout(),
+        context,
+    )
 }
 
 /// A writable operand, which must live on `device`.

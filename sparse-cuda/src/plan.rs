@@ -96,7 +96,11 @@ pub(crate) fn all_specs() -> Result<Vec<KernelSpec>> {
 /// A grid-stride launch over `items`.
 fn stride_config(items: u64) -> LaunchConfig {
     LaunchConfig {
-        grid_dim: (items.div_ceil(u64::from(BLOCK)).clamp(1, MAX_BLOCKS) as u32, 1, 1),
+        grid_dim: (
+            items.div_ceil(u64::from(BLOCK)).clamp(1, MAX_BLOCKS) as u32,
+            1,
+            1,
+        ),
         block_dim: (BLOCK, 1, 1),
         shared_mem_bytes: 0,
     }
@@ -233,7 +237,8 @@ impl<T: Scalar> PlanBase<T> {
         match new.memory() {
             Memory::Host(_) => {
                 let contiguous;
-                let contiguous_rows = new.layout() == sparse_core::Layout::ColMajor || new.ld() == 1;
+                let contiguous_rows =
+                    new.layout() == sparse_core::Layout::ColMajor || new.ld() == 1;
                 let host: &[T] = if contiguous_rows {
                     &new.host("update_values")?[..self.nnz]
                 } else {
@@ -306,8 +311,14 @@ pub(crate) struct CudaPlan<T: Scalar, K> {
 /// What an SpMV family supplies.
 pub(crate) trait SpmvKernels<T: Scalar>: Send {
     /// `y = alpha*A*x + beta*y` with `alpha != 0`, A with at least one row.
-    fn run(&mut self, base: &PlanBase<T>, x: &Bound, y: &Bound, alpha: T::Acc, beta: T::Acc)
-        -> Result<()>;
+    fn run(
+        &mut self,
+        base: &PlanBase<T>,
+        x: &Bound,
+        y: &Bound,
+        alpha: T::Acc,
+        beta: T::Acc,
+    ) -> Result<()>;
     fn values(&self) -> Values<'_, T>;
     /// Called after new values were written where [`Self::values`] points: for state derived
     /// from the values (none of sparse-blas's own kernels keeps any).
@@ -318,8 +329,13 @@ pub(crate) trait SpmvKernels<T: Scalar>: Send {
 pub(crate) trait SpmmKernels<T: Scalar>: Send {
     /// `C = alpha*A*B + beta*C` with `alpha != 0`, rows and N at least one, N within the
     /// reservation.
-    fn run(&mut self, base: &PlanBase<T>, ops: &SpmmOperands, alpha: T::Acc, beta: T::Acc)
-        -> Result<()>;
+    fn run(
+        &mut self,
+        base: &PlanBase<T>,
+        ops: &SpmmOperands,
+        alpha: T::Acc,
+        beta: T::Acc,
+    ) -> Result<()>;
     fn values(&self) -> Values<'_, T>;
     /// Called after new values were written where [`Self::values`] points: for state derived
     /// from the values (none of sparse-blas's own kernels keeps any).
@@ -333,8 +349,13 @@ pub(crate) trait SpmmKernels<T: Scalar>: Send {
 /// What an SDDMM family supplies.
 pub(crate) trait SddmmKernels<T: Scalar>: Send {
     /// `C = alpha*(X*Y^T) ∘ spy(S) + beta*C` with `alpha != 0` and at least one output slot.
-    fn run(&mut self, base: &PlanBase<T>, ops: &SddmmOperands, alpha: T::Acc, beta: T::Acc)
-        -> Result<()>;
+    fn run(
+        &mut self,
+        base: &PlanBase<T>,
+        ops: &SddmmOperands,
+        alpha: T::Acc,
+        beta: T::Acc,
+    ) -> Result<()>;
     fn values(&self) -> Values<'_, T>;
     /// Called after new values were written where [`Self::values`] points: for state derived
     /// from the values (none of sparse-blas's own kernels keeps any).

@@ -117,7 +117,8 @@ mod tests {
         for (i, r) in all.iter().enumerate() {
             for &p in r.precisions {
                 assert!(
-                    all[..i].iter().all(|o| (o.op, o.format, o.algorithm) != (r.op, r.format, r.algorithm)
+                    all[..i].iter().all(|o| (o.op, o.format, o.algorithm)
+                        != (r.op, r.format, r.algorithm)
                         || !o.precisions.contains(&p)),
                     "{} {} {} {p} is listed twice",
                     r.op,

@@ -165,7 +165,10 @@ impl<T: Scalar> SddmmKernels<T> for SddmmFamily<T> {
         alpha: T::Acc,
         beta: T::Acc,
     ) -> Result<()> {
-        let values = vector_values(ops.k as usize, &[row_major_ld(&ops.x), row_major_ld(&ops.y)]);
+        let values = vector_values(
+            ops.k as usize,
+            &[row_major_ld(&ops.x), row_major_ld(&ops.y)],
+        );
         let lanes = subwarp_lanes(ops.k as usize, values);
         let ((x_rs, x_cs), (y_rs, y_cs)) = (ops.x.strides(), ops.y.strides());
         let params = SddmmCsr {

@@ -14,12 +14,14 @@ use std::sync::Arc;
 
 use cudarc::driver::LaunchConfig;
 use sparse_core::{
-    Algorithm, BackendKind, CsrRef, Format, Layout, OpKind, PlanInfo, Result, Scalar,
-    SpIndex, SpmmDesc,
+    Algorithm, BackendKind, CsrRef, Format, Layout, OpKind, PlanInfo, Result, Scalar, SpIndex,
+    SpmmDesc,
 };
 
 use crate::device::Device;
-use crate::kernel::{c_type, kernel_params, Entry, Kernel, KernelParams, KernelSource, KernelSpec, Ptr};
+use crate::kernel::{
+    c_type, kernel_params, Entry, Kernel, KernelParams, KernelSource, KernelSpec, Ptr,
+};
 use crate::matrix::DeviceCsr;
 use crate::operand::SpmmOperands;
 use crate::plan::{CudaPlan, Phase, PlanBase, SpmmKernels, Values};
@@ -62,7 +64,11 @@ pub(crate) const SOURCE: KernelSource = KernelSource {
 };
 
 fn row_major<T: Scalar>(lanes: u32, values: u32) -> Result<Entry<SpmmCsr<T>>> {
-    Entry::new(&SOURCE, "spmm_csr_rowmajor", &[&c_type(T::DTYPE)?, &lanes, &values])
+    Entry::new(
+        &SOURCE,
+        "spmm_csr_rowmajor",
+        &[&c_type(T::DTYPE)?, &lanes, &values],
+    )
 }
 
 fn col_major<T: Scalar>(lanes: u32) -> Result<Entry<SpmmCsr<T>>> {

@@ -343,8 +343,10 @@ impl<T: Scalar> MergePath<T> {
             start_row: device.alloc_zeros(threads as usize + 1, "allocating the merge path")?,
             start_entry: device.alloc_zeros(threads as usize + 1, "allocating the merge path")?,
             partial_row: device.alloc_zeros(slots, "allocating merge-path partials")?,
-            partial_sum: device
-                .alloc_zeros(slots * size_of::<T::Acc>(), "allocating merge-path partials")?,
+            partial_sum: device.alloc_zeros(
+                slots * size_of::<T::Acc>(),
+                "allocating merge-path partials",
+            )?,
         };
         let params = MergePartition {
             rows: a.rows,
@@ -548,7 +550,9 @@ impl<T: Scalar> SpmvKernels<T> for SpmvFamily<T> {
                 let limit = if long.is_some() { LONG_ROW } else { u32::MAX };
                 // SAFETY: the CSR is canonical with columns < cols; x spans cols elements at
                 // stride incx and y rows at stride incy (bound operands); W lanes per row.
-                unsafe { kernel.launch(grid(u64::from(a.rows) * u64::from(*lanes))?, &csr(limit))? };
+                unsafe {
+                    kernel.launch(grid(u64::from(a.rows) * u64::from(*lanes))?, &csr(limit))?
+                };
                 if let Some(l) = long {
                     let params = SpmvSegments {
                         segments: l.segments,
@@ -580,7 +584,10 @@ impl<T: Scalar> SpmvKernels<T> for SpmvFamily<T> {
                     };
                     // SAFETY: first_segment holds rows + 1 offsets into the partials written
                     // above (stream order); long rows are rows of y.
-                    unsafe { l.row_kernel.launch(grid(u64::from(l.rows) * 32)?, &params)? };
+                    unsafe {
+                        l.row_kernel
+                            .launch(grid(u64::from(l.rows) * 32)?, &params)?
+                    };
                 }
                 Ok(())
             }

@@ -122,8 +122,10 @@ impl DeviceTimer {
 
     fn alloc(&self, bytes: usize) -> Result<CudaSlice<u8>> {
         // SAFETY: the buffer is written in full by `fill` or a copy before anything reads it.
-        unsafe { self.device.stream.alloc::<u8>(bytes) }
-            .map_err(|e| self.device.alloc_error("allocating a timing buffer", bytes, e))
+        unsafe { self.device.stream.alloc::<u8>(bytes) }.map_err(|e| {
+            self.device
+                .alloc_error("allocating a timing buffer", bytes, e)
+        })
     }
 }
 

@@ -10,8 +10,9 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use sparse_blas::{
-    f16, generate, Algorithm, Csr, CsrRef, CudaBackend, CusparseBackend, DType, DenseRef, Executor, Format,
-    PlanInfo, Precision, Result, Scalar, SddmmDesc, SpmmDesc, SpmvDesc, KERNEL_CACHE_DIR_ENV,
+    f16, generate, Algorithm, Csr, CsrRef, CudaBackend, CusparseBackend, DType, DenseRef, Executor,
+    Format, PlanInfo, Precision, Result, Scalar, SddmmDesc, SpmmDesc, SpmvDesc,
+    KERNEL_CACHE_DIR_ENV,
 };
 
 /// A plan whose first making is timed.
@@ -49,7 +50,10 @@ impl Case {
 
     fn precision(self) -> Precision {
         match self {
-            Case::Spmv(p, _) | Case::Spmm(_, p, _) | Case::Sddmm(_, p, _) | Case::CusparseSpmv(p) => p,
+            Case::Spmv(p, _)
+            | Case::Spmm(_, p, _)
+            | Case::Sddmm(_, p, _)
+            | Case::CusparseSpmv(p) => p,
         }
     }
 
@@ -159,10 +163,14 @@ fn updates(side: usize) -> Result<()> {
     println!("| plan | values MB | upload ms | update ms | update / upload |");
     println!("|---|--:|--:|--:|--:|");
     let mut spmv = cuda.plan_spmv(f32m.as_ref(), &SpmvDesc::new(Precision::F32))?;
-    update_row(&cuda, "spmv csr f32", f32m.values(), |v| spmv.update_values(v))?;
+    update_row(&cuda, "spmv csr f32", f32m.values(), |v| {
+        spmv.update_values(v)
+    })?;
     let desc = SpmmDesc::new(Precision::F16).format(Format::MeBcrs);
     let mut spmm = cuda.plan_spmm(f16m.as_ref(), &desc)?;
-    update_row(&cuda, "spmm me-bcrs f16", f16m.values(), |v| spmm.update_values(v))?;
+    update_row(&cuda, "spmm me-bcrs f16", f16m.values(), |v| {
+        spmm.update_values(v)
+    })?;
     Ok(())
 }
 

@@ -8,6 +8,9 @@ use sparse_blas::{
 
 const KINDS: [BackendKind; 3] = [BackendKind::Cpu, BackendKind::Cuda, BackendKind::Cusparse];
 
+/// A backend's table, from the backend itself or, without its device, from its kind.
+type Table = Box<dyn Fn(OpKind, Format, Precision) -> Vec<Offer>>;
+
 /// Prints the table of `backend` (every backend when `None`) for `op` (every operation when
 /// `None`).
 pub fn run(backend: Option<BackendKind>, op: Option<OpKind>) -> Result<()> {
@@ -31,17 +34,16 @@ pub fn run(backend: Option<BackendKind>, op: Option<OpKind>) -> Result<()> {
 
 /// One backend's lines: what it is here, then its table.
 fn section(kind: BackendKind, ops: &[OpKind]) -> String {
-    let (heading, table): (String, Box<dyn Fn(OpKind, Format, Precision) -> Vec<Offer>>) =
-        match Backend::new(BackendRequest::Kind(kind)) {
-            Ok(backend) => (
-                format!("{}: what it runs", backend.description()),
-                Box::new(move |o, f, p| backend.algorithms(o, f, p)),
-            ),
-            Err(e) => (
-                format!("{kind}: not usable here ({e}); what it runs on sm_80 and newer"),
-                Box::new(move |o, f, p| Backend::table(kind, o, f, p)),
-            ),
-        };
+    let (heading, table): (String, Table) = match Backend::new(BackendRequest::Kind(kind)) {
+        Ok(backend) => (
+            format!("{}: what it runs", backend.description()),
+            Box::new(move |o, f, p| backend.algorithms(o, f, p)),
+        ),
+        Err(e) => (
+            format!("{kind}: not usable here ({e}); what it runs on sm_80 and newer"),
+            Box::new(move |o, f, p| Backend::table(kind, o, f, p)),
+        ),
+    };
     let mut out = format!(
         "{heading}\n{:<10}{:<11}{:<9}{:<11}{:<10}algorithms (* not bit-reproducible)\n",
         "backend", "op", "format", "precision", "support"

@@ -168,7 +168,9 @@ fn main() -> ExitCode {
             precision,
         }) => main_job::run(Some(&matrix), backend, precision),
         Some(Command::Info { matrix }) => info::run(&matrix).map(|()| true),
-        Some(Command::Capabilities { backend, op }) => capabilities::run(backend, op).map(|()| true),
+        Some(Command::Capabilities { backend, op }) => {
+            capabilities::run(backend, op).map(|()| true)
+        }
         Some(Command::Op(command)) => commands::run(command),
     };
     match outcome {
