@@ -25,7 +25,7 @@ out = sys.argv[1]
 for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
-        shutil.copy(m["executable"], f"{out}/test-{m['target']['name']}")
+        shutil.copy(m["executable"], out + "/test-" + m["target"]["name"])
 ' "$dir/bin"
 strip "$dir"/bin/*
 
