@@ -539,9 +539,11 @@ __global__ void __launch_bounds__(FS_THREADS) fs_sddmm(const FsSddmm<T> args) {
         b_stride = args.y_cs;
     }
     float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    // alpha == 0 reads neither X nor Y (C = beta*C, padding slots 0): K is taken as empty.
+    const u32 k_end = args.alpha != 0 ? kdim : 0;
     // Two steps' loads in flight at once where K allows.
 #pragma unroll 2
-    for (u32 k0 = 0; k0 < kdim; k0 += 4 * L) {
+    for (u32 k0 = 0; k0 < k_end; k0 += 4 * L) {
         const u32 kk = k0 + t * L;
         const u32 left = kk < kdim ? kdim - kk : 0;
         u32 a_lo[WORDS], a_hi[WORDS], bb[WORDS];
@@ -566,9 +568,8 @@ __global__ void __launch_bounds__(FS_THREADS) fs_sddmm(const FsSddmm<T> args) {
                                 : (u32)args.vec_mask[2 * (u64)v] | ((u32)args.vec_mask[2 * (u64)v + 1] << 8);
         T* out = args.c + s * args.c_inc;
         if ((mask >> r) & 1) {
-            float dot = d[e];
-            if (args.scale_by_values) dot *= to_acc(args.values[s]);
-            float result = args.alpha * dot;
+            float result = 0.0f;
+            if (args.alpha != 0) result = args.alpha * (args.scale_by_values ? d[e] * to_acc(args.values[s]) : d[e]);
             if (args.beta != 0) result += args.beta * to_acc(*out);
             *out = from_acc<T>(result);
         } else {

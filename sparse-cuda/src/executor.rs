@@ -4,12 +4,13 @@ use std::sync::Arc;
 
 use sparse_core::{
     check_offered, Algorithm, AttentionDesc, AttentionPlan, BackendKind, BlockShape, CsrRef, Dense,
-    DenseRef, Error, Executor, Format, Layout, Offer, OpKind, Precision, Result, Scalar, SddmmDesc,
-    SddmmPlan, SpIndex, SpmmDesc, SpmmPlan, SpmvDesc, SpmvPlan,
+    DenseRef, Error, Executor, Format, Layout, Offer, OpKind, Precision, Result, RowStats, Scalar,
+    SddmmDesc, SddmmPlan, SpIndex, SpmmDesc, SpmmPlan, SpmvDesc, SpmvPlan,
 };
 
 use crate::blas1::Blas1Workspace;
 use crate::device::{CudaBuffer, Device};
+use crate::plan::PlanClock;
 use crate::registry::{self, Family};
 use crate::{flashsparse, rode, sddmm, spmm, spmv};
 
@@ -58,15 +59,14 @@ impl CudaBackend {
         &self.device
     }
 
-    /// The family and algorithm a request runs: checked against the table, `auto` resolved (for
-    /// a blocked format, by the descriptor's `block` shape too).
-    fn resolve<T: Scalar, I: SpIndex>(
+    /// The family and algorithm a request runs: checked against the table, `auto` resolved by
+    /// `auto`, the rule of the request's operation and format.
+    fn resolve<T: Scalar>(
         op: OpKind,
         format: Format,
         precision: Precision,
         algorithm: Algorithm,
-        block: Option<BlockShape>,
-        a: CsrRef<'_, T, I>,
+        auto: impl FnOnce() -> Algorithm,
     ) -> Result<(Family, Algorithm)> {
         if precision.storage != T::DTYPE {
             return Err(Error::invalid(format!(
@@ -82,16 +82,9 @@ impl CudaBackend {
             precision,
             algorithm,
         )?;
-        let algorithm = match (op, format, algorithm) {
-            (OpKind::Spmv, Format::Csr, Algorithm::Auto) => spmv::auto_algorithm(&a.row_stats()),
-            (OpKind::Spmv, Format::Coo, Algorithm::Auto) => Algorithm::Atomic,
-            (OpKind::Spmm | OpKind::Sddmm, Format::Csr, Algorithm::Auto) => {
-                rode::auto_algorithm(op, a)
-            }
-            (OpKind::Spmm | OpKind::Sddmm, Format::MeBcrs, Algorithm::Auto) => {
-                flashsparse::auto_algorithm(block)
-            }
-            (_, _, chosen) => chosen,
+        let algorithm = match algorithm {
+            Algorithm::Auto => auto(),
+            chosen => chosen,
         };
         let family = registry::family(op, format, precision, algorithm).ok_or_else(|| {
             Error::internal(format!(
@@ -99,6 +92,21 @@ impl CudaBackend {
             ))
         })?;
         Ok((family, algorithm))
+    }
+
+    /// `auto` for CSR SpMM and SDDMM (RoDe or `vector`) and for ME-BCRS (8x1 or 16x1 by the
+    /// block shape).
+    fn auto_dense(
+        op: OpKind,
+        format: Format,
+        block: Option<BlockShape>,
+        stats: &RowStats,
+        nnz: usize,
+    ) -> Algorithm {
+        match format {
+            Format::MeBcrs => flashsparse::auto_algorithm(block),
+            _ => rode::auto_algorithm(op, stats, nnz),
+        }
     }
 
     fn buffer<'a, T: Scalar>(&self, dense: &'a Dense<T>) -> Result<&'a CudaBuffer<T>> {
@@ -135,21 +143,22 @@ impl Executor for CudaBackend {
         a: CsrRef<'a, T, I>,
         desc: &SpmvDesc,
     ) -> Result<Box<dyn SpmvPlan<T> + 'a>> {
-        let (family, algorithm) = Self::resolve(
+        let clock = PlanClock::start();
+        let stats = a.row_stats();
+        let (family, algorithm) = Self::resolve::<T>(
             OpKind::Spmv,
             desc.format,
             desc.precision,
             desc.algorithm,
-            desc.block,
-            a,
+            || spmv::auto_algorithm(desc.format, &stats),
         )?;
         match family {
             Family::Spmv => Ok(Box::new(spmv::plan(
                 &self.device,
                 a,
-                desc.format,
-                desc.precision,
-                algorithm,
+                &stats,
+                (desc.format, desc.precision, algorithm),
+                clock,
             )?)),
             other => Err(misrouted(other, OpKind::Spmv)),
         }
@@ -160,18 +169,22 @@ impl Executor for CudaBackend {
         a: CsrRef<'a, T, I>,
         desc: &SpmmDesc,
     ) -> Result<Box<dyn SpmmPlan<T> + 'a>> {
-        let (family, algorithm) = Self::resolve(
+        let clock = PlanClock::start();
+        let stats = a.row_stats();
+        let (family, algorithm) = Self::resolve::<T>(
             OpKind::Spmm,
             desc.format,
             desc.precision,
             desc.algorithm,
-            desc.block,
-            a,
+            || Self::auto_dense(OpKind::Spmm, desc.format, desc.block, &stats, a.nnz()),
         )?;
+        let device = &self.device;
         match family {
-            Family::Spmm => Ok(Box::new(spmm::plan(&self.device, a, desc)?)),
-            Family::Rode => Ok(Box::new(rode::spmm_plan(&self.device, a, desc, algorithm)?)),
-            Family::FlashSparse => Ok(Box::new(flashsparse::spmm_plan(&self.device, a, desc)?)),
+            Family::Spmm => Ok(Box::new(spmm::plan(device, a, &stats, desc, clock)?)),
+            Family::Rode => Ok(Box::new(rode::spmm_plan(
+                device, a, desc, algorithm, clock,
+            )?)),
+            Family::FlashSparse => Ok(Box::new(flashsparse::spmm_plan(device, a, desc, clock)?)),
             other => Err(misrouted(other, OpKind::Spmm)),
         }
     }
@@ -181,23 +194,22 @@ impl Executor for CudaBackend {
         s: CsrRef<'a, T, I>,
         desc: &SddmmDesc,
     ) -> Result<Box<dyn SddmmPlan<T> + 'a>> {
-        let (family, algorithm) = Self::resolve(
+        let clock = PlanClock::start();
+        let stats = s.row_stats();
+        let (family, algorithm) = Self::resolve::<T>(
             OpKind::Sddmm,
             desc.format,
             desc.precision,
             desc.algorithm,
-            desc.block,
-            s,
+            || Self::auto_dense(OpKind::Sddmm, desc.format, desc.block, &stats, s.nnz()),
         )?;
+        let device = &self.device;
         match family {
-            Family::Sddmm => Ok(Box::new(sddmm::plan(&self.device, s, desc)?)),
+            Family::Sddmm => Ok(Box::new(sddmm::plan(device, s, desc, clock)?)),
             Family::Rode => Ok(Box::new(rode::sddmm_plan(
-                &self.device,
-                s,
-                desc,
-                algorithm,
+                device, s, desc, algorithm, clock,
             )?)),
-            Family::FlashSparse => Ok(Box::new(flashsparse::sddmm_plan(&self.device, s, desc)?)),
+            Family::FlashSparse => Ok(Box::new(flashsparse::sddmm_plan(device, s, desc, clock)?)),
             other => Err(misrouted(other, OpKind::Sddmm)),
         }
     }
@@ -207,13 +219,13 @@ impl Executor for CudaBackend {
         a: CsrRef<'a, T, I>,
         desc: &AttentionDesc,
     ) -> Result<Box<dyn AttentionPlan<T> + 'a>> {
-        let (family, _) = Self::resolve(
+        let _ = a;
+        let (family, _) = Self::resolve::<T>(
             OpKind::Attention,
             desc.format,
             desc.precision,
             desc.algorithm,
-            None,
-            a,
+            || Algorithm::Auto,
         )?;
         Err(misrouted(family, OpKind::Attention))
     }

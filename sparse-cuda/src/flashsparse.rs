@@ -46,8 +46,8 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, LaunchConfig};
 use sparse_core::{
-    Algorithm, BackendKind, BlockShape, CsrRef, DType, Error, Format, OpKind, PlanInfo, Precision,
-    Result, Scalar, SddmmDesc, SpIndex, SpmmDesc, ValueOrder,
+    Accumulator, Algorithm, BackendKind, BlockShape, CsrRef, DType, Error, Format, OpKind,
+    PlanInfo, Precision, Result, Scalar, SddmmDesc, SpIndex, SpmmDesc, ValueOrder,
 };
 use sparse_formats::{MeBcrs, MeBcrsShape};
 
@@ -417,6 +417,7 @@ pub(crate) fn spmm_plan<T: Scalar, I: SpIndex>(
     device: &Arc<Device>,
     a: CsrRef<'_, T, I>,
     desc: &SpmmDesc,
+    clock: PlanClock,
 ) -> Result<CudaPlan<T, SpmmFamily<T>>> {
     let (algorithm, shape) = resolve(OpKind::Spmm, desc.precision, desc.algorithm, desc.block)?;
     let builder = BuildEntries::<T>::new(shape.window())?;
@@ -437,7 +438,7 @@ pub(crate) fn spmm_plan<T: Scalar, I: SpIndex>(
         )
     };
     let (mut base, mut clock) =
-        PlanBase::<T>::new(device, (a.rows(), a.cols(), a.nnz()), info, &specs)?;
+        PlanBase::<T>::new(device, (a.rows(), a.cols(), a.nnz()), info, &specs, clock)?;
     let builder = builder.load(device)?;
     let kernels = spmm
         .iter()
@@ -635,6 +636,7 @@ pub(crate) fn sddmm_plan<T: Scalar, I: SpIndex>(
     device: &Arc<Device>,
     s: CsrRef<'_, T, I>,
     desc: &SddmmDesc,
+    clock: PlanClock,
 ) -> Result<CudaPlan<T, SddmmFamily<T>>> {
     let (algorithm, shape) = resolve(OpKind::Sddmm, desc.precision, desc.algorithm, desc.block)?;
     let builder = BuildEntries::<T>::new(shape.window())?;
@@ -653,7 +655,7 @@ pub(crate) fn sddmm_plan<T: Scalar, I: SpIndex>(
         )
     };
     let (mut base, mut clock) =
-        PlanBase::<T>::new(device, (s.rows(), s.cols(), s.nnz()), info, &specs)?;
+        PlanBase::<T>::new(device, (s.rows(), s.cols(), s.nnz()), info, &specs, clock)?;
     let builder = builder.load(device)?;
     let kernels = RunVariants::load(device, &sddmm)?;
     clock.lap(device, Phase::Kernels)?;
@@ -691,6 +693,12 @@ impl<T: Scalar> SddmmKernels<T> for SddmmFamily<T> {
 
     fn value_order(&self) -> Option<&ValueOrder> {
         Some(&self.order)
+    }
+
+    /// The SDDMM kernel itself: with alpha = 0 it reads no input and writes 0 to the slots
+    /// without an entry, as every run does.
+    fn scale(&mut self, base: &PlanBase<T>, ops: &SddmmOperands, beta: T::Acc) -> Result<()> {
+        self.run(base, ops, <T::Acc as Accumulator>::ZERO, beta)
     }
 
     fn run(

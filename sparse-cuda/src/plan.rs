@@ -167,15 +167,16 @@ pub(crate) struct PlanBase<T: Scalar> {
 }
 
 impl<T: Scalar> PlanBase<T> {
-    /// Compiles or loads the family's kernels (`family`) with the shared ones, in parallel, and
-    /// starts the plan's clock with that time counted.
+    /// Compiles or loads the family's kernels (`family`) with the shared ones, in parallel; the
+    /// plan's `clock` (started when planning began) counts what came before as host work.
     pub fn new(
         device: &Arc<Device>,
         (rows, cols, nnz): (usize, usize, usize),
         info: PlanInfo,
         family: &[&KernelSpec],
+        mut clock: PlanClock,
     ) -> Result<(Self, PlanClock)> {
-        let mut clock = PlanClock::start();
+        clock.lap(device, Phase::Host)?;
         let shared = Shared::<T>::new()?;
         let mut specs = shared.specs().to_vec();
         specs.extend_from_slice(family);
@@ -364,6 +365,11 @@ pub(crate) trait SddmmKernels<T: Scalar>: Send {
     fn value_order(&self) -> Option<&ValueOrder> {
         None
     }
+    /// `C = beta*C` for `alpha == 0`, never reading X or Y. A blocked order's padding slots
+    /// must become 0, which only the family knows: the default scales C as a dense vector.
+    fn scale(&mut self, base: &PlanBase<T>, ops: &SddmmOperands, beta: T::Acc) -> Result<()> {
+        base.scale(&ops.c, beta)
+    }
     /// Sizes the workspace for K up to `width`; returns the bytes it grew by.
     fn reserve(&mut self, _base: &PlanBase<T>, _width: usize) -> Result<usize> {
         Ok(0)
@@ -462,7 +468,7 @@ impl<T: Scalar, K: SddmmKernels<T>> SddmmPlan<T> for CudaPlan<T, K> {
             return Ok(());
         }
         if alpha == T::Acc::ZERO {
-            return base.scale(&ops.c, beta);
+            return self.kernels.scale(base, &ops, beta);
         }
         self.kernels.run(base, &ops, alpha, beta)
     }

@@ -37,7 +37,7 @@ use crate::kernel::{
 };
 use crate::matrix::DeviceCsr;
 use crate::operand::{Bound, SddmmOperands, SpmmOperands};
-use crate::plan::{CudaPlan, Phase, PlanBase, SddmmKernels, SpmmKernels, Values};
+use crate::plan::{CudaPlan, Phase, PlanBase, PlanClock, SddmmKernels, SpmmKernels, Values};
 use crate::spmm::VECTORS;
 use decomposition::{
     Combine, Decomposition, Preprocess, RodeCount, RodeFill, RodeScan, ALIGN, NONE, PRE_ROWS,
@@ -124,8 +124,8 @@ const AUTO_RODE: Algorithm = Algorithm::RodeDeterministic;
 /// 1.2%.
 ///
 /// The layout and width of the dense operands are unknown at plan time and play no part.
-pub(crate) fn auto_algorithm<T, I: SpIndex>(op: OpKind, a: CsrRef<'_, T, I>) -> Algorithm {
-    if prefers_rode(op, &a.row_stats(), a.nnz()) {
+pub(crate) fn auto_algorithm(op: OpKind, rows: &RowStats, nnz: usize) -> Algorithm {
+    if prefers_rode(op, rows, nnz) {
         AUTO_RODE
     } else {
         Algorithm::Vector
@@ -490,6 +490,7 @@ pub(crate) fn spmm_plan<T: Scalar, I: SpIndex>(
     a: CsrRef<'_, T, I>,
     desc: &SpmmDesc,
     algorithm: Algorithm,
+    clock: PlanClock,
 ) -> Result<CudaPlan<T, RodeSpmmFamily<T>>> {
     let atomics = match algorithm {
         Algorithm::Rode => atomic_combine(T::DTYPE),
@@ -514,7 +515,7 @@ pub(crate) fn spmm_plan<T: Scalar, I: SpIndex>(
         )
     };
     let (mut base, mut clock) =
-        PlanBase::<T>::new(device, (a.rows(), a.cols(), a.nnz()), info, &specs)?;
+        PlanBase::<T>::new(device, (a.rows(), a.cols(), a.nnz()), info, &specs, clock)?;
     let seg_len = segment_length(a.nnz(), device.info.multiprocessors, MIN_SEGMENT);
     let csr = DeviceCsr::upload(device, a)?;
     clock.lap(device, Phase::Transfer)?;
@@ -663,6 +664,7 @@ pub(crate) fn sddmm_plan<T: Scalar, I: SpIndex>(
     s: CsrRef<'_, T, I>,
     desc: &SddmmDesc,
     algorithm: Algorithm,
+    clock: PlanClock,
 ) -> Result<CudaPlan<T, RodeSddmmFamily<T>>> {
     if !matches!(algorithm, Algorithm::Rode | Algorithm::RodeDeterministic) {
         return Err(Error::internal(format!(
@@ -685,7 +687,7 @@ pub(crate) fn sddmm_plan<T: Scalar, I: SpIndex>(
         )
     };
     let (mut base, mut clock) =
-        PlanBase::<T>::new(device, (s.rows(), s.cols(), s.nnz()), info, &specs)?;
+        PlanBase::<T>::new(device, (s.rows(), s.cols(), s.nnz()), info, &specs, clock)?;
     let seg_len = segment_length(s.nnz(), device.info.multiprocessors, SDDMM_MIN_SEGMENT);
     let csr = DeviceCsr::upload(device, s)?;
     clock.lap(device, Phase::Transfer)?;

@@ -21,7 +21,7 @@ use crate::device::Device;
 use crate::kernel::{c_type, kernel_params, Entry, KernelParams, KernelSource, KernelSpec, Ptr};
 use crate::matrix::DeviceCsr;
 use crate::operand::{to_u32, Bound, SddmmOperands};
-use crate::plan::{CudaPlan, Phase, PlanBase, SddmmKernels, Values};
+use crate::plan::{CudaPlan, Phase, PlanBase, PlanClock, SddmmKernels, Values};
 use crate::spmm::{subwarp_lanes, vector_values, Variants};
 
 /// Threads per block (`SDDMM_BLOCK`).
@@ -115,6 +115,7 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
     device: &Arc<Device>,
     s: CsrRef<'_, T, I>,
     desc: &SddmmDesc,
+    clock: PlanClock,
 ) -> Result<CudaPlan<T, SddmmFamily<T>>> {
     let entries = Variants::entries(entry::<T>)?;
     let specs: Vec<&KernelSpec> = entries.iter().map(|e| e.spec()).collect();
@@ -130,7 +131,7 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
         )
     };
     let (mut base, mut clock) =
-        PlanBase::<T>::new(device, (s.rows(), s.cols(), s.nnz()), info, &specs)?;
+        PlanBase::<T>::new(device, (s.rows(), s.cols(), s.nnz()), info, &specs, clock)?;
     let (rows, starts) = segments(s)?;
     clock.lap(device, Phase::Host)?;
     let family = SddmmFamily {

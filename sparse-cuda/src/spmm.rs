@@ -14,8 +14,8 @@ use std::sync::Arc;
 
 use cudarc::driver::LaunchConfig;
 use sparse_core::{
-    Algorithm, BackendKind, CsrRef, Format, Layout, OpKind, PlanInfo, Result, Scalar, SpIndex,
-    SpmmDesc,
+    Algorithm, BackendKind, CsrRef, Format, Layout, OpKind, PlanInfo, Result, RowStats, Scalar,
+    SpIndex, SpmmDesc,
 };
 
 use crate::device::Device;
@@ -24,7 +24,7 @@ use crate::kernel::{
 };
 use crate::matrix::DeviceCsr;
 use crate::operand::SpmmOperands;
-use crate::plan::{CudaPlan, Phase, PlanBase, SpmmKernels, Values};
+use crate::plan::{CudaPlan, Phase, PlanBase, PlanClock, SpmmKernels, Values};
 
 /// Threads per block (`SPMM_BLOCK`).
 const BLOCK: u32 = 256;
@@ -182,9 +182,11 @@ pub(crate) struct SpmmFamily<T: Scalar> {
 pub(crate) fn plan<T: Scalar, I: SpIndex>(
     device: &Arc<Device>,
     a: CsrRef<'_, T, I>,
+    stats: &RowStats,
     desc: &SpmmDesc,
+    clock: PlanClock,
 ) -> Result<CudaPlan<T, SpmmFamily<T>>> {
-    let col_major_lanes = col_major_lanes(a.row_stats().mean);
+    let col_major_lanes = col_major_lanes(stats.mean);
     let row_entries = Variants::entries(row_major::<T>)?;
     let col_entry = col_major::<T>(col_major_lanes)?;
     let mut specs: Vec<&KernelSpec> = row_entries.iter().map(|e| e.spec()).collect();
@@ -201,7 +203,7 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
         )
     };
     let (mut base, mut clock) =
-        PlanBase::<T>::new(device, (a.rows(), a.cols(), a.nnz()), info, &specs)?;
+        PlanBase::<T>::new(device, (a.rows(), a.cols(), a.nnz()), info, &specs, clock)?;
     let family = SpmmFamily {
         row_major: Variants::load(device, &row_entries)?,
         col_major: device.kernel(&col_entry)?,

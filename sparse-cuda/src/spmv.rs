@@ -20,7 +20,7 @@ use crate::kernel::{
 };
 use crate::matrix::DeviceCsr;
 use crate::operand::{to_u32, Bound};
-use crate::plan::{CudaPlan, Phase, PlanBase, SpmvKernels, Values};
+use crate::plan::{CudaPlan, Phase, PlanBase, PlanClock, SpmvKernels, Values};
 
 /// Threads per block of every SpMV kernel (`SPMV_BLOCK`).
 const BLOCK: u32 = 256;
@@ -229,9 +229,11 @@ pub(crate) fn coo_atomics(dtype: sparse_core::DType) -> bool {
     matches!(dtype, sparse_core::DType::F32 | sparse_core::DType::F64)
 }
 
-/// The algorithm `auto` picks for a matrix with these row statistics.
-pub fn auto_algorithm(stats: &RowStats) -> Algorithm {
-    if stats.max > LONG_ROW as usize {
+/// The algorithm `auto` picks on `format` for a matrix with these row statistics.
+pub fn auto_algorithm(format: Format, stats: &RowStats) -> Algorithm {
+    if format == Format::Coo {
+        Algorithm::Atomic
+    } else if stats.max > LONG_ROW as usize {
         Algorithm::VectorSplit
     } else if stats.mean < 1.5 {
         Algorithm::Scalar
@@ -395,16 +397,10 @@ pub(crate) struct SpmvFamily<T: Scalar> {
 pub(crate) fn plan<T: Scalar, I: SpIndex>(
     device: &Arc<Device>,
     a: CsrRef<'_, T, I>,
-    format: Format,
-    precision: Precision,
-    algorithm: Algorithm,
+    stats: &RowStats,
+    (format, precision, algorithm): (Format, Precision, Algorithm),
+    clock: PlanClock,
 ) -> Result<CudaPlan<T, SpmvFamily<T>>> {
-    let stats = a.row_stats();
-    let algorithm = match (format, algorithm) {
-        (Format::Coo, Algorithm::Auto) => Algorithm::Atomic,
-        (Format::Csr, Algorithm::Auto) => auto_algorithm(&stats),
-        (_, chosen) => chosen,
-    };
     let lanes = match algorithm {
         Algorithm::Vector => vector_width(stats.mean),
         Algorithm::VectorSplit => {
@@ -453,7 +449,7 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
         algorithm != Algorithm::Atomic,
     );
     let (mut base, mut clock) =
-        PlanBase::<T>::new(device, (a.rows(), a.cols(), a.nnz()), info, &specs)?;
+        PlanBase::<T>::new(device, (a.rows(), a.cols(), a.nnz()), info, &specs, clock)?;
     clock.lap(device, Phase::Host)?;
     let dev = DeviceCsr::upload(device, a)?;
     clock.lap(device, Phase::Transfer)?;

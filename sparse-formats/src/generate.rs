@@ -54,9 +54,8 @@ fn stencil<T: Scalar, I: SpIndex>(dims: &[usize]) -> Result<Csr<T, I>> {
         .ok_or_else(|| Error::invalid(format!("a grid of {dims:?} overflows usize")))?;
     check_dimensions::<I>(rows, rows)?;
     let nnz_bound = rows.saturating_mul(2 * dims.len() + 1);
-    let index = |v: usize, what: &str| {
-        I::try_from_usize(v).ok_or_else(|| Error::overflow::<I>(what, v))
-    };
+    let index =
+        |v: usize, what: &str| I::try_from_usize(v).ok_or_else(|| Error::overflow::<I>(what, v));
     let strides: Vec<usize> = dims
         .iter()
         .scan(1, |stride, &d| {

@@ -30,6 +30,7 @@ use sparse_core::{
 
 use crate::device::Device;
 use crate::executor::CudaBackend;
+use crate::plan::PlanClock;
 use blas::Blas;
 use library::Handle;
 use table::Entry;
@@ -173,6 +174,7 @@ impl Executor for CusparseBackend {
         a: CsrRef<'a, T, I>,
         desc: &SpmvDesc,
     ) -> Result<Box<dyn SpmvPlan<T> + 'a>> {
+        let clock = PlanClock::start();
         let entry = Self::select::<T>(OpKind::Spmv, desc.format, desc.precision, desc.algorithm)?;
         Ok(Box::new(ops::plan_spmv(
             self.device(),
@@ -180,6 +182,7 @@ impl Executor for CusparseBackend {
             a,
             entry,
             desc.precision,
+            clock,
         )?))
     }
 
@@ -188,6 +191,7 @@ impl Executor for CusparseBackend {
         a: CsrRef<'a, T, I>,
         desc: &SpmmDesc,
     ) -> Result<Box<dyn SpmmPlan<T> + 'a>> {
+        let clock = PlanClock::start();
         let entry = Self::select::<T>(OpKind::Spmm, desc.format, desc.precision, desc.algorithm)?;
         Ok(Box::new(ops::plan_spmm(
             self.device(),
@@ -195,6 +199,7 @@ impl Executor for CusparseBackend {
             a,
             entry,
             (desc.precision, desc.reserved_width()),
+            clock,
         )?))
     }
 
@@ -203,6 +208,7 @@ impl Executor for CusparseBackend {
         s: CsrRef<'a, T, I>,
         desc: &SddmmDesc,
     ) -> Result<Box<dyn SddmmPlan<T> + 'a>> {
+        let clock = PlanClock::start();
         let entry = Self::select::<T>(OpKind::Sddmm, desc.format, desc.precision, desc.algorithm)?;
         if desc.scale_by_values {
             return Err(Error::Unsupported {
@@ -222,6 +228,7 @@ impl Executor for CusparseBackend {
             s,
             entry,
             (desc.precision, desc.reserved_width()),
+            clock,
         )?))
     }
 

@@ -27,7 +27,9 @@ use super::plan::{
 use super::table::{Entry, VendorAlg};
 use crate::device::{CudaBuffer, Device};
 use crate::operand::{Bound, SddmmOperands, SpmmOperands};
-use crate::plan::{CudaPlan, Phase, PlanBase, SddmmKernels, SpmmKernels, SpmvKernels, Values};
+use crate::plan::{
+    CudaPlan, Phase, PlanBase, PlanClock, SddmmKernels, SpmmKernels, SpmvKernels, Values,
+};
 
 fn wrong_algorithm(entry: &Entry) -> Error {
     Error::internal(format!(
@@ -72,6 +74,7 @@ pub(super) fn plan_spmv<T: Scalar, I: SpIndex>(
     a: CsrRef<'_, T, I>,
     entry: &Entry,
     precision: Precision,
+    clock: PlanClock,
 ) -> Result<CudaPlan<T, SpmvFamily<T>>> {
     let VendorAlg::Spmv(alg) = entry.vendor else {
         return Err(wrong_algorithm(entry));
@@ -81,7 +84,7 @@ pub(super) fn plan_spmv<T: Scalar, I: SpIndex>(
         mut clock,
         a,
         vendor,
-    } = start(device, handle, a, entry, precision, 0)?;
+    } = start(device, handle, a, entry, precision, 0, clock)?;
     let call = match vendor {
         None => None,
         Some(mut vendor) => {
@@ -402,9 +405,12 @@ struct DenseCall<O> {
 const LAYOUTS: [Layout; 2] = [Layout::RowMajor, Layout::ColMajor];
 
 impl<O: DenseOp> DenseCall<O> {
-    /// The largest workspace cuSPARSE asks for at `width` with the dense operands in every
-    /// pair of layouts, for a sparse matrix of `rows x cols`. The descriptors measured point at
-    /// `placeholder`, any live device address: _bufferSize reads no element.
+    /// The largest workspace cuSPARSE asks for at any width up to `width` with the dense
+    /// operands in every pair of layouts, for a sparse matrix of `rows x cols`: the widths
+    /// asked are the powers of two below `width` and `width` itself, since the size is not
+    /// monotonic in the width (CSR_ALG3 asks more at N = 1 than at N = 256, cuSPARSE 12.6.3).
+    /// The descriptors measured point at `placeholder`, any live device address: _bufferSize
+    /// reads no element.
     fn widest<T: Scalar>(
         &self,
         device: &Device,
@@ -412,33 +418,35 @@ impl<O: DenseOp> DenseCall<O> {
         (rows, cols): (usize, usize),
         width: usize,
     ) -> Result<usize> {
-        if width == 0 {
-            return Ok(0);
-        }
         let (one, zero) = (T::Acc::ONE, T::Acc::ZERO);
+        let widths = std::iter::successors(Some(1usize), |w| w.checked_mul(2))
+            .take_while(|&w| w < width)
+            .chain((width > 0).then_some(width));
         let mut widest = 0;
-        for first in LAYOUTS {
-            for second in LAYOUTS {
-                let shapes = O::tight(rows, cols, width, (first, second))?;
-                let (mut d1, mut d2) = (DnSlot::default(), DnSlot::default());
-                let bytes = self.vendor.handle.with(|h| {
-                    // SAFETY: the descriptors point at live device memory and are only
-                    // measured.
-                    unsafe {
-                        let d = (
-                            d1.point(device, shapes.0, placeholder, self.vendor.values)?,
-                            d2.point(device, shapes.1, placeholder, self.vendor.values)?,
-                        );
-                        self.op.buffer_size(
-                            h,
-                            device,
-                            &self.vendor,
-                            d,
-                            (scalar_ptr(&one), scalar_ptr(&zero)),
-                        )
-                    }
-                })?;
-                widest = widest.max(bytes);
+        for width in widths {
+            for first in LAYOUTS {
+                for second in LAYOUTS {
+                    let shapes = O::tight(rows, cols, width, (first, second))?;
+                    let (mut d1, mut d2) = (DnSlot::default(), DnSlot::default());
+                    let bytes = self.vendor.handle.with(|h| {
+                        // SAFETY: the descriptors point at live device memory and are only
+                        // measured.
+                        unsafe {
+                            let d = (
+                                d1.point(device, shapes.0, placeholder, self.vendor.values)?,
+                                d2.point(device, shapes.1, placeholder, self.vendor.values)?,
+                            );
+                            self.op.buffer_size(
+                                h,
+                                device,
+                                &self.vendor,
+                                d,
+                                (scalar_ptr(&one), scalar_ptr(&zero)),
+                            )
+                        }
+                    })?;
+                    widest = widest.max(bytes);
+                }
             }
         }
         Ok(widest)
@@ -545,13 +553,14 @@ fn plan_dense<T: Scalar, I: SpIndex, O: DenseOp>(
     entry: &'static Entry,
     (precision, width): (Precision, usize),
     op: O,
+    clock: PlanClock,
 ) -> Result<CudaPlan<T, DenseFamily<T, O>>> {
     let Started {
         mut base,
         mut clock,
         a,
         vendor,
-    } = start(device, handle, a, entry, precision, width)?;
+    } = start(device, handle, a, entry, precision, width, clock)?;
     let mut family = DenseFamily {
         call: vendor.map(|vendor| DenseCall {
             op,
@@ -582,11 +591,20 @@ pub(super) fn plan_spmm<T: Scalar, I: SpIndex>(
     a: CsrRef<'_, T, I>,
     entry: &'static Entry,
     (precision, width): (Precision, usize),
+    clock: PlanClock,
 ) -> Result<CudaPlan<T, SpmmFamily<T>>> {
     let VendorAlg::Spmm(alg) = entry.vendor else {
         return Err(wrong_algorithm(entry));
     };
-    plan_dense(device, handle, a, entry, (precision, width), Spmm(alg))
+    plan_dense(
+        device,
+        handle,
+        a,
+        entry,
+        (precision, width),
+        Spmm(alg),
+        clock,
+    )
 }
 
 pub(super) fn plan_sddmm<T: Scalar, I: SpIndex>(
@@ -595,11 +613,20 @@ pub(super) fn plan_sddmm<T: Scalar, I: SpIndex>(
     s: CsrRef<'_, T, I>,
     entry: &'static Entry,
     (precision, width): (Precision, usize),
+    clock: PlanClock,
 ) -> Result<CudaPlan<T, SddmmFamily<T>>> {
     let VendorAlg::Sddmm(alg) = entry.vendor else {
         return Err(wrong_algorithm(entry));
     };
-    plan_dense(device, handle, s, entry, (precision, width), Sddmm(alg))
+    plan_dense(
+        device,
+        handle,
+        s,
+        entry,
+        (precision, width),
+        Sddmm(alg),
+        clock,
+    )
 }
 
 impl<T: Scalar> SpmmKernels<T> for SpmmFamily<T> {

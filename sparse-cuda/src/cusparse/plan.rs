@@ -194,6 +194,7 @@ pub(super) fn start<T: Scalar, I: SpIndex>(
     entry: &Entry,
     precision: Precision,
     reserved_width: usize,
+    clock: PlanClock,
 ) -> Result<Started<T>> {
     let info = PlanInfo {
         reserved_width,
@@ -206,7 +207,7 @@ pub(super) fn start<T: Scalar, I: SpIndex>(
             entry.deterministic,
         )
     };
-    let (base, mut clock) = PlanBase::new(device, (a.rows(), a.cols(), a.nnz()), info, &[])?;
+    let (base, mut clock) = PlanBase::new(device, (a.rows(), a.cols(), a.nnz()), info, &[], clock)?;
     let row_idx = match entry.format {
         Format::Coo => Some(row_indices(a)?),
         _ => None,
