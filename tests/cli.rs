@@ -113,7 +113,7 @@ fn bad_input_is_one_line_on_stderr_and_exit_code_2() {
     );
     let x = write(&dir, "x.mtx", X);
     let out = dir.join("y.mtx");
-    let cases: [Vec<&str>; 5] = [
+    let cases: [Vec<&str>; 7] = [
         vec!["spmv", &bad, &x, "-o", out.to_str().unwrap()],
         vec!["spmv", "/nonexistent.mtx", &x, "-o", out.to_str().unwrap()],
         vec![
@@ -135,6 +135,8 @@ fn bad_input_is_one_line_on_stderr_and_exit_code_2() {
             "cuda",
         ],
         vec!["frobnicate"],
+        vec!["capabilities", "--backend", "tpu"],
+        vec!["capabilities", "--op", "gemm"],
     ];
     for args in cases {
         let o = spblas(&args);
@@ -142,6 +144,67 @@ fn bad_input_is_one_line_on_stderr_and_exit_code_2() {
         assert_eq!(o.status.code(), Some(2), "{args:?}: {stderr}");
         assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
         assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}
+
+/// The lines of a capabilities table whose first words are `words`.
+fn table_lines<'t>(text: &'t str, words: &[&str]) -> Vec<&'t str> {
+    text.lines()
+        .filter(|l| {
+            let first: Vec<&str> = l.split_whitespace().take(words.len()).collect();
+            first == words
+        })
+        .collect()
+}
+
+#[test]
+fn capabilities_list_every_backend_with_or_without_a_gpu() {
+    let o = spblas(&["capabilities"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    let cpu = table_lines(&text, &["cpu", "spmv", "csr", "f64"]);
+    assert_eq!(cpu.len(), 1, "{text}");
+    assert!(
+        cpu[0].contains("native") && cpu[0].contains("auto nnz-split reference"),
+        "{}",
+        cpu[0]
+    );
+    let flashsparse = table_lines(&text, &["cuda", "spmm", "me-bcrs", "f16"]);
+    assert_eq!(flashsparse.len(), 1, "{text}");
+    assert!(flashsparse[0].contains("flashsparse"), "{}", flashsparse[0]);
+    for kind in ["cuda", "cusparse"] {
+        let heading = text
+            .lines()
+            .find(|l| l.starts_with(&format!("{kind}:")) || l.starts_with(&format!("{kind} (")))
+            .unwrap_or_else(|| panic!("no {kind} section: {text}"));
+        match sparse_blas::Backend::from_name(kind) {
+            Ok(_) => assert!(heading.ends_with("what it runs"), "{heading}"),
+            Err(_) => assert!(
+                heading.starts_with(&format!("{kind}: not usable here"))
+                    && heading.ends_with("what it runs on sm_80 and newer"),
+                "{heading}"
+            ),
+        }
+    }
+}
+
+#[test]
+fn capabilities_filter_by_backend_and_operation() {
+    let o = spblas(&["capabilities", "--backend", "cuda", "--op", "spmm"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    let rows: Vec<&str> = text.lines().skip(2).collect();
+    assert!(!rows.is_empty(), "{text}");
+    assert!(
+        rows.iter().all(|l| l.starts_with("cuda      spmm ")),
+        "{text}"
+    );
+    assert!(!table_lines(&text, &["cuda", "spmm", "me-bcrs", "f16"]).is_empty());
+    let o = spblas(&["capabilities", "--op", "sddmm"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    for kind in ["cpu", "cuda", "cusparse"] {
+        assert!(!table_lines(&text, &[kind, "sddmm"]).is_empty(), "{text}");
+        assert!(table_lines(&text, &[kind, "spmv"]).is_empty(), "{text}");
     }
 }
 

@@ -56,7 +56,7 @@ fn bench_spmm<T: BenchValue + ComplexField>(
 ) {
     let backend = Backend::from_name("cpu").expect("the cpu backend is always built");
     let mut plan = backend
-        .plan_spmm(a.as_ref(), &SpmmDesc::new(T::PRECISION))
+        .plan_spmm(a.as_ref(), &SpmmDesc::new(T::PRECISION).max_width(n))
         .expect("the cpu backend plans f64 and f32 CSR");
     let (one, zero) = (T::from_f64(1.0), T::zero());
     let values = operand::<T>(a.cols() * n);

@@ -79,6 +79,10 @@ fn a_quick_cpu_run_writes_the_csv_the_summary_and_the_plots() {
         "backend",
         "status",
         "median_ms",
+        "plan_host_ms",
+        "plan_transfer_ms",
+        "plan_device_ms",
+        "plan_kernels_ms",
     ] {
         assert!(header.contains(&column), "no {column} column: {header:?}");
     }
@@ -92,6 +96,10 @@ fn a_quick_cpu_run_writes_the_csv_the_summary_and_the_plots() {
     for r in &ok {
         let median: f64 = r[column("median_ms")].parse().expect("a time");
         assert!(median > 0.0, "{r:?}");
+        if r[column("backend")] == "cpu" {
+            let host: f64 = r[column("plan_host_ms")].parse().expect("a plan time");
+            assert!(host >= 0.0, "{r:?}");
+        }
     }
     for op in ["spmv", "spmm", "sddmm", "attention"] {
         assert!(rows.iter().any(|r| r[column("op")] == op), "no {op} row");
@@ -111,6 +119,7 @@ fn a_quick_cpu_run_writes_the_csv_the_summary_and_the_plots() {
     let summary = std::fs::read_to_string(out.join("summary.md")).expect("summary.md");
     assert!(summary.starts_with("# spbench"));
     assert!(summary.contains("## spmv f64") && summary.contains("vs sprs"));
+    assert!(summary.contains("median plan ms: host / transfer / device / kernels"));
     assert!(summary.contains("copy bandwidth"));
     assert_eq!(
         stdout.trim(),

@@ -94,6 +94,49 @@ impl fmt::Display for Fill {
     }
 }
 
+/// The leading dimensions of a case's dense operands; the elements between rows (or columns)
+/// hold NaN (0 in the integer types), so a kernel that reads them gives NaN.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Strides {
+    /// As small as each operand's layout allows.
+    Tight,
+    /// Three elements more than each operand needs.
+    Padded,
+    /// The first odd leading dimension past what each operand needs: with widths that are
+    /// multiples of 8, no row (or column) but the first starts where a kernel's vector loads
+    /// are aligned.
+    Odd,
+    /// This leading dimension for every operand, at least what it needs. The case's shapes keep
+    /// the memory small: an operand stored as one row (or column) holds only its elements,
+    /// whatever the leading dimension.
+    Fixed(usize),
+}
+
+impl Strides {
+    /// The leading dimension of an operand whose rows (row-major) or columns (column-major)
+    /// hold `inner` elements.
+    pub fn ld(self, inner: usize) -> usize {
+        let needed = inner.max(1);
+        match self {
+            Strides::Tight => needed,
+            Strides::Padded => needed + 3,
+            Strides::Odd => (needed + 1) | 1,
+            Strides::Fixed(ld) => ld.max(needed),
+        }
+    }
+}
+
+impl fmt::Display for Strides {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Strides::Tight => Ok(()),
+            Strides::Padded => f.write_str(" padded"),
+            Strides::Odd => f.write_str(" odd ld"),
+            Strides::Fixed(ld) => write!(f, " ld={ld}"),
+        }
+    }
+}
+
 /// One operation on one matrix.
 ///
 /// Dense operands: SpMV reads x (cols x 1) and updates y (rows x 1); SpMM reads B (cols x width)
@@ -111,8 +154,8 @@ pub struct Case {
     pub algorithm: Option<Algorithm>,
     pub input_layout: Layout,
     pub output_layout: Layout,
-    /// Leading dimensions larger than needed, the gaps filled with NaN.
-    pub padded: bool,
+    /// The leading dimensions of the dense operands.
+    pub strides: Strides,
     /// N of SpMM, K of SDDMM, d (= dv) of attention; SpMV ignores it.
     pub width: usize,
     /// The suite may scale alpha by a power of two so that the result fits the output type
@@ -129,7 +172,7 @@ pub struct Case {
 }
 
 impl Case {
-    /// A case with defaults: uniform inputs, row-major and unpadded, width 1, alpha 1, beta 0,
+    /// A case with defaults: uniform inputs, row-major and tight, width 1, alpha 1, beta 0,
     /// a NaN prior output (so beta = 0 is always tested for leaks), every precision and
     /// algorithm.
     pub fn new(op: OpKind, matrix: MatrixSource) -> Self {
@@ -141,7 +184,7 @@ impl Case {
             algorithm: None,
             input_layout: Layout::RowMajor,
             output_layout: Layout::RowMajor,
-            padded: false,
+            strides: Strides::Tight,
             width: 1,
             alpha: 1.0,
             beta: 0.0,
@@ -166,7 +209,7 @@ impl Case {
             "in {} out {}{}",
             layout(self.input_layout),
             layout(self.output_layout),
-            if self.padded { " padded" } else { "" }
+            self.strides
         ));
         if self.op != OpKind::Attention {
             parts.push(format!("alpha={} beta={}", self.alpha, self.beta));

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use sparse_blas::io::{read_csr, read_header};
 use sparse_blas::{Csr, Error, Layout, OpKind, Result};
 
-use crate::case::{Case, Fill, MatrixSource, Profile};
+use crate::case::{Case, Fill, MatrixSource, Profile, Strides};
 
 /// Environment variable naming the corpus directory (the binary runs on machines without the
 /// source tree).
@@ -93,7 +93,11 @@ pub fn cases(files: &[PathBuf], profile: Profile, width: usize) -> Vec<Case> {
                 cases.push(Case {
                     input_layout,
                     output_layout,
-                    padded: !second,
+                    strides: if second {
+                        Strides::Tight
+                    } else {
+                        Strides::Padded
+                    },
                     width: if op == OpKind::Spmv { 1 } else { width },
                     alpha,
                     beta,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use sparse_blas::{Csr, Layout, OpKind};
 
-use crate::case::{Case, Fill, MatrixSource, Profile};
+use crate::case::{Case, Fill, MatrixSource, Profile, Strides};
 
 /// splitmix64: tiny, and good enough to spread test values.
 #[derive(Clone, Debug)]
@@ -268,13 +268,18 @@ fn variants() -> Vec<Variant> {
     ]
 }
 
-/// The (width, layouts, padded) of combination `c`: as `c` runs over 0..32 it meets every
+/// The (width, layouts, strides) of combination `c`: as `c` runs over 0..32 it meets every
 /// width with every layout pair, padded and not.
-fn combination(c: usize) -> (usize, (Layout, Layout), bool) {
+fn combination(c: usize) -> (usize, (Layout, Layout), Strides) {
+    let padded = (c / (WIDTHS.len() * LAYOUTS.len())) % 2 == 1;
     (
         WIDTHS[c % WIDTHS.len()],
         LAYOUTS[(c / WIDTHS.len()) % LAYOUTS.len()],
-        (c / (WIDTHS.len() * LAYOUTS.len())) % 2 == 1,
+        if padded {
+            Strides::Padded
+        } else {
+            Strides::Tight
+        },
     )
 }
 
@@ -291,7 +296,8 @@ fn combinations(op: OpKind, profile: Profile, k: usize) -> Vec<usize> {
 }
 
 /// The generated cases: every structured matrix, every operation, every variant (NaN
-/// semantics, extreme and integer values) over the dense widths, layouts and paddings.
+/// semantics, extreme and integer values) over the dense widths, layouts and paddings; then
+/// the [`stride_cases`].
 pub fn cases(profile: Profile) -> Vec<Case> {
     let variants = variants();
     let mut cases = Vec::new();
@@ -308,12 +314,12 @@ pub fn cases(profile: Profile) -> Vec<Case> {
                     continue;
                 }
                 for c in combinations(op, profile, k) {
-                    let (width, (input_layout, output_layout), padded) = combination(c);
+                    let (width, (input_layout, output_layout), strides) = combination(c);
                     cases.push(Case {
                         label: variant.label.to_string(),
                         input_layout,
                         output_layout,
-                        padded,
+                        strides,
                         width: if op == OpKind::Spmv { 1 } else { width },
                         alpha: variant.alpha,
                         beta: variant.beta,
@@ -331,12 +337,87 @@ pub fn cases(profile: Profile) -> Vec<Case> {
             }
         }
     }
+    cases.extend(stride_cases());
+    cases
+}
+
+/// A leading dimension past `u32::MAX` (and odd), valid for an operand stored as one row: its
+/// memory holds just the row.
+pub const WIDE_LD: usize = (1 << 32) + 5;
+
+/// Cases whose dense operands have leading dimensions kernels are tempted to get wrong, which
+/// every backend must compute correctly or refuse with a typed error:
+/// - SpMV with x and y strided: row-major vectors with leading dimension 3;
+/// - SpMM, SDDMM and attention with odd leading dimensions, in both layouts, at widths that
+///   are multiples of 8 on a matrix whose sides are too, so that only the leading dimension
+///   keeps rows (or columns) from the alignment of vector loads;
+/// - SpMM, SDDMM and attention on a 1x1 matrix, every operand one row with a leading
+///   dimension past `u32::MAX` ([`WIDE_LD`]).
+pub fn stride_cases() -> Vec<Case> {
+    let aligned = MatrixSource::generated(
+        "uniform 64x48 20%",
+        with_values(&uniform(64, 48, 0.2, 6), &Fill::Uniform, 7),
+    );
+    let single = MatrixSource::generated(
+        "one entry 1x1",
+        with_values(&dense(1, 1), &Fill::Uniform, 8),
+    );
+    let power_law = MatrixSource::generated(
+        "power-law 1031 (R-MAT)",
+        with_values(&rmat(1031, 16 * 1031, 4), &Fill::Uniform, 9),
+    );
+    let base = |label: &str, op, matrix: &MatrixSource, strides, width| Case {
+        label: label.to_string(),
+        strides,
+        width,
+        alpha: -1.5,
+        beta: 0.5,
+        prior: if op == OpKind::Attention {
+            Fill::Nan
+        } else {
+            Fill::Uniform
+        },
+        scale_by_values: true,
+        ..Case::new(op, matrix.clone())
+    };
+    let mut cases = Vec::new();
+    for matrix in [&aligned, &power_law] {
+        cases.push(base(
+            "x and y strided",
+            OpKind::Spmv,
+            matrix,
+            Strides::Fixed(3),
+            1,
+        ));
+    }
+    for op in [OpKind::Spmm, OpKind::Sddmm, OpKind::Attention] {
+        for width in [8, 32] {
+            for layout in [Layout::RowMajor, Layout::ColMajor] {
+                cases.push(Case {
+                    input_layout: layout,
+                    output_layout: layout,
+                    ..base("odd leading dimensions", op, &aligned, Strides::Odd, width)
+                });
+            }
+            cases.push(base(
+                "one row, leading dimension past u32::MAX",
+                op,
+                &single,
+                Strides::Fixed(WIDE_LD),
+                width,
+            ));
+        }
+    }
+    for (k, case) in cases.iter_mut().enumerate() {
+        case.seed = 0xD1 << 32 | k as u64;
+    }
     cases
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::operands::Operands;
 
     #[test]
     fn rng_is_deterministic_and_in_range() {
@@ -405,15 +486,53 @@ mod tests {
         for &w in &WIDTHS {
             for layouts in LAYOUTS {
                 for padded in [false, true] {
+                    let strides = if padded {
+                        Strides::Padded
+                    } else {
+                        Strides::Tight
+                    };
                     assert!(quick.iter().any(|c| c.op == OpKind::Spmm
                         && c.width == w
                         && (c.input_layout, c.output_layout) == layouts
-                        && c.padded == padded));
+                        && c.strides == strides));
                 }
             }
         }
         let full = cases(Profile::Full);
         assert!(full.len() > 4 * quick.len());
         assert!(full.iter().all(|c| c.op != OpKind::Spmv || c.width == 1));
+    }
+
+    #[test]
+    fn stride_cases_reach_every_operation_and_keep_memory_small() {
+        let strided = stride_cases();
+        let quick = cases(Profile::Quick);
+        let tail = &quick[quick.len() - strided.len()..];
+        assert!(tail
+            .iter()
+            .zip(&strided)
+            .all(|(c, s)| c.op == s.op && c.describe() == s.describe()));
+        let has = |op, strides: Strides| strided.iter().any(|c| c.op == op && c.strides == strides);
+        assert!(has(OpKind::Spmv, Strides::Fixed(3)));
+        for op in [OpKind::Spmm, OpKind::Sddmm, OpKind::Attention] {
+            assert!(has(op, Strides::Odd) && has(op, Strides::Fixed(WIDE_LD)));
+        }
+        for case in &strided {
+            let MatrixSource::Generated { matrix, .. } = &case.matrix else {
+                panic!("stride cases are generated");
+            };
+            let shape = (matrix.rows(), matrix.cols(), matrix.nnz());
+            let operands = Operands::<f32>::generate(case, shape, sparse_blas::Precision::F32);
+            let elements: usize = operands
+                .inputs
+                .iter()
+                .map(|d| d.view().unwrap().span())
+                .sum();
+            assert!(
+                elements < 1 << 20,
+                "{}: {elements} elements",
+                case.describe()
+            );
+        }
     }
 }

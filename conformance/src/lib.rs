@@ -19,6 +19,6 @@ pub mod report;
 pub mod strategies;
 pub mod suite;
 
-pub use case::{Case, Fill, MatrixSource, Profile};
+pub use case::{Case, Fill, MatrixSource, Profile, Strides};
 pub use report::{Report, Row, Style, Totals};
 pub use suite::{algorithms, reads_host_memory, run_suite, Filter};

@@ -6,12 +6,13 @@ use sparse_blas::{
 };
 
 use crate::bound::round_to_tf32;
-use crate::case::Case;
+use crate::case::{Case, Strides};
 use crate::generators::Rng;
 
-/// Extra elements per leading dimension of padded operands: odd, so that padded rows or
-/// columns are never aligned by accident.
-const PADDING: usize = 3;
+/// Elements the memory holds past the entries of the last row (or column), where the leading
+/// dimension leaves room: a gap there as wide as a padded operand's, and no wider, so that a
+/// leading dimension far past the entries costs no memory.
+const TAIL: usize = 3;
 
 /// A host dense matrix as the plan under test will see it: layout, leading dimension, and
 /// padding filled with NaN (0 in the integer types), so a kernel that reads it gives NaN.
@@ -29,16 +30,20 @@ impl<T: Scalar> HostDense<T> {
     pub fn new(
         (rows, cols): (usize, usize),
         layout: Layout,
-        padded: bool,
+        strides: Strides,
         mut value: impl FnMut(usize) -> T,
     ) -> Self {
         let (outer, inner) = match layout {
             Layout::RowMajor => (rows, cols),
             Layout::ColMajor => (cols, rows),
         };
-        let ld = inner.max(1) + if padded { PADDING } else { 0 };
+        let ld = strides.ld(inner);
+        let len = match outer {
+            0 => 0,
+            _ => (outer - 1) * ld + ld.min(inner + TAIL),
+        };
         let mut d = HostDense {
-            data: vec![T::from_f64(f64::NAN); outer * ld],
+            data: vec![T::from_f64(f64::NAN); len],
             rows,
             cols,
             ld,
@@ -189,12 +194,12 @@ impl<T: Scalar> Operands<T> {
         let inputs = inputs
             .into_iter()
             .map(|shape| {
-                HostDense::new(shape, case.input_layout, case.padded, |k| {
+                HostDense::new(shape, case.input_layout, case.strides, |k| {
                     tested_value(case.inputs.sample(&mut rng, k), precision)
                 })
             })
             .collect();
-        let prior = HostDense::new(output, case.output_layout, case.padded, |k| {
+        let prior = HostDense::new(output, case.output_layout, case.strides, |k| {
             stored::<T::Out>(case.prior.sample(&mut rng, k))
         });
         Operands { inputs, prior }
@@ -209,7 +214,7 @@ mod tests {
     #[test]
     fn padding_is_nan_and_views_see_the_entries() {
         for layout in [Layout::RowMajor, Layout::ColMajor] {
-            let d = HostDense::<f32>::new((2, 3), layout, true, |k| k as f32);
+            let d = HostDense::<f32>::new((2, 3), layout, Strides::Padded, |k| k as f32);
             assert_eq!(d.values(), vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
             assert_eq!(d.view().unwrap().at(1, 2), 5.0);
             assert!(d.data.iter().filter(|v| v.is_nan()).count() > 0);
@@ -219,6 +224,22 @@ mod tests {
             e.data[last] = 0.0;
             assert!(!e.padding_unchanged(&d));
         }
+    }
+
+    #[test]
+    fn leading_dimensions_follow_the_strides() {
+        let odd = HostDense::<f32>::new((3, 8), Layout::RowMajor, Strides::Odd, |k| k as f32);
+        assert_eq!(odd.view().unwrap().ld(), 9);
+        let vector =
+            HostDense::<f32>::new((5, 1), Layout::RowMajor, Strides::Fixed(3), |k| k as f32);
+        assert_eq!(vector.view().unwrap().ld(), 3);
+        assert_eq!(vector.values(), [0.0, 1.0, 2.0, 3.0, 4.0]);
+        let wide = (1usize << 32) + 5;
+        let row =
+            HostDense::<f32>::new((1, 7), Layout::RowMajor, Strides::Fixed(wide), |k| k as f32);
+        assert_eq!(row.data.len(), 7 + TAIL);
+        let view = row.view().unwrap();
+        assert_eq!((view.ld(), view.at(0, 6)), (wide, 6.0));
     }
 
     #[test]

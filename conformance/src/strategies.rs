@@ -5,7 +5,7 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 use sparse_blas::{Csr, Layout, OpKind};
 
-use crate::case::{Case, Fill, MatrixSource};
+use crate::case::{Case, Fill, MatrixSource, Strides};
 
 /// Largest number of rows or columns of a generated matrix.
 pub const MAX_DIM: usize = 40;
@@ -97,7 +97,11 @@ pub fn case(op: OpKind) -> impl Strategy<Value = Case> {
                 label: "proptest".to_string(),
                 input_layout,
                 output_layout,
-                padded,
+                strides: if padded {
+                    Strides::Padded
+                } else {
+                    Strides::Tight
+                },
                 width,
                 alpha,
                 beta,

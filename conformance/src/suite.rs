@@ -3,11 +3,20 @@
 //! For each case the suite asks the backend which (format, precision) pairs it supports,
 //! rounds the matrix and dense operands to the precision's host type (and TF32 when that is
 //! the compute mode), computes the oracle's result and a per-entry bound (see [`crate::bound`]),
-//! then for each algorithm: plans, runs twice on freshly staged operands, and compares. A check
-//! also fails when the plan misreports itself, writes into the padding of its output, or
-//! claims to be deterministic while its two runs differ. Every combination the backend calls
-//! Unsupported must refuse to plan with `Error::Unsupported`.
+//! then for `auto` and each algorithm of the backend's table: plans, runs twice on freshly
+//! staged operands, and compares. A check also fails when the plan misreports itself, writes
+//! into the padding of its output, claims to be deterministic while its two runs differ, or
+//! breaks the plan contract:
+//! - widths (SpMM, SDDMM): planned for one less than the case's width, a run fails with
+//!   `Error::WidthExceeded` until `reserve` makes room;
+//! - the plan's bytes, reserved width and algorithm stay as they were over the runs;
+//! - value updates (SpMV, SpMM, SDDMM): after the compared runs, a run with `-alpha`, then
+//!   `update_values` with the negated values and a run with `alpha`, which must agree.
+//!
+//! Every combination the backend calls Unsupported must refuse to plan with
+//! `Error::Unsupported`.
 
+use std::borrow::Cow;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -20,7 +29,7 @@ use sparse_blas::{
 };
 
 use crate::bound::{overflow_threshold, AttentionTerms, Comparison, ErrorModel};
-use crate::case::{Case, MatrixSource};
+use crate::case::{Case, MatrixSource, Strides};
 use crate::corpus::{self, Loaded};
 use crate::operands::{tested_value, HostDense, Operands};
 use crate::report::{Report, Row};
@@ -76,46 +85,20 @@ impl Filter {
     }
 }
 
-/// The algorithms the suite runs for `op` on `format` on a backend of this kind: `Auto`, then
-/// every algorithm the backend offers for them. A new backend or kernel adds its entry here.
-pub fn algorithms(kind: BackendKind, op: OpKind, format: Format) -> Vec<Algorithm> {
-    let offered: &[Algorithm] = match (kind, op, format) {
-        (BackendKind::Cpu, OpKind::Spmv, Format::Csr) => {
-            &[Algorithm::NnzSplit, Algorithm::Reference]
-        }
-        (BackendKind::Cpu, _, Format::Csr) => &[Algorithm::RowSplit, Algorithm::Reference],
-        (BackendKind::Cpu, _, _) => &[Algorithm::RowSplit],
-        (BackendKind::Cuda, OpKind::Spmv, Format::Csr) => &[
-            Algorithm::Scalar,
-            Algorithm::Vector,
-            Algorithm::VectorSplit,
-            Algorithm::MergePath,
-        ],
-        (BackendKind::Cuda, OpKind::Spmv, Format::Coo) => &[Algorithm::Atomic],
-        (BackendKind::Cuda, OpKind::Spmm | OpKind::Sddmm, Format::Csr) => &[
-            Algorithm::Vector,
-            Algorithm::Rode,
-            Algorithm::RodeDeterministic,
-        ],
-        (BackendKind::Cuda, OpKind::Spmm | OpKind::Sddmm, Format::MeBcrs) => {
-            &[Algorithm::FlashSparse, Algorithm::FlashSparse16x1]
-        }
-        (BackendKind::Cusparse, OpKind::Spmv, Format::Csr | Format::Coo) => &[
-            Algorithm::VendorDefault,
-            Algorithm::VendorAlg1,
-            Algorithm::VendorAlg2,
-        ],
-        (BackendKind::Cusparse, OpKind::Spmm, Format::Csr) => &[
-            Algorithm::VendorDefault,
-            Algorithm::VendorAlg1,
-            Algorithm::VendorAlg2,
-            Algorithm::VendorAlg3,
-        ],
-        (BackendKind::Cusparse, OpKind::Sddmm, Format::Csr) => &[Algorithm::VendorDefault],
-        _ => &[],
-    };
+/// The algorithms the suite runs for `op` on `format` in `precision` on `backend`: `Auto`, then
+/// every algorithm its table lists (none when it runs nothing there).
+pub fn algorithms(
+    backend: &impl Executor,
+    op: OpKind,
+    format: Format,
+    precision: Precision,
+) -> Vec<Algorithm> {
+    let offers = backend.algorithms(op, format, precision);
+    if offers.is_empty() {
+        return Vec::new();
+    }
     std::iter::once(Algorithm::Auto)
-        .chain(offered.iter().copied())
+        .chain(offers.iter().map(|o| o.algorithm))
         .collect()
 }
 
@@ -222,6 +205,7 @@ fn refusal_problem<T: Scalar>(
         precision,
         algorithm: Algorithm::Auto,
         scale_by_values: false,
+        max_width: None,
     };
     let planned = Plan::new(backend, a.as_ref(), &request).map(drop);
     match planned {
@@ -290,6 +274,8 @@ struct PlanRequest {
     precision: Precision,
     algorithm: Algorithm,
     scale_by_values: bool,
+    /// The `max_width` of an SpMM or SDDMM descriptor (`None`: the default).
+    max_width: Option<usize>,
 }
 
 /// A plan of any operation.
@@ -314,18 +300,24 @@ impl<'a, T: Scalar> Plan<'a, T> {
             OpKind::Spmm => Plan::Spmm(
                 backend.plan_spmm(
                     a,
-                    &SpmmDesc::new(r.precision)
-                        .format(r.format)
-                        .algorithm(r.algorithm),
+                    &SpmmDesc {
+                        max_width: r.max_width,
+                        ..SpmmDesc::new(r.precision)
+                            .format(r.format)
+                            .algorithm(r.algorithm)
+                    },
                 )?,
             ),
             OpKind::Sddmm => Plan::Sddmm(
                 backend.plan_sddmm(
                     a,
-                    &SddmmDesc::new(r.precision)
-                        .format(r.format)
-                        .algorithm(r.algorithm)
-                        .scale_by_values(r.scale_by_values),
+                    &SddmmDesc {
+                        max_width: r.max_width,
+                        ..SddmmDesc::new(r.precision)
+                            .format(r.format)
+                            .algorithm(r.algorithm)
+                            .scale_by_values(r.scale_by_values)
+                    },
                 )?,
             ),
             OpKind::Attention => Plan::Attention(
@@ -358,6 +350,25 @@ impl<'a, T: Scalar> Plan<'a, T> {
             Plan::Spmm(p) => p.info(),
             Plan::Sddmm(p) => p.info(),
             Plan::Attention(p) => p.info(),
+        }
+    }
+
+    /// Makes room for runs of `width` (SpMM, SDDMM).
+    fn reserve(&mut self, width: usize) -> Result<()> {
+        match self {
+            Plan::Spmm(p) => p.reserve(width),
+            Plan::Sddmm(p) => p.reserve(width),
+            _ => Err(Error::invalid("only SpMM and SDDMM plans reserve a width")),
+        }
+    }
+
+    /// New values for the matrix, in its CSR entry order (SpMV, SpMM, SDDMM).
+    fn update_values(&mut self, values: DenseRef<'_, T>) -> Result<()> {
+        match self {
+            Plan::Spmv(p) => p.update_values(values),
+            Plan::Spmm(p) => p.update_values(values),
+            Plan::Sddmm(p) => p.update_values(values),
+            Plan::Attention(_) => Err(Error::invalid("attention plans take no new values")),
         }
     }
 
@@ -467,8 +478,10 @@ impl CaseRun<'_> {
         for &format in self.formats {
             let algorithms = match self.case.algorithm {
                 Some(only) => vec![only],
-                None => algorithms(self.backend.kind(), self.case.op, format),
+                None => algorithms(self.backend, self.case.op, format, self.precision),
             };
+            let max_width = matches!(self.case.op, OpKind::Spmm | OpKind::Sddmm)
+                .then(|| self.case.width.saturating_sub(1));
             for algorithm in algorithms {
                 let request = PlanRequest {
                     op: self.case.op,
@@ -476,6 +489,7 @@ impl CaseRun<'_> {
                     precision: self.precision,
                     algorithm,
                     scale_by_values: self.case.scale_by_values,
+                    max_width,
                 };
                 let outcome = catch_unwind(AssertUnwindSafe(|| self.check(&prepared, &request)))
                     .unwrap_or_else(|panic| Outcome {
@@ -676,7 +690,8 @@ impl CaseRun<'_> {
         })
     }
 
-    /// Plans, runs twice, compares.
+    /// Plans, checks the width contract, runs twice and compares, then checks that the runs
+    /// left the plan as it was and that a value update computes with the new values.
     fn check<T: Scalar>(&self, p: &Prepared<T>, request: &PlanRequest) -> Outcome {
         let failed = |chosen, failure: String| Outcome {
             chosen,
@@ -703,14 +718,20 @@ impl CaseRun<'_> {
         if let Some(problem) = info_problem(&info, self.backend.kind(), request) {
             return failed(chosen, problem);
         }
-        let order = plan.value_order();
+        let output = Output::new(&p.operands.prior, plan.value_order());
+        if let Some(problem) = self.width_problem(&mut plan, p, &output) {
+            return failed(chosen, format!("width contract: {problem}"));
+        }
+        let reserved = plan.info().clone();
         let runs = self
-            .execute(&mut plan, p, order.as_ref())
-            .and_then(|first| Ok((first, self.execute(&mut plan, p, order.as_ref())?)));
+            .execute(&mut plan, p, &output, p.alpha)
+            .and_then(|first| {
+                let second = self.execute(&mut plan, p, &output, p.alpha)?;
+                Ok((first, second))
+            });
         let (first, second) = match runs {
             Ok(runs) => runs,
-            // A plan may refuse operand shapes its library cannot take (see the cusparse table).
-            Err(Error::Unsupported { .. }) => return Outcome::refused(),
+            Err(e) if is_refusal(&e) => return Outcome::refused(),
             Err(e) => return failed(chosen, format!("run failed: {e}")),
         };
         let comparison = p.model.compare(&first.values, &p.expected, &p.bounds);
@@ -728,6 +749,15 @@ impl CaseRun<'_> {
         } else {
             None
         };
+        let failure = failure
+            .or_else(|| {
+                info_change(&reserved, plan.info())
+                    .map(|change| format!("plan info contract: {change} over the runs"))
+            })
+            .or_else(|| {
+                self.update_problem(&mut plan, p, &output, &first)
+                    .map(|problem| format!("value update contract: {problem}"))
+            });
         Outcome {
             chosen,
             worst: comparison.worst,
@@ -736,25 +766,124 @@ impl CaseRun<'_> {
         }
     }
 
-    /// One run on freshly staged operands (see [`reads_host_memory`]); an output in a blocked
-    /// format's value `order` is staged in that order and read back in CSR order.
+    /// What breaks the width contract of an SpMM or SDDMM plan made for one less than the
+    /// case's width: its first run must fail with `Error::WidthExceeded`, and after
+    /// `reserve(width)` the plan must report that width. Nothing to check for other
+    /// operations, or at width 0.
+    fn width_problem<T: Scalar>(
+        &self,
+        plan: &mut Plan<'_, T>,
+        p: &Prepared<T>,
+        output: &Output<'_, T::Out>,
+    ) -> Option<String> {
+        let width = self.case.width;
+        if !matches!(plan, Plan::Spmm(_) | Plan::Sddmm(_)) || width == 0 {
+            return None;
+        }
+        let narrower = width - 1;
+        let run = format!("a run of width {width} on a plan reserved for {narrower}");
+        match self.execute(plan, p, output, p.alpha) {
+            Err(Error::WidthExceeded {
+                width: w,
+                reserved: r,
+                ..
+            }) if (w, r) == (width, narrower) => {}
+            Err(Error::WidthExceeded {
+                width: w,
+                reserved: r,
+                ..
+            }) => return Some(format!("{run} was refused as width {w} past {r}")),
+            Err(e) => {
+                return Some(format!(
+                    "{run} failed with another error than WidthExceeded: {e}"
+                ))
+            }
+            Ok(_) => return Some(format!("{run} ran instead of failing with WidthExceeded")),
+        }
+        if let Err(e) = plan.reserve(width) {
+            return Some(format!("reserve({width}) failed: {e}"));
+        }
+        let reserved = plan.info().reserved_width;
+        (reserved != width)
+            .then(|| format!("after reserve({width}) the plan reports reserved_width {reserved}"))
+    }
+
+    /// What breaks the value-update contract: after a run with `-alpha` (R_neg), the plan is
+    /// given the matrix's values negated and runs with `alpha` (R_upd), which must equal R_neg
+    /// (or, for SDDMM without `scale_by_values`, where the values do not enter, the `first`
+    /// run): bit for bit when the plan is deterministic, else within twice each entry's
+    /// bound. Skipped for attention, and where a negated value is not representable.
+    fn update_problem<T: Scalar>(
+        &self,
+        plan: &mut Plan<'_, T>,
+        p: &Prepared<T>,
+        output: &Output<'_, T::Out>,
+        first: &Execution,
+    ) -> Option<String> {
+        if matches!(plan, Plan::Attention(_)) {
+            return None;
+        }
+        let negated = negated(p.a.values())?;
+        let minus_alpha = T::Acc::from_f64(-p.alpha.to_f64());
+        let r_neg = match self.execute(plan, p, output, minus_alpha) {
+            Ok(r) => r,
+            Err(e) => return Some(format!("the run with -alpha failed: {e}")),
+        };
+        if let Err(e) = self.update_values(plan, &negated) {
+            return Some(format!("update_values failed: {e}"));
+        }
+        let updated = plan.info().clone();
+        let r_upd = match self.execute(plan, p, output, p.alpha) {
+            Ok(r) => r,
+            Err(e) => return Some(format!("the run after update_values failed: {e}")),
+        };
+        if let Some(change) = info_change(&updated, plan.info()) {
+            return Some(format!("{change} over the run after update_values"));
+        }
+        let (target, what) = if self.case.op == OpKind::Sddmm && !self.case.scale_by_values {
+            (first, "the first run (S's values do not enter)")
+        } else {
+            (&r_neg, "the run with -alpha before it")
+        };
+        let exact = updated.deterministic;
+        disagreement(&r_upd.values, &target.values, &p.bounds, exact).map(|e| {
+            format!(
+                "the run with the negated values differs from {what} at entry {e}: {} vs {}{}",
+                r_upd.values.get(e).copied().unwrap_or(f64::NAN),
+                target.values.get(e).copied().unwrap_or(f64::NAN),
+                if exact {
+                    " (the plan is deterministic)"
+                } else {
+                    ""
+                }
+            )
+        })
+    }
+
+    /// Hands `values` to the plan in host memory where the backend reads it, else uploaded.
+    fn update_values<T: Scalar>(&self, plan: &mut Plan<'_, T>, values: &[T]) -> Result<()> {
+        let host = DenseRef::vector(values);
+        if reads_host_memory(self.backend.kind()) {
+            plan.update_values(host)
+        } else {
+            let uploaded = self.backend.upload(host)?;
+            plan.update_values(uploaded.as_ref())
+        }
+    }
+
+    /// One run on freshly staged operands (see [`reads_host_memory`]), from `output`'s prior;
+    /// a result in a blocked format's value order is read back in CSR order.
     fn execute<T: Scalar>(
         &self,
         plan: &mut Plan<'_, T>,
         p: &Prepared<T>,
-        order: Option<&ValueOrder>,
+        output: &Output<'_, T::Out>,
+        alpha: T::Acc,
     ) -> Result<Execution> {
-        let Some(order) = order else {
-            return self.execute_staged(plan, p, &p.operands.prior);
+        let run = self.execute_staged(plan, p, &output.prior, alpha)?;
+        let Some(order) = &output.order else {
+            return Ok(run);
         };
-        let prior = &p.operands.prior;
-        // Padding slots start nonzero so that a kernel that leaves them alone is caught.
-        let staged = HostDense::new((order.len(), 1), Layout::ColMajor, false, |s| {
-            order
-                .entry(s)
-                .map_or(<T::Out as Scalar>::from_f64(1.0), |e| prior.get(e, 0))
-        });
-        let run = self.execute_staged(plan, p, &staged)?;
         let unzeroed_slot =
             (0..order.len()).find(|&s| order.entry(s).is_none() && run.values[s] != 0.0);
         Ok(Execution {
@@ -769,6 +898,7 @@ impl CaseRun<'_> {
         plan: &mut Plan<'_, T>,
         p: &Prepared<T>,
         prior: &HostDense<T::Out>,
+        alpha: T::Acc,
     ) -> Result<Execution> {
         if reads_host_memory(self.backend.kind()) {
             let inputs = p
@@ -778,7 +908,7 @@ impl CaseRun<'_> {
                 .map(HostDense::view)
                 .collect::<Result<Vec<_>>>()?;
             let mut out = prior.clone();
-            plan.run(p.alpha, p.beta, &inputs, out.view_mut()?)?;
+            plan.run(alpha, p.beta, &inputs, out.view_mut()?)?;
             Ok(Execution {
                 values: out.values(),
                 padding_intact: out.padding_unchanged(prior),
@@ -793,7 +923,7 @@ impl CaseRun<'_> {
                 .collect::<Result<Vec<_>>>()?;
             let inputs: Vec<DenseRef<'_, T>> = uploaded.iter().map(Dense::as_ref).collect();
             let mut out = self.backend.upload(prior.view()?)?;
-            plan.run(p.alpha, p.beta, &inputs, out.as_mut())?;
+            plan.run(alpha, p.beta, &inputs, out.as_mut())?;
             self.backend.synchronize()?;
             let result = HostDense::from_dense(self.backend.download(&out)?)?;
             Ok(Execution {
@@ -801,6 +931,32 @@ impl CaseRun<'_> {
                 padding_intact: result.padding_unchanged(prior),
                 unzeroed_slot: None,
             })
+        }
+    }
+}
+
+/// The output every run of a plan starts from: the case's prior, in the plan's value order
+/// when it has one (SDDMM in a blocked format), staged once for all the runs.
+struct Output<'p, O: Scalar> {
+    prior: Cow<'p, HostDense<O>>,
+    order: Option<ValueOrder>,
+}
+
+impl<'p, O: Scalar> Output<'p, O> {
+    fn new(prior: &'p HostDense<O>, order: Option<ValueOrder>) -> Self {
+        let Some(order) = order else {
+            return Output {
+                prior: Cow::Borrowed(prior),
+                order: None,
+            };
+        };
+        // Padding slots start nonzero so that a kernel that leaves them alone is caught.
+        let staged = HostDense::new((order.len(), 1), Layout::ColMajor, Strides::Tight, |s| {
+            order.entry(s).map_or(O::from_f64(1.0), |e| prior.get(e, 0))
+        });
+        Output {
+            prior: Cow::Owned(staged),
+            order: Some(order),
         }
     }
 }
@@ -884,6 +1040,15 @@ fn info_problem(info: &PlanInfo, backend: BackendKind, r: &PlanRequest) -> Optio
                 )
             }
         })
+        .or_else(|| {
+            r.max_width.and_then(|w| {
+                mismatch(
+                    "reserved width",
+                    w.to_string(),
+                    info.reserved_width.to_string(),
+                )
+            })
+        })
 }
 
 /// The first entry over its bound, located in an output with `cols` columns.
@@ -911,6 +1076,62 @@ fn first_difference(a: &[f64], b: &[f64]) -> Option<usize> {
     a.iter()
         .zip(b)
         .position(|(x, y)| x.to_bits() != y.to_bits() && !(x.is_nan() && y.is_nan()))
+}
+
+/// The first entry where `got` and `want` disagree: in value when `exact` (bit for bit but for
+/// the sign of zero, which a negation moves legitimately: an empty row gives `alpha * 0`),
+/// else by more than twice the entry's bound. Two NaNs agree.
+fn disagreement(got: &[f64], want: &[f64], bounds: &[f64], exact: bool) -> Option<usize> {
+    if got.len() != want.len() {
+        return Some(got.len().min(want.len()));
+    }
+    got.iter()
+        .zip(want)
+        .zip(bounds)
+        .position(|((&g, &w), &bound)| {
+            let agree =
+                g == w || (g.is_nan() && w.is_nan()) || (!exact && (g - w).abs() <= 2.0 * bound);
+            !agree
+        })
+}
+
+/// `values` negated, or `None` when a negation is not exactly representable (`i8::MIN`).
+fn negated<T: Scalar>(values: &[T]) -> Option<Vec<T>> {
+    values
+        .iter()
+        .map(|v| {
+            let minus = -v.to_f64();
+            let n = T::from_f64(minus);
+            (n.to_f64() == minus || minus.is_nan()).then_some(n)
+        })
+        .collect()
+}
+
+/// A run refusing operand shapes or strides its kernels cannot take, with a typed error that
+/// names them (a cuSPARSE algorithm and an odd leading dimension; a stride past the index type).
+fn is_refusal(e: &Error) -> bool {
+    matches!(e, Error::Unsupported { .. } | Error::IndexOverflow { .. })
+}
+
+/// How the parts of [`PlanInfo`] that only `reserve` may change differ from `before`.
+fn info_change(before: &PlanInfo, after: &PlanInfo) -> Option<String> {
+    let parts = [
+        ("bytes", before.bytes.to_string(), after.bytes.to_string()),
+        (
+            "reserved_width",
+            before.reserved_width.to_string(),
+            after.reserved_width.to_string(),
+        ),
+        (
+            "algorithm",
+            before.algorithm.to_string(),
+            after.algorithm.to_string(),
+        ),
+    ];
+    parts
+        .into_iter()
+        .find(|(_, b, a)| b != a)
+        .map(|(what, b, a)| format!("{what} changed from {b} to {a}"))
 }
 
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
@@ -947,14 +1168,47 @@ mod tests {
     }
 
     #[test]
-    fn algorithm_lists_start_with_auto_and_follow_the_backend() {
-        let spmv = algorithms(BackendKind::Cpu, OpKind::Spmv, Format::Csr);
+    fn algorithm_lists_are_auto_and_the_backends_table() {
+        let cpu = Backend::from_name("cpu").unwrap();
+        let spmv = algorithms(&cpu, OpKind::Spmv, Format::Csr, Precision::F64);
+        let table: Vec<Algorithm> = cpu
+            .algorithms(OpKind::Spmv, Format::Csr, Precision::F64)
+            .iter()
+            .map(|o| o.algorithm)
+            .collect();
         assert_eq!(spmv[0], Algorithm::Auto);
-        assert!(spmv.contains(&Algorithm::NnzSplit) && spmv.contains(&Algorithm::Reference));
-        let spmm = algorithms(BackendKind::Cpu, OpKind::Spmm, Format::Csr);
-        assert!(!spmm.contains(&Algorithm::NnzSplit));
-        let coo = algorithms(BackendKind::Cuda, OpKind::Spmv, Format::Coo);
-        assert_eq!(coo, [Algorithm::Auto, Algorithm::Atomic]);
+        assert_eq!(spmv[1..], table);
+        assert!(spmv.contains(&Algorithm::Reference));
+        assert!(algorithms(&cpu, OpKind::Spmv, Format::Csr, Precision::TF32).is_empty());
+    }
+
+    #[test]
+    fn updates_agree_exactly_or_within_twice_the_bound() {
+        let bounds = [0.5, 0.5, 0.5];
+        let got = [1.0, 0.0, f64::NAN];
+        assert_eq!(
+            disagreement(&got, &[1.0, -0.0, f64::NAN], &bounds, true),
+            None
+        );
+        assert_eq!(
+            disagreement(&got, &[1.5, 0.0, f64::NAN], &bounds, true),
+            Some(0)
+        );
+        assert_eq!(
+            disagreement(&got, &[1.9, 0.0, f64::NAN], &bounds, false),
+            None
+        );
+        assert_eq!(
+            disagreement(&got, &[2.1, 0.0, f64::NAN], &bounds, false),
+            Some(0)
+        );
+        assert_eq!(
+            disagreement(&got, &[1.0, 0.0, 1.0], &bounds, false),
+            Some(2)
+        );
+        assert_eq!(negated(&[1.5f32, -0.0]), Some(vec![-1.5, 0.0]));
+        assert_eq!(negated(&[3i8, -127]), Some(vec![-3, 127]));
+        assert_eq!(negated(&[3i8, i8::MIN]), None);
     }
 
     #[test]

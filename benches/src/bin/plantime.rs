@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use sparse_blas::{
     f16, generate, Algorithm, Csr, CsrRef, CudaBackend, CusparseBackend, DType, DenseRef, Executor,
-    Format, PlanInfo, Precision, Result, Scalar, SddmmDesc, SpmmDesc, SpmvDesc,
+    Format, OpKind, PlanInfo, Precision, Result, Scalar, SddmmDesc, SpmmDesc, SpmvDesc,
     KERNEL_CACHE_DIR_ENV,
 };
 
@@ -192,7 +192,8 @@ fn update_row<T: Scalar>(
     Ok(())
 }
 
-/// Planning SpMV on a large matrix, each algorithm and precision, the median of three plans.
+/// Planning SpMV on a large matrix, `auto` and each algorithm of the table in f64 and f32, the
+/// median of three plans.
 fn large_spmv(side: usize) -> Result<()> {
     let cuda = CudaBackend::new(0)?;
     let f64m: Csr<f64> = generate::poisson3d(side)?;
@@ -204,15 +205,13 @@ fn large_spmv(side: usize) -> Result<()> {
     );
     println!("| precision | algorithm (chosen) | total ms | host ms | transfer ms | device ms | kernels ms |");
     println!("|---|---|--:|--:|--:|--:|--:|");
-    for algorithm in [
-        Algorithm::Auto,
-        Algorithm::Scalar,
-        Algorithm::Vector,
-        Algorithm::VectorSplit,
-        Algorithm::MergePath,
-    ] {
-        large_row(&cuda, f64m.as_ref(), Precision::F64, algorithm)?;
-        large_row(&cuda, f32m.as_ref(), Precision::F32, algorithm)?;
+    for precision in [Precision::F64, Precision::F32] {
+        for algorithm in conformance::algorithms(&cuda, OpKind::Spmv, Format::Csr, precision) {
+            match precision {
+                Precision::F64 => large_row(&cuda, f64m.as_ref(), precision, algorithm)?,
+                _ => large_row(&cuda, f32m.as_ref(), precision, algorithm)?,
+            }
+        }
     }
     Ok(())
 }

@@ -2,8 +2,10 @@
 //! format, precision), from the backends' own tables. Works without a GPU: the GPU backends'
 //! tables hold for any device they accept.
 
+use std::io::{ErrorKind, Write};
+
 use sparse_blas::{
-    Backend, BackendKind, BackendRequest, Executor, Format, Offer, OpKind, Precision, Result,
+    Backend, BackendKind, BackendRequest, Error, Executor, Format, Offer, OpKind, Precision, Result,
 };
 
 const KINDS: [BackendKind; 3] = [BackendKind::Cpu, BackendKind::Cuda, BackendKind::Cusparse];
@@ -12,24 +14,25 @@ const KINDS: [BackendKind; 3] = [BackendKind::Cpu, BackendKind::Cuda, BackendKin
 type Table = Box<dyn Fn(OpKind, Format, Precision) -> Vec<Offer>>;
 
 /// Prints the table of `backend` (every backend when `None`) for `op` (every operation when
-/// `None`).
+/// `None`). A reader that stops early (`| head`) ends the output, not the program.
 pub fn run(backend: Option<BackendKind>, op: Option<OpKind>) -> Result<()> {
     let ops: Vec<OpKind> = OpKind::ALL
         .iter()
         .copied()
         .filter(|o| op.is_none_or(|op| op == *o))
         .collect();
-    for (i, kind) in KINDS
+    let sections: Vec<String> = KINDS
         .into_iter()
         .filter(|k| backend.is_none_or(|b| b == *k))
-        .enumerate()
+        .map(|kind| section(kind, &ops))
+        .collect();
+    match std::io::stdout()
+        .lock()
+        .write_all(sections.join("\n").as_bytes())
     {
-        if i > 0 {
-            println!();
-        }
-        print!("{}", section(kind, &ops));
+        Err(e) if e.kind() != ErrorKind::BrokenPipe => Err(Error::io(None, e)),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// One backend's lines: what it is here, then its table.

@@ -1,8 +1,8 @@
-//! The kernels a case runs: per backend, the algorithms the conformance suite lists for an
-//! (operation, format), filtered by what the backend says it supports; and the CPU baselines.
-//! A combination the backend refuses at plan time is reported as refused.
+//! The kernels a case runs: per backend and format, the algorithms its table lists for the
+//! (operation, precision); and the CPU baselines. A combination the backend refuses at plan
+//! time is reported as refused.
 
-use sparse_blas::{Algorithm, Backend, BackendKind, Executor, Format, OpKind, Precision, Support};
+use sparse_blas::{Algorithm, Backend, BackendKind, Executor, Format, OpKind, Precision};
 
 /// One kernel of a case.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,24 +60,9 @@ impl Kernel {
 use Algorithm as A;
 use OpKind as O;
 
-/// The named algorithms of `kind` for `op` on `format`, from the one per-backend list the
-/// conformance suite also checks (its `auto` resolves to one of them; the reference is a flag);
-/// `auto` alone where the list names none.
-fn listing(kind: BackendKind, op: OpKind, format: Format) -> Vec<Algorithm> {
-    let named: Vec<Algorithm> = conformance::algorithms(kind, op, format)
-        .into_iter()
-        .filter(|&a| a != A::Auto && a != A::Reference)
-        .collect();
-    if named.is_empty() {
-        vec![A::Auto]
-    } else {
-        named
-    }
-}
-
 /// What besides the backends' own kernels a case runs.
 pub struct Extras {
-    /// The serial reference (CPU, CSR).
+    /// The serial reference, where a backend's table lists it (the CPU's, on CSR).
     pub reference: bool,
     /// sprs and faer: they compute `C = A*B` only, so only for alpha = 1, beta = 0.
     pub baselines: bool,
@@ -85,7 +70,9 @@ pub struct Extras {
     pub dense_fits: bool,
 }
 
-/// The kernels of `op` in `precision` on `backends`, in a fixed order.
+/// The kernels of `op` in `precision` on `backends`, in a fixed order: every algorithm each
+/// backend's table lists (`auto` resolves to one of them), the serial reference only when
+/// `extras` asks for it.
 pub fn kernels(
     backends: &[Backend],
     op: OpKind,
@@ -96,25 +83,18 @@ pub fn kernels(
     for backend in backends {
         let kind = backend.kind();
         for &format in Format::ALL {
-            if backend.capability(op, format, precision) == Support::Unsupported {
-                continue;
-            }
             kernels.extend(
-                listing(kind, op, format)
+                backend
+                    .algorithms(op, format, precision)
                     .into_iter()
+                    .map(|offer| offer.algorithm)
+                    .filter(|&algorithm| algorithm != A::Reference || extras.reference)
                     .map(|algorithm| Kernel::Plan {
                         backend: kind,
                         format,
                         algorithm,
                     }),
             );
-            if extras.reference && kind == BackendKind::Cpu && format == Format::Csr {
-                kernels.push(Kernel::Plan {
-                    backend: kind,
-                    format,
-                    algorithm: A::Reference,
-                });
-            }
         }
         if kind == BackendKind::Cpu && extras.baselines {
             let native = precision == Precision::F64 || precision == Precision::F32;
@@ -156,6 +136,20 @@ mod tests {
         assert!(spmm.contains(&Kernel::Sprs) && spmm.contains(&Kernel::FaerDense));
         let f16 = kernels(&cpu, OpKind::Spmv, Precision::F16, &extras);
         assert!(!f16.contains(&Kernel::Sprs));
+        let without_reference = Extras {
+            reference: false,
+            ..extras
+        };
+        let spmv = kernels(&cpu, OpKind::Spmv, Precision::F64, &without_reference);
+        assert!(spmv.contains(&Kernel::Plan {
+            backend: BackendKind::Cpu,
+            format: Format::Tiled16,
+            algorithm: Algorithm::RowSplit
+        }));
+        assert!(!spmv.iter().any(
+            |k| matches!(k, Kernel::Plan { algorithm, .. } if *algorithm == Algorithm::Reference)
+        ));
+        assert!(kernels(&cpu, OpKind::Spmv, Precision::TF32, &without_reference).is_empty());
         let attention = kernels(&cpu, OpKind::Attention, Precision::F64, &extras);
         assert!(!attention.is_empty() && !attention.contains(&Kernel::Sprs));
     }

@@ -276,7 +276,10 @@ impl Bench {
         );
         lines.push(
             "plan (runs): planning (analysis, format conversion, matrix upload) in runs of the \
-             kernel; the CSV also has plan_ms and upload_ms (dense operands)"
+             kernel; SpMV tables also split the plan's own account of its time into host work, \
+             transfers, device analysis and kernel compilation or loading; the CSV has plan_ms, \
+             that split (plan_host_ms, plan_transfer_ms, plan_device_ms, plan_kernels_ms) and \
+             upload_ms (dense operands)"
                 .to_string(),
         );
         lines.push(format!(
@@ -455,6 +458,7 @@ impl Bench {
             row.chosen = Some(info.algorithm);
             row.plan_bytes = Some(info.bytes);
             row.deterministic = Some(info.deterministic);
+            row.plan_time = Some(info.plan_time);
         }
         row.plan = Some(prepared.plan);
         row.upload = Some(prepared.upload);

@@ -286,7 +286,10 @@ pub fn prepare_plan<'a, T: Scalar>(
             (Box::new(runner), plan_time, upload_time)
         }
         Op::Spmm => {
-            let desc = SpmmDesc::new(p).format(format).algorithm(algorithm);
+            let desc = SpmmDesc::new(p)
+                .format(format)
+                .algorithm(algorithm)
+                .max_width(case.width);
             let (plan, plan_time) = timed(backend, || backend.plan_spmm(a, &desc))?;
             let ((b, c), upload_time) = timed(backend, || {
                 let c = initial_output(backend, prior, out_shape, case.out_layout, None)?;
@@ -303,7 +306,10 @@ pub fn prepare_plan<'a, T: Scalar>(
             (Box::new(runner), plan_time, upload_time)
         }
         Op::Sddmm => {
-            let desc = SddmmDesc::new(p).format(format).algorithm(algorithm);
+            let desc = SddmmDesc::new(p)
+                .format(format)
+                .algorithm(algorithm)
+                .max_width(case.width);
             let (plan, plan_time) = timed(backend, || backend.plan_sddmm(a, &desc))?;
             let order = plan.value_order().cloned();
             let ((x, y, c), upload_time) = timed(backend, || {

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use sparse_blas::cost::Cost;
-use sparse_blas::{Algorithm, BackendKind, Error, Format, Precision, Result};
+use sparse_blas::{Algorithm, BackendKind, Error, Format, PlanTime, Precision, Result};
 
 use crate::kernels::Kernel;
 use crate::ops::Op;
@@ -120,6 +120,8 @@ pub struct Row {
     /// Largest |error| / bound of the check.
     pub error_ratio: Option<f64>,
     pub plan: Option<Duration>,
+    /// Where the plan says planning spent its time (the baselines have no plan).
+    pub plan_time: Option<PlanTime>,
     pub upload: Option<Duration>,
     pub plan_bytes: Option<usize>,
     pub deterministic: Option<bool>,
@@ -152,6 +154,7 @@ impl Row {
             note,
             error_ratio: None,
             plan: None,
+            plan_time: None,
             upload: None,
             plan_bytes: None,
             deterministic: None,
@@ -228,11 +231,13 @@ pub struct Entry {
     pub fraction: Option<f64>,
     pub large: bool,
     pub plan_in_runs: Option<f64>,
+    pub plan_time: Option<PlanTime>,
 }
 
-const CSV_COLUMNS: usize = 38;
+const CSV_COLUMNS: usize = 42;
 const CSV_HEADER: &str = "matrix,source,rows,cols,nnz,op,width,precision,backend,format,\
-algorithm,chosen,status,error_ratio,plan_ms,upload_ms,plan_bytes,deterministic,cache,batch,\
+algorithm,chosen,status,error_ratio,plan_ms,plan_host_ms,plan_transfer_ms,plan_device_ms,\
+plan_kernels_ms,upload_ms,plan_bytes,deterministic,cache,batch,\
 samples,time_limited,median_ms,q1_ms,q3_ms,min_ms,gflops,gbps,bw_fraction,large,min_bytes,flops,\
 plan_in_runs,vs_cusparse_best,vs_cusparse_default,vs_sprs,vs_faer,note";
 
@@ -285,6 +290,7 @@ fn entry(row: &Row, matrix: &MatrixLine) -> Entry {
         fraction: row.bandwidth_fraction(),
         large: row.large,
         plan_in_runs: row.plan_in_runs(),
+        plan_time: row.plan_time,
     }
 }
 
@@ -352,6 +358,7 @@ impl Report {
                     label: format!("best of {own}"),
                     rank: BEST_RANK,
                     plan_in_runs: None,
+                    plan_time: None,
                     ..entry(best, matrix)
                 });
             }
@@ -379,6 +386,10 @@ impl Report {
             r.status.name().to_string(),
             opt(r.error_ratio, |v| format!("{v:.4}")),
             opt(r.plan, ms),
+            opt(r.plan_time, |t| ms(t.host)),
+            opt(r.plan_time, |t| ms(t.transfer)),
+            opt(r.plan_time, |t| ms(t.device)),
+            opt(r.plan_time, |t| ms(t.kernels)),
             opt(r.upload, ms),
             opt(r.plan_bytes, |b| b.to_string()),
             opt(r.deterministic, |d| d.to_string()),
@@ -523,6 +534,13 @@ impl Report {
         }
         header.push_str(" median GFLOP/s | median BW fraction (large) | median plan (runs) |");
         rule.push_str("--:|--:|--:|");
+        // SpMV is where a plan is made once for thousands of runs, so where planning spends
+        // its time matters most.
+        let split = op == Op::Spmv;
+        if split {
+            header.push_str(" median plan ms: host / transfer / device / kernels |");
+            rule.push_str("--:|");
+        }
         let _ = writeln!(md, "{header}\n{rule}");
         let mut labels: Vec<(u8, &str)> = Vec::new();
         for e in entries {
@@ -562,13 +580,31 @@ impl Report {
                     .collect(),
             );
             let plan = median(group.iter().filter_map(|e| e.plan_in_runs).collect());
-            let _ = writeln!(
+            let _ = write!(
                 md,
                 " {} | {} | {} |",
                 fmt_opt(gflops, 1),
                 fmt_opt(fraction, 3),
                 fmt_opt(plan, 1)
             );
+            if split {
+                let times: Vec<PlanTime> = group.iter().filter_map(|e| e.plan_time).collect();
+                let part = |f: fn(&PlanTime) -> Duration| {
+                    fmt_opt(
+                        median(times.iter().map(|t| f(t).as_secs_f64() * 1e3).collect()),
+                        3,
+                    )
+                };
+                let _ = write!(
+                    md,
+                    " {} / {} / {} / {} |",
+                    part(|t| t.host),
+                    part(|t| t.transfer),
+                    part(|t| t.device),
+                    part(|t| t.kernels)
+                );
+            }
+            md.push('\n');
         }
     }
 }
