@@ -46,8 +46,8 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, LaunchConfig};
 use sparse_core::{
-    Accumulator, Algorithm, BackendKind, BlockShape, CsrRef, DType, Error, Format, OpKind,
-    PlanInfo, Precision, Result, Scalar, SddmmDesc, SpIndex, SpmmDesc, ValueOrder,
+    Algorithm, BlockShape, CsrRef, DType, Error, OpKind, Precision, Result, Scalar, SddmmDesc,
+    SpIndex, SpmmDesc, ValueOrder,
 };
 use sparse_formats::{MeBcrs, MeBcrsShape};
 
@@ -56,8 +56,10 @@ use crate::executor::CudaBackend;
 use crate::kernel::{
     c_type, kernel_params, Entry, Kernel, KernelParams, KernelSource, KernelSpec, MutPtr, Ptr,
 };
-use crate::operand::{SddmmOperands, SpmmOperands};
-use crate::plan::{CudaPlan, Phase, PlanBase, PlanClock, SddmmKernels, SpmmKernels, Values};
+use crate::operand::{Run, SddmmOperands, SpmmOperands};
+use crate::plan::{
+    CudaPlan, Kernels, Phase, PlanBase, PlanClock, SddmmKernels, SpmmKernels, Values, WidthDesc,
+};
 use build::{BuildEntries, DeviceMeBcrs};
 use work::{task_vectors, DeviceTasks, DeviceTiles, Tasks, Tiles};
 
@@ -426,19 +428,7 @@ pub(crate) fn spmm_plan<T: Scalar, I: SpIndex>(
     let mut specs = builder.specs();
     specs.extend(spmm.iter().flat_map(|(_, e)| e.iter().map(Entry::spec)));
     specs.push(combine.spec());
-    let info = PlanInfo {
-        reserved_width: desc.reserved_width(),
-        ..PlanInfo::new(
-            BackendKind::Cuda,
-            OpKind::Spmm,
-            Format::MeBcrs,
-            desc.precision,
-            algorithm,
-            true,
-        )
-    };
-    let (mut base, mut clock) =
-        PlanBase::<T>::new(device, (a.rows(), a.cols(), a.nnz()), info, &specs, clock)?;
+    let (base, mut clock) = PlanBase::new(device, a, desc.info(algorithm), &specs, clock)?;
     let builder = builder.load(device)?;
     let kernels = spmm
         .iter()
@@ -462,14 +452,10 @@ pub(crate) fn spmm_plan<T: Scalar, I: SpIndex>(
     let workspace = family.reserve(&base, desc.reserved_width())?;
     clock.lap(device, Phase::Device)?;
     let bytes = family.a.bytes() + family.tasks.bytes() + workspace;
-    base.finish(clock, bytes);
-    Ok(CudaPlan {
-        base,
-        kernels: family,
-    })
+    Ok(base.into_plan(clock, bytes, family))
 }
 
-impl<T: Scalar> SpmmKernels<T> for SpmmFamily<T> {
+impl<T: Scalar> Kernels<T> for SpmmFamily<T> {
     fn values(&self) -> Values<'_, T> {
         Values {
             buffer: &self.a.values,
@@ -488,14 +474,11 @@ impl<T: Scalar> SpmmKernels<T> for SpmmFamily<T> {
             "allocating the FlashSparse workspace",
         )
     }
+}
 
-    fn run(
-        &mut self,
-        base: &PlanBase<T>,
-        ops: &SpmmOperands,
-        alpha: T::Acc,
-        beta: T::Acc,
-    ) -> Result<()> {
+impl<T: Scalar> SpmmKernels<T> for SpmmFamily<T> {
+    fn run(&mut self, base: &PlanBase<T>, run: &Run<SpmmOperands, T::Acc>) -> Result<()> {
+        let Run { ops, alpha, beta } = *run;
         let (device, n) = (&base.device, ops.n);
         let h = self.a.shape.window() as u32;
         // The narrowest pass that covers N, else the widest, striding over N.
@@ -643,19 +626,7 @@ pub(crate) fn sddmm_plan<T: Scalar, I: SpIndex>(
     let sddmm = RunVariants::entries(|whole| sddmm_entry::<T>(shape.window(), whole))?;
     let mut specs = builder.specs();
     specs.extend(sddmm.iter().map(Entry::spec));
-    let info = PlanInfo {
-        reserved_width: desc.reserved_width(),
-        ..PlanInfo::new(
-            BackendKind::Cuda,
-            OpKind::Sddmm,
-            Format::MeBcrs,
-            desc.precision,
-            algorithm,
-            true,
-        )
-    };
-    let (mut base, mut clock) =
-        PlanBase::<T>::new(device, (s.rows(), s.cols(), s.nnz()), info, &specs, clock)?;
+    let (base, mut clock) = PlanBase::new(device, s, desc.info(algorithm), &specs, clock)?;
     let builder = builder.load(device)?;
     let kernels = RunVariants::load(device, &sddmm)?;
     clock.lap(device, Phase::Kernels)?;
@@ -670,44 +641,38 @@ pub(crate) fn sddmm_plan<T: Scalar, I: SpIndex>(
     let tiles = DeviceTiles::upload(device, &tiles)?;
     clock.lap(device, Phase::Transfer)?;
     let bytes = m.bytes() + tiles.bytes();
-    base.finish(clock, bytes);
-    Ok(CudaPlan {
-        base,
-        kernels: SddmmFamily {
-            s: m,
-            tiles,
-            kernels,
-            order,
-            scale_by_values: desc.scale_by_values,
-        },
-    })
+    let family = SddmmFamily {
+        s: m,
+        tiles,
+        kernels,
+        order,
+        scale_by_values: desc.scale_by_values,
+    };
+    Ok(base.into_plan(clock, bytes, family))
 }
 
-impl<T: Scalar> SddmmKernels<T> for SddmmFamily<T> {
+impl<T: Scalar> Kernels<T> for SddmmFamily<T> {
     fn values(&self) -> Values<'_, T> {
         Values {
             buffer: &self.s.values,
             slots: Some(&self.s.slots),
         }
     }
+}
 
+impl<T: Scalar> SddmmKernels<T> for SddmmFamily<T> {
     fn value_order(&self) -> Option<&ValueOrder> {
         Some(&self.order)
     }
 
     /// The SDDMM kernel itself: with alpha = 0 it reads no input and writes 0 to the slots
     /// without an entry, as every run does.
-    fn scale(&mut self, base: &PlanBase<T>, ops: &SddmmOperands, beta: T::Acc) -> Result<()> {
-        self.run(base, ops, <T::Acc as Accumulator>::ZERO, beta)
+    fn scale(&mut self, base: &PlanBase<T>, run: &Run<SddmmOperands, T::Acc>) -> Result<()> {
+        self.run(base, run)
     }
 
-    fn run(
-        &mut self,
-        base: &PlanBase<T>,
-        ops: &SddmmOperands,
-        alpha: T::Acc,
-        beta: T::Acc,
-    ) -> Result<()> {
+    fn run(&mut self, base: &PlanBase<T>, run: &Run<SddmmOperands, T::Acc>) -> Result<()> {
+        let Run { ops, alpha, beta } = *run;
         let (device, s) = (&base.device, &self.s);
         // Each lane reads RUN_BYTES of the inner dimension at once: 8 f16 or 4 f32.
         let run = RUN_BYTES as usize / size_of::<T>();

@@ -141,22 +141,37 @@ pub(crate) fn input_buffer<'a, T: Scalar>(
     }
 }
 
-/// The operands of `y = alpha*A*x + beta*y` for a `rows x cols` A.
+/// A run's bound operands with its scalars.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Run<O, A> {
+    pub ops: O,
+    pub alpha: A,
+    pub beta: A,
+}
+
+/// The operands of `y = alpha*A*x + beta*y` for a `rows x cols` A: x and y.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SpmvOperands {
+    pub x: Bound,
+    pub y: Bound,
+}
+
 pub(crate) fn bind_spmv<T: Scalar, O: Scalar>(
     device: &Arc<Device>,
     (rows, cols): (usize, usize),
     x: &DenseRef<'_, T>,
     y: &mut DenseMut<'_, O>,
-) -> Result<(Bound, Bound)> {
+) -> Result<SpmvOperands> {
     x.expect_shape("spmv x", (cols, 1))?;
     y.expect_shape("spmv y", (rows, 1))?;
-    Ok((
-        bind_input(x, device, "spmv x")?,
-        bind_output(y, device, "spmv y")?,
-    ))
+    Ok(SpmvOperands {
+        x: bind_input(x, device, "spmv x")?,
+        y: bind_output(y, device, "spmv y")?,
+    })
 }
 
 /// The operands of `C = alpha*A*B + beta*C` for a `rows x cols` A: N, B and C.
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct SpmmOperands {
     pub n: u32,
     pub b: Bound,
@@ -181,6 +196,7 @@ pub(crate) fn bind_spmm<T: Scalar, O: Scalar>(
 
 /// The operands of `C = alpha*(X*Y^T) ∘ spy(S) + beta*C` over a `rows x cols` pattern whose
 /// output has `slots` values: K, X, Y and C.
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct SddmmOperands {
     pub k: u32,
     pub x: Bound,

@@ -27,8 +27,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, LaunchConfig};
 use sparse_core::{
-    Algorithm, BackendKind, CsrRef, DType, Error, Format, OpKind, PlanInfo, Result, RowStats,
-    Scalar, SddmmDesc, SpIndex, SpmmDesc,
+    Algorithm, CsrRef, DType, Error, OpKind, Result, RowStats, Scalar, SddmmDesc, SpIndex, SpmmDesc,
 };
 
 use crate::device::Device;
@@ -36,8 +35,10 @@ use crate::kernel::{
     c_type, kernel_params, Entry, Kernel, KernelParams, KernelSource, KernelSpec, MutPtr, Ptr,
 };
 use crate::matrix::DeviceCsr;
-use crate::operand::{Bound, SddmmOperands, SpmmOperands};
-use crate::plan::{CudaPlan, Phase, PlanBase, PlanClock, SddmmKernels, SpmmKernels, Values};
+use crate::operand::{Bound, Run, SddmmOperands, SpmmOperands};
+use crate::plan::{
+    CudaPlan, Kernels, Phase, PlanBase, PlanClock, SddmmKernels, SpmmKernels, Values, WidthDesc,
+};
 use crate::spmm::VECTORS;
 use decomposition::{
     Combine, Decomposition, Preprocess, RodeCount, RodeFill, RodeScan, ALIGN, NONE, PRE_ROWS,
@@ -503,19 +504,7 @@ pub(crate) fn spmm_plan<T: Scalar, I: SpIndex>(
     let mut specs: Vec<&KernelSpec> = preprocess.specs().to_vec();
     specs.extend(entries.iter().map(|e| e.spec()));
     specs.extend(scale_rows.iter().map(|e| e.spec()));
-    let info = PlanInfo {
-        reserved_width: desc.reserved_width(),
-        ..PlanInfo::new(
-            BackendKind::Cuda,
-            OpKind::Spmm,
-            Format::Csr,
-            desc.precision,
-            algorithm,
-            true,
-        )
-    };
-    let (mut base, mut clock) =
-        PlanBase::<T>::new(device, (a.rows(), a.cols(), a.nnz()), info, &specs, clock)?;
+    let (mut base, mut clock) = PlanBase::new(device, a, desc.info(algorithm), &specs, clock)?;
     let seg_len = segment_length(a.nnz(), device.info.multiprocessors, MIN_SEGMENT);
     let csr = DeviceCsr::upload(device, a)?;
     clock.lap(device, Phase::Transfer)?;
@@ -536,19 +525,12 @@ pub(crate) fn spmm_plan<T: Scalar, I: SpIndex>(
     // Atomics only ever add into rows split in several parts.
     base.info.deterministic = !(atomics && family.combine.slots > 0);
     let bytes = family.a.bytes() + family.parts.bytes() + family.combine.bytes() + workspace;
-    base.finish(clock, bytes);
-    Ok(CudaPlan {
-        base,
-        kernels: family,
-    })
+    Ok(base.into_plan(clock, bytes, family))
 }
 
-impl<T: Scalar> SpmmKernels<T> for RodeSpmmFamily<T> {
+impl<T: Scalar> Kernels<T> for RodeSpmmFamily<T> {
     fn values(&self) -> Values<'_, T> {
-        Values {
-            buffer: &self.a.values,
-            slots: None,
-        }
+        Values::csr_order(&self.a.values)
     }
 
     fn reserve(&mut self, base: &PlanBase<T>, width: usize) -> Result<usize> {
@@ -559,14 +541,11 @@ impl<T: Scalar> SpmmKernels<T> for RodeSpmmFamily<T> {
             }
         }
     }
+}
 
-    fn run(
-        &mut self,
-        base: &PlanBase<T>,
-        ops: &SpmmOperands,
-        alpha: T::Acc,
-        beta: T::Acc,
-    ) -> Result<()> {
+impl<T: Scalar> SpmmKernels<T> for RodeSpmmFamily<T> {
+    fn run(&mut self, base: &PlanBase<T>, run: &Run<SpmmOperands, T::Acc>) -> Result<()> {
+        let Run { ops, alpha, beta } = *run;
         let (device, a, parts, combine, n) =
             (&base.device, &self.a, &self.parts, &self.combine, ops.n);
         let shape = Lanes::new(n as usize, &[&ops.b], SPMM_MIN_LANES);
@@ -675,19 +654,7 @@ pub(crate) fn sddmm_plan<T: Scalar, I: SpIndex>(
     let entries = PerVector::entries(sddmm_entry::<T>)?;
     let mut specs: Vec<&KernelSpec> = preprocess.specs().to_vec();
     specs.extend(entries.iter().map(|e| e.spec()));
-    let info = PlanInfo {
-        reserved_width: desc.reserved_width(),
-        ..PlanInfo::new(
-            BackendKind::Cuda,
-            OpKind::Sddmm,
-            Format::Csr,
-            desc.precision,
-            algorithm,
-            true,
-        )
-    };
-    let (mut base, mut clock) =
-        PlanBase::<T>::new(device, (s.rows(), s.cols(), s.nnz()), info, &specs, clock)?;
+    let (base, mut clock) = PlanBase::new(device, s, desc.info(algorithm), &specs, clock)?;
     let seg_len = segment_length(s.nnz(), device.info.multiprocessors, SDDMM_MIN_SEGMENT);
     let csr = DeviceCsr::upload(device, s)?;
     clock.lap(device, Phase::Transfer)?;
@@ -699,28 +666,12 @@ pub(crate) fn sddmm_plan<T: Scalar, I: SpIndex>(
     };
     clock.lap(device, Phase::Device)?;
     let bytes = family.s.bytes() + family.parts.bytes();
-    base.finish(clock, bytes);
-    Ok(CudaPlan {
-        base,
-        kernels: family,
-    })
+    Ok(base.into_plan(clock, bytes, family))
 }
 
 impl<T: Scalar> SddmmKernels<T> for RodeSddmmFamily<T> {
-    fn values(&self) -> Values<'_, T> {
-        Values {
-            buffer: &self.s.values,
-            slots: None,
-        }
-    }
-
-    fn run(
-        &mut self,
-        base: &PlanBase<T>,
-        ops: &SddmmOperands,
-        alpha: T::Acc,
-        beta: T::Acc,
-    ) -> Result<()> {
+    fn run(&mut self, base: &PlanBase<T>, run: &Run<SddmmOperands, T::Acc>) -> Result<()> {
+        let Run { ops, alpha, beta } = *run;
         let (device, s, parts) = (&base.device, &self.s, &self.parts);
         let shape = Lanes::new(ops.k as usize, &[&ops.x, &ops.y], SDDMM_MIN_LANES);
         let (block_ctas, config) = shape.config(parts.segments, parts.residuals, 1, 4)?;
@@ -760,6 +711,12 @@ impl<T: Scalar> SddmmKernels<T> for RodeSddmmFamily<T> {
         // come in runs of V; W >= SDDMM_MIN_LANES lanes as the reduction needs; shared memory
         // is what the kernel carves for BLOCK / W sub-warps of BUFFERS column-index tiles.
         unsafe { self.kernels.get(shape.values)?.launch(config, &params) }
+    }
+}
+
+impl<T: Scalar> Kernels<T> for RodeSddmmFamily<T> {
+    fn values(&self) -> Values<'_, T> {
+        Values::csr_order(&self.s.values)
     }
 }
 

@@ -12,16 +12,13 @@
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, LaunchConfig};
-use sparse_core::{
-    Algorithm, BackendKind, CsrRef, Format, Layout, OpKind, PlanInfo, Result, Scalar, SddmmDesc,
-    SpIndex,
-};
+use sparse_core::{Algorithm, CsrRef, Layout, Result, Scalar, SddmmDesc, SpIndex};
 
 use crate::device::Device;
 use crate::kernel::{c_type, kernel_params, Entry, KernelParams, KernelSource, KernelSpec, Ptr};
 use crate::matrix::DeviceCsr;
-use crate::operand::{to_u32, Bound, SddmmOperands};
-use crate::plan::{CudaPlan, Phase, PlanBase, PlanClock, SddmmKernels, Values};
+use crate::operand::{to_u32, Bound, Run, SddmmOperands};
+use crate::plan::{CudaPlan, Kernels, Phase, PlanBase, PlanClock, SddmmKernels, Values, WidthDesc};
 use crate::spmm::{subwarp_lanes, vector_values, Variants};
 
 /// Threads per block (`SDDMM_BLOCK`).
@@ -119,19 +116,8 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
 ) -> Result<CudaPlan<T, SddmmFamily<T>>> {
     let entries = Variants::entries(entry::<T>)?;
     let specs: Vec<&KernelSpec> = entries.iter().map(|e| e.spec()).collect();
-    let info = PlanInfo {
-        reserved_width: desc.reserved_width(),
-        ..PlanInfo::new(
-            BackendKind::Cuda,
-            OpKind::Sddmm,
-            Format::Csr,
-            desc.precision,
-            Algorithm::Vector,
-            true,
-        )
-    };
-    let (mut base, mut clock) =
-        PlanBase::<T>::new(device, (s.rows(), s.cols(), s.nnz()), info, &specs, clock)?;
+    let info = desc.info(Algorithm::Vector);
+    let (base, mut clock) = PlanBase::new(device, s, info, &specs, clock)?;
     let (rows, starts) = segments(s)?;
     clock.lap(device, Phase::Host)?;
     let family = SddmmFamily {
@@ -144,28 +130,12 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
     };
     clock.lap(device, Phase::Transfer)?;
     let bytes = family.s.bytes() + (rows.len() + starts.len()) * size_of::<u32>();
-    base.finish(clock, bytes);
-    Ok(CudaPlan {
-        base,
-        kernels: family,
-    })
+    Ok(base.into_plan(clock, bytes, family))
 }
 
 impl<T: Scalar> SddmmKernels<T> for SddmmFamily<T> {
-    fn values(&self) -> Values<'_, T> {
-        Values {
-            buffer: &self.s.values,
-            slots: None,
-        }
-    }
-
-    fn run(
-        &mut self,
-        base: &PlanBase<T>,
-        ops: &SddmmOperands,
-        alpha: T::Acc,
-        beta: T::Acc,
-    ) -> Result<()> {
+    fn run(&mut self, base: &PlanBase<T>, run: &Run<SddmmOperands, T::Acc>) -> Result<()> {
+        let Run { ops, alpha, beta } = *run;
         let values = vector_values(
             ops.k as usize,
             &[row_major_ld(&ops.x), row_major_ld(&ops.y)],
@@ -204,6 +174,12 @@ impl<T: Scalar> SddmmKernels<T> for SddmmFamily<T> {
         // dimensions, so vector loads (from allocations aligned to 256 bytes) are aligned and
         // inside the rows.
         unsafe { self.kernels.get(lanes, values).launch(config, &params) }
+    }
+}
+
+impl<T: Scalar> Kernels<T> for SddmmFamily<T> {
+    fn values(&self) -> Values<'_, T> {
+        Values::csr_order(&self.s.values)
     }
 }
 

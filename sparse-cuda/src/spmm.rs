@@ -13,18 +13,15 @@
 use std::sync::Arc;
 
 use cudarc::driver::LaunchConfig;
-use sparse_core::{
-    Algorithm, BackendKind, CsrRef, Format, Layout, OpKind, PlanInfo, Result, RowStats, Scalar,
-    SpIndex, SpmmDesc,
-};
+use sparse_core::{Algorithm, CsrRef, Layout, Result, RowStats, Scalar, SpIndex, SpmmDesc};
 
 use crate::device::Device;
 use crate::kernel::{
     c_type, kernel_params, Entry, Kernel, KernelParams, KernelSource, KernelSpec, Ptr,
 };
 use crate::matrix::DeviceCsr;
-use crate::operand::SpmmOperands;
-use crate::plan::{CudaPlan, Phase, PlanBase, PlanClock, SpmmKernels, Values};
+use crate::operand::{Run, SpmmOperands};
+use crate::plan::{CudaPlan, Kernels, Phase, PlanBase, PlanClock, SpmmKernels, Values, WidthDesc};
 
 /// Threads per block (`SPMM_BLOCK`).
 const BLOCK: u32 = 256;
@@ -191,19 +188,8 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
     let col_entry = col_major::<T>(col_major_lanes)?;
     let mut specs: Vec<&KernelSpec> = row_entries.iter().map(|e| e.spec()).collect();
     specs.push(col_entry.spec());
-    let info = PlanInfo {
-        reserved_width: desc.reserved_width(),
-        ..PlanInfo::new(
-            BackendKind::Cuda,
-            OpKind::Spmm,
-            Format::Csr,
-            desc.precision,
-            Algorithm::Vector,
-            true,
-        )
-    };
-    let (mut base, mut clock) =
-        PlanBase::<T>::new(device, (a.rows(), a.cols(), a.nnz()), info, &specs, clock)?;
+    let info = desc.info(Algorithm::Vector);
+    let (base, mut clock) = PlanBase::new(device, a, info, &specs, clock)?;
     let family = SpmmFamily {
         row_major: Variants::load(device, &row_entries)?,
         col_major: device.kernel(&col_entry)?,
@@ -211,28 +197,13 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
         a: DeviceCsr::upload(device, a)?,
     };
     clock.lap(device, Phase::Transfer)?;
-    base.finish(clock, family.a.bytes());
-    Ok(CudaPlan {
-        base,
-        kernels: family,
-    })
+    let bytes = family.a.bytes();
+    Ok(base.into_plan(clock, bytes, family))
 }
 
 impl<T: Scalar> SpmmKernels<T> for SpmmFamily<T> {
-    fn values(&self) -> Values<'_, T> {
-        Values {
-            buffer: &self.a.values,
-            slots: None,
-        }
-    }
-
-    fn run(
-        &mut self,
-        base: &PlanBase<T>,
-        ops: &SpmmOperands,
-        alpha: T::Acc,
-        beta: T::Acc,
-    ) -> Result<()> {
+    fn run(&mut self, base: &PlanBase<T>, run: &Run<SpmmOperands, T::Acc>) -> Result<()> {
+        let Run { ops, alpha, beta } = *run;
         let (a, n) = (&self.a, ops.n);
         let (kernel, config) = match ops.b.layout {
             Layout::RowMajor => {
@@ -269,6 +240,12 @@ impl<T: Scalar> SpmmKernels<T> for SpmmFamily<T> {
         // only when V divides B's ld and n, so its vector loads (from an allocation aligned to
         // 256 bytes) are aligned and inside B's rows.
         unsafe { kernel.launch(config, &params) }
+    }
+}
+
+impl<T: Scalar> Kernels<T> for SpmmFamily<T> {
+    fn values(&self) -> Values<'_, T> {
+        Values::csr_order(&self.a.values)
     }
 }
 

@@ -19,8 +19,8 @@ use crate::kernel::{
     c_type, kernel_params, Entry, Kernel, KernelParams, KernelSource, KernelSpec, MutPtr, Ptr,
 };
 use crate::matrix::DeviceCsr;
-use crate::operand::{to_u32, Bound};
-use crate::plan::{CudaPlan, Phase, PlanBase, PlanClock, SpmvKernels, Values};
+use crate::operand::{to_u32, Run, SpmvOperands};
+use crate::plan::{CudaPlan, Kernels, Phase, PlanBase, PlanClock, SpmvKernels, Values};
 
 /// Threads per block of every SpMV kernel (`SPMV_BLOCK`).
 const BLOCK: u32 = 256;
@@ -448,8 +448,7 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
         algorithm,
         algorithm != Algorithm::Atomic,
     );
-    let (mut base, mut clock) =
-        PlanBase::<T>::new(device, (a.rows(), a.cols(), a.nnz()), info, &specs, clock)?;
+    let (base, mut clock) = PlanBase::new(device, a, info, &specs, clock)?;
     clock.lap(device, Phase::Host)?;
     let dev = DeviceCsr::upload(device, a)?;
     clock.lap(device, Phase::Transfer)?;
@@ -491,11 +490,8 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
         Kind::Csr { long: Some(l), .. } => l.bytes(),
         Kind::Csr { long: None, .. } => 0,
     };
-    base.finish(clock, dev.bytes() + extra);
-    Ok(CudaPlan {
-        base,
-        kernels: SpmvFamily { a: dev, kind },
-    })
+    let bytes = dev.bytes() + extra;
+    Ok(base.into_plan(clock, bytes, SpmvFamily { a: dev, kind }))
 }
 
 /// Number of rows longer than [`LONG_ROW`] and the entries they hold.
@@ -507,21 +503,8 @@ fn long_rows_and_entries<T, I: SpIndex>(a: CsrRef<'_, T, I>) -> (usize, usize) {
 }
 
 impl<T: Scalar> SpmvKernels<T> for SpmvFamily<T> {
-    fn values(&self) -> Values<'_, T> {
-        Values {
-            buffer: &self.a.values,
-            slots: None,
-        }
-    }
-
-    fn run(
-        &mut self,
-        base: &PlanBase<T>,
-        x: &Bound,
-        y: &Bound,
-        alpha: T::Acc,
-        beta: T::Acc,
-    ) -> Result<()> {
+    fn run(&mut self, base: &PlanBase<T>, run: &Run<SpmvOperands, T::Acc>) -> Result<()> {
+        let (x, y, alpha, beta) = (run.ops.x, run.ops.y, run.alpha, run.beta);
         let device = &base.device;
         let a = &self.a;
         let csr = |long_row: u32| SpmvCsr {
@@ -613,7 +596,7 @@ impl<T: Scalar> SpmvKernels<T> for SpmvFamily<T> {
                 unsafe { m.fixup.launch(grid(u64::from(slots))?, &params) }
             }
             Kind::Coo { kernel, row_idx } => {
-                base.scale(y, beta)?;
+                base.scale(&y, beta)?;
                 let params = SpmvCoo {
                     nnz: a.nnz,
                     row_idx: Ptr::of(row_idx, device),
@@ -629,5 +612,11 @@ impl<T: Scalar> SpmvKernels<T> for SpmvFamily<T> {
                 unsafe { kernel.launch(grid(u64::from(a.nnz))?, &params) }
             }
         }
+    }
+}
+
+impl<T: Scalar> Kernels<T> for SpmvFamily<T> {
+    fn values(&self) -> Values<'_, T> {
+        Values::csr_order(&self.a.values)
     }
 }

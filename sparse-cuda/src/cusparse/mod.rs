@@ -30,9 +30,10 @@ use sparse_core::{
 
 use crate::device::Device;
 use crate::executor::CudaBackend;
-use crate::plan::PlanClock;
+use crate::plan::{CudaPlan, PlanClock, WidthDesc};
 use blas::Blas;
 use library::Handle;
+use ops::{DenseFamily, DenseOp};
 use table::Entry;
 
 /// cuSPARSE and cuBLAS on one device. Operands must be device memory of this backend (or of
@@ -124,10 +125,7 @@ impl CusparseBackend {
     /// The table row that runs a request (`auto` resolved), or the typed error saying what
     /// runs instead.
     fn select<T: Scalar>(
-        op: OpKind,
-        format: Format,
-        precision: Precision,
-        algorithm: Algorithm,
+        (op, format, precision, algorithm): (OpKind, Format, Precision, Algorithm),
     ) -> Result<&'static Entry> {
         if precision.storage != T::DTYPE {
             return Err(Error::invalid(format!(
@@ -149,6 +147,19 @@ impl CusparseBackend {
                  but has no row for it"
             ))
         })
+    }
+
+    /// An SpMM or SDDMM plan (`O`) of `a` for `desc`, running its table row.
+    fn plan_dense<O: DenseOp, T: Scalar, I: SpIndex>(
+        &self,
+        a: CsrRef<'_, T, I>,
+        desc: &impl WidthDesc,
+    ) -> Result<CudaPlan<T, DenseFamily<T, O>>> {
+        let clock = PlanClock::start();
+        let request = desc.request();
+        let entry = Self::select::<T>(request)?;
+        let (device, handle, width) = (self.device(), &self.handle, desc.width());
+        ops::plan_dense(device, handle, a, entry, (request.2, width), clock)
     }
 }
 
@@ -175,7 +186,7 @@ impl Executor for CusparseBackend {
         desc: &SpmvDesc,
     ) -> Result<Box<dyn SpmvPlan<T> + 'a>> {
         let clock = PlanClock::start();
-        let entry = Self::select::<T>(OpKind::Spmv, desc.format, desc.precision, desc.algorithm)?;
+        let entry = Self::select::<T>((OpKind::Spmv, desc.format, desc.precision, desc.algorithm))?;
         Ok(Box::new(ops::plan_spmv(
             self.device(),
             &self.handle,
@@ -191,16 +202,7 @@ impl Executor for CusparseBackend {
         a: CsrRef<'a, T, I>,
         desc: &SpmmDesc,
     ) -> Result<Box<dyn SpmmPlan<T> + 'a>> {
-        let clock = PlanClock::start();
-        let entry = Self::select::<T>(OpKind::Spmm, desc.format, desc.precision, desc.algorithm)?;
-        Ok(Box::new(ops::plan_spmm(
-            self.device(),
-            &self.handle,
-            a,
-            entry,
-            (desc.precision, desc.reserved_width()),
-            clock,
-        )?))
+        Ok(Box::new(self.plan_dense::<ops::Spmm, _, _>(a, desc)?))
     }
 
     fn plan_sddmm<'a, T: Scalar, I: SpIndex>(
@@ -208,28 +210,19 @@ impl Executor for CusparseBackend {
         s: CsrRef<'a, T, I>,
         desc: &SddmmDesc,
     ) -> Result<Box<dyn SddmmPlan<T> + 'a>> {
-        let clock = PlanClock::start();
-        let entry = Self::select::<T>(OpKind::Sddmm, desc.format, desc.precision, desc.algorithm)?;
         if desc.scale_by_values {
             return Err(Error::Unsupported {
                 op: OpKind::Sddmm,
                 format: desc.format,
                 precision: desc.precision,
-                algorithm: Some(entry.algorithm),
+                algorithm: Some(Self::select::<T>(desc.request())?.algorithm),
                 backend: BackendKind::Cusparse,
                 supported: "sddmm without scale_by_values (cuSPARSE's SDDMM multiplies X*Y^T by \
                             the pattern of S, never by its values)"
                     .to_string(),
             });
         }
-        Ok(Box::new(ops::plan_sddmm(
-            self.device(),
-            &self.handle,
-            s,
-            entry,
-            (desc.precision, desc.reserved_width()),
-            clock,
-        )?))
+        Ok(Box::new(self.plan_dense::<ops::Sddmm, _, _>(s, desc)?))
     }
 
     fn plan_attention<'a, T: Scalar, I: SpIndex>(
@@ -237,12 +230,12 @@ impl Executor for CusparseBackend {
         _a: CsrRef<'a, T, I>,
         desc: &AttentionDesc,
     ) -> Result<Box<dyn AttentionPlan<T> + 'a>> {
-        let entry = Self::select::<T>(
+        let entry = Self::select::<T>((
             OpKind::Attention,
             desc.format,
             desc.precision,
             desc.algorithm,
-        )?;
+        ))?;
         Err(Error::internal(format!(
             "the cusparse table lists attention ({}) but no plan runs it",
             entry.vendor.name()

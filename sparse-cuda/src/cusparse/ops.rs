@@ -26,9 +26,9 @@ use super::plan::{
 };
 use super::table::{Entry, VendorAlg};
 use crate::device::{CudaBuffer, Device};
-use crate::operand::{Bound, SddmmOperands, SpmmOperands};
+use crate::operand::{Bound, Run, SddmmOperands, SpmmOperands, SpmvOperands};
 use crate::plan::{
-    CudaPlan, Phase, PlanBase, PlanClock, SddmmKernels, SpmmKernels, SpmvKernels, Values,
+    CudaPlan, Kernels, Phase, PlanBase, PlanClock, SddmmKernels, SpmmKernels, SpmvKernels, Values,
 };
 
 fn wrong_algorithm(entry: &Entry) -> Error {
@@ -80,7 +80,7 @@ pub(super) fn plan_spmv<T: Scalar, I: SpIndex>(
         return Err(wrong_algorithm(entry));
     };
     let Started {
-        mut base,
+        base,
         mut clock,
         a,
         vendor,
@@ -135,14 +135,11 @@ pub(super) fn plan_spmv<T: Scalar, I: SpIndex>(
         }
     };
     clock.lap(device, Phase::Device)?;
-    base.finish(clock, a.bytes() + call.as_ref().map_or(0, SpmvCall::bytes));
-    Ok(CudaPlan {
-        base,
-        kernels: SpmvFamily { call, a },
-    })
+    let bytes = a.bytes() + call.as_ref().map_or(0, SpmvCall::bytes);
+    Ok(base.into_plan(clock, bytes, SpmvFamily { call, a }))
 }
 
-impl<T: Scalar> SpmvKernels<T> for SpmvFamily<T> {
+impl<T: Scalar> Kernels<T> for SpmvFamily<T> {
     fn values(&self) -> Values<'_, T> {
         self.a.values()
     }
@@ -152,22 +149,18 @@ impl<T: Scalar> SpmvKernels<T> for SpmvFamily<T> {
             call.preprocessed = false;
         }
     }
+}
 
-    fn run(
-        &mut self,
-        base: &PlanBase<T>,
-        x: &Bound,
-        y: &Bound,
-        alpha: T::Acc,
-        beta: T::Acc,
-    ) -> Result<()> {
+impl<T: Scalar> SpmvKernels<T> for SpmvFamily<T> {
+    fn run(&mut self, base: &PlanBase<T>, run: &Run<SpmvOperands, T::Acc>) -> Result<()> {
+        let (x, y, alpha, beta) = (run.ops.x, run.ops.y, run.alpha, run.beta);
         let Some(call) = self.call.as_mut() else {
-            return base.scale(y, beta);
+            return base.scale(&y, beta);
         };
         let device = &base.device;
         let zero_beta = beta == T::Acc::ZERO;
-        let x_unit = unit_stride(device, x, &call.x_staging, true)?;
-        let y_unit = unit_stride(device, y, &call.y_staging, !zero_beta)?;
+        let x_unit = unit_stride(device, &x, &call.x_staging, true)?;
+        let y_unit = unit_stride(device, &y, &call.y_staging, !zero_beta)?;
         let handle = call.vendor.handle.clone();
         handle.with(|h| {
             // SAFETY: x_unit and y_unit address cols and rows contiguous elements on this
@@ -222,7 +215,7 @@ impl<T: Scalar> SpmvKernels<T> for SpmvFamily<T> {
                 )
             }
         })?;
-        write_back::<T>(device, &y_unit, y)
+        write_back::<T>(device, &y_unit, &y)
     }
 }
 
@@ -237,9 +230,16 @@ type Scalars = (*const c_void, *const c_void);
 ///
 /// The `unsafe` methods take descriptors of dense matrices that lie on the device, live
 /// through the call, and a workspace sized by `buffer_size` for them (which reads no element).
-pub(super) trait DenseOp: Send {
+pub(super) trait DenseOp: Send + Sized {
     /// The names of the dense operands, for errors.
     const OPERANDS: (&'static str, &'static str);
+
+    /// Whether `_preprocess` reads A's values, so that a value update must run it again (SDDMM
+    /// reads only S's pattern).
+    const ANALYSES_VALUES: bool;
+
+    /// The operation running the algorithm of a table row, or `None` for another operation's.
+    fn of(vendor: VendorAlg) -> Option<Self>;
 
     /// The dense operands' shapes, in `layouts` with the smallest leading dimensions, for a
     /// sparse matrix of `rows x cols` at `width` (N or K).
@@ -340,6 +340,14 @@ pub(super) struct Spmm(sys::cusparseSpMMAlg_t);
 
 impl DenseOp for Spmm {
     const OPERANDS: (&'static str, &'static str) = ("B", "C");
+    const ANALYSES_VALUES: bool = true;
+
+    fn of(vendor: VendorAlg) -> Option<Self> {
+        let VendorAlg::Spmm(alg) = vendor else {
+            return None;
+        };
+        Some(Spmm(alg))
+    }
 
     fn tight(
         rows: usize,
@@ -368,6 +376,14 @@ pub(super) struct Sddmm(sys::cusparseSDDMMAlg_t);
 
 impl DenseOp for Sddmm {
     const OPERANDS: (&'static str, &'static str) = ("X", "Y^T");
+    const ANALYSES_VALUES: bool = false;
+
+    fn of(vendor: VendorAlg) -> Option<Self> {
+        let VendorAlg::Sddmm(alg) = vendor else {
+            return None;
+        };
+        Some(Sddmm(alg))
+    }
 
     fn tight(
         rows: usize,
@@ -527,10 +543,21 @@ pub(super) struct DenseFamily<T: Scalar, O> {
     entry: &'static Entry,
 }
 
-impl<T: Scalar, O: DenseOp> DenseFamily<T, O> {
-    /// Grows the workspace for `width`, and to what a refused run asked for; returns the
-    /// bytes it grew by.
-    fn reserve_for(&mut self, base: &PlanBase<T>, width: usize) -> Result<usize> {
+/// S's values are never read by SDDMM (cuSPARSE's multiplies by S's pattern), so there the
+/// plan's value buffer, which `update_values` writes, also serves as the staging of a strided C.
+impl<T: Scalar, O: DenseOp> Kernels<T> for DenseFamily<T, O> {
+    fn values(&self) -> Values<'_, T> {
+        self.a.values()
+    }
+
+    fn values_updated(&mut self) {
+        if let Some(call) = self.call.as_mut().filter(|_| O::ANALYSES_VALUES) {
+            call.prepared = None;
+        }
+    }
+
+    /// Grows the workspace for `width`, and to what a refused run asked for.
+    fn reserve(&mut self, base: &PlanBase<T>, width: usize) -> Result<usize> {
         let Some(call) = &mut self.call else {
             return Ok(0);
         };
@@ -546,17 +573,18 @@ impl<T: Scalar, O: DenseOp> DenseFamily<T, O> {
     }
 }
 
-fn plan_dense<T: Scalar, I: SpIndex, O: DenseOp>(
+/// An SpMM or SDDMM plan running the algorithm of `entry` (`O` says which operation).
+pub(super) fn plan_dense<T: Scalar, I: SpIndex, O: DenseOp>(
     device: &Arc<Device>,
     handle: &Arc<Handle>,
     a: CsrRef<'_, T, I>,
     entry: &'static Entry,
     (precision, width): (Precision, usize),
-    op: O,
     clock: PlanClock,
 ) -> Result<CudaPlan<T, DenseFamily<T, O>>> {
+    let op = O::of(entry.vendor).ok_or_else(|| wrong_algorithm(entry))?;
     let Started {
-        mut base,
+        base,
         mut clock,
         a,
         vendor,
@@ -573,89 +601,23 @@ fn plan_dense<T: Scalar, I: SpIndex, O: DenseOp>(
         a,
         entry,
     };
-    let workspace = family.reserve_for(&base, width)?;
+    let workspace = family.reserve(&base, width)?;
     clock.lap(device, Phase::Device)?;
-    base.finish(clock, family.a.bytes() + workspace);
-    Ok(CudaPlan {
-        base,
-        kernels: family,
-    })
+    let bytes = family.a.bytes() + workspace;
+    Ok(base.into_plan(clock, bytes, family))
 }
 
 pub(super) type SpmmFamily<T> = DenseFamily<T, Spmm>;
 pub(super) type SddmmFamily<T> = DenseFamily<T, Sddmm>;
 
-pub(super) fn plan_spmm<T: Scalar, I: SpIndex>(
-    device: &Arc<Device>,
-    handle: &Arc<Handle>,
-    a: CsrRef<'_, T, I>,
-    entry: &'static Entry,
-    (precision, width): (Precision, usize),
-    clock: PlanClock,
-) -> Result<CudaPlan<T, SpmmFamily<T>>> {
-    let VendorAlg::Spmm(alg) = entry.vendor else {
-        return Err(wrong_algorithm(entry));
-    };
-    plan_dense(
-        device,
-        handle,
-        a,
-        entry,
-        (precision, width),
-        Spmm(alg),
-        clock,
-    )
-}
-
-pub(super) fn plan_sddmm<T: Scalar, I: SpIndex>(
-    device: &Arc<Device>,
-    handle: &Arc<Handle>,
-    s: CsrRef<'_, T, I>,
-    entry: &'static Entry,
-    (precision, width): (Precision, usize),
-    clock: PlanClock,
-) -> Result<CudaPlan<T, SddmmFamily<T>>> {
-    let VendorAlg::Sddmm(alg) = entry.vendor else {
-        return Err(wrong_algorithm(entry));
-    };
-    plan_dense(
-        device,
-        handle,
-        s,
-        entry,
-        (precision, width),
-        Sddmm(alg),
-        clock,
-    )
-}
-
 impl<T: Scalar> SpmmKernels<T> for SpmmFamily<T> {
-    fn values(&self) -> Values<'_, T> {
-        self.a.values()
-    }
-
-    fn values_updated(&mut self) {
-        if let Some(call) = &mut self.call {
-            call.prepared = None;
-        }
-    }
-
-    fn reserve(&mut self, base: &PlanBase<T>, width: usize) -> Result<usize> {
-        self.reserve_for(base, width)
-    }
-
-    fn run(
-        &mut self,
-        base: &PlanBase<T>,
-        ops: &SpmmOperands,
-        alpha: T::Acc,
-        beta: T::Acc,
-    ) -> Result<()> {
+    fn run(&mut self, base: &PlanBase<T>, run: &Run<SpmmOperands, T::Acc>) -> Result<()> {
+        let Run { ops, alpha, beta } = *run;
         let Some(call) = self.call.as_mut() else {
             return base.scale(&ops.c, beta);
         };
         let entry = self.entry;
-        if entry.refuses_odd_ld(T::DTYPE, ops) {
+        if entry.refuses_odd_ld(T::DTYPE, &ops) {
             return Err(Error::Unsupported {
                 op: entry.op,
                 format: entry.format,
@@ -686,24 +648,9 @@ impl<T: Scalar> SpmmKernels<T> for SpmmFamily<T> {
     }
 }
 
-/// S's values are never read (cuSPARSE's SDDMM multiplies by S's pattern), so the plan's value
-/// buffer, which `update_values` writes, also serves as the staging of a strided C.
 impl<T: Scalar> SddmmKernels<T> for SddmmFamily<T> {
-    fn values(&self) -> Values<'_, T> {
-        self.a.values()
-    }
-
-    fn reserve(&mut self, base: &PlanBase<T>, width: usize) -> Result<usize> {
-        self.reserve_for(base, width)
-    }
-
-    fn run(
-        &mut self,
-        base: &PlanBase<T>,
-        ops: &SddmmOperands,
-        alpha: T::Acc,
-        beta: T::Acc,
-    ) -> Result<()> {
+    fn run(&mut self, base: &PlanBase<T>, run: &Run<SddmmOperands, T::Acc>) -> Result<()> {
+        let Run { ops, alpha, beta } = *run;
         let Some(call) = self.call.as_mut().filter(|_| ops.k > 0) else {
             return base.scale(&ops.c, beta);
         };

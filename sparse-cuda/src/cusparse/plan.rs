@@ -69,10 +69,7 @@ impl<T: Scalar> Matrix<T> {
     }
 
     pub fn values(&self) -> Values<'_, T> {
-        Values {
-            buffer: &self.csr.values,
-            slots: None,
-        }
+        Values::csr_order(&self.csr.values)
     }
 
     /// The values buffer itself (nnz elements).
@@ -207,7 +204,7 @@ pub(super) fn start<T: Scalar, I: SpIndex>(
             entry.deterministic,
         )
     };
-    let (base, mut clock) = PlanBase::new(device, (a.rows(), a.cols(), a.nnz()), info, &[], clock)?;
+    let (base, mut clock) = PlanBase::new(device, a, info, &[], clock)?;
     let row_idx = match entry.format {
         Format::Coo => Some(row_indices(a)?),
         _ => None,
