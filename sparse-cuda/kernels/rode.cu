@@ -1,7 +1,8 @@
 // RoDe (row decomposition, Pang et al., PPoPP'24): CSR SpMM C = alpha*A*B + beta*C and SDDMM
-// C = alpha*(X*Y^T) ∘ spy(S) + beta*C on CUDA cores. Parameters: RodeSpmm<T> (with SpmmOut<T>),
-// RodeScaleRows<T>, RodeSddmm<T> (with SddmmArgs<T>) (src/rode.rs); RodeCount, RodeScan,
-// RodeFill (src/rode/decomposition.rs). The RODE_* constants come from Rust as -D options.
+// C = alpha*(X*Y^T) ∘ spy(S) + beta*C on CUDA cores. Parameters: RodeSpmm<T>, RodeScaleRows<T>,
+// RodeSddmm<T> (src/rode.rs) with SpmmDense<T> and SddmmDense<T> (src/operand.rs); RodeCount,
+// RodeScan, RodeFill (src/rode/decomposition.rs). The RODE_* constants come from Rust as -D
+// options.
 //
 // Decomposition, built on the device from row_ptr by the rode_preprocess_* kernels (the host twin
 // in rode/decomposition.rs must agree with row_parts below). A row's entries begin..end are
@@ -376,7 +377,7 @@ __device__ __forceinline__ bool whole_tile(u32 tile, const Subwarp& w, u32 n) {
 }
 
 template <typename T, int V>
-__device__ __forceinline__ u32 column_tiles(const SpmmOut<T>& o, const Subwarp& w) {
+__device__ __forceinline__ u32 column_tiles(const SpmmDense<T>& o, const Subwarp& w) {
     return (u32)(((u64)o.n + w.width * V - 1) / (w.width * V));
 }
 
@@ -446,7 +447,7 @@ __device__ __forceinline__ void spmm_tile(const u32* cols, const T* vals, u32 lo
 
 // C = alpha*sum + beta*C on this lane's columns of row `row`: what the only part of a row writes.
 template <typename T, int V>
-__device__ __forceinline__ void write_row(const SpmmOut<T>& o, u64 row, u64 first, u32 count,
+__device__ __forceinline__ void write_row(const SpmmDense<T>& o, u64 row, u64 first, u32 count,
                                           const typename acc_of<T>::type (&sum)[V]) {
     if (count == 0) return;
     update_span<T, V>(o.c + row * o.c_rs + first * o.c_cs, o.c_cs, o.c_cs == 1 && o.c_rs % V == 0, count, o.alpha,
@@ -477,7 +478,7 @@ __device__ __forceinline__ SplitRow split_row(const Combining<T>& k, const Segme
 // the row's segments to arrive (for this column tile) adds the row's slots in order and writes
 // C. The sub-warp stays together throughout (the arrival is counted once, by lane 0).
 template <typename T, int V>
-__device__ __forceinline__ void combine_partials(const SpmmOut<T>& o, const Combining<T>& k, const Subwarp& w,
+__device__ __forceinline__ void combine_partials(const SpmmDense<T>& o, const Combining<T>& k, const Subwarp& w,
                                                  const Segment& g, SplitRow split, u32 slot, u32 col_tile,
                                                  u32 col_tiles, u64 first, u32 count,
                                                  const typename acc_of<T>::type (&sum)[V]) {
@@ -517,7 +518,7 @@ __device__ __forceinline__ void combine_partials(const SpmmOut<T>& o, const Comb
 // (slot == RODE_NONE), else added into C atomically (null `partials`) or combined through its
 // slot.
 template <typename T, int V>
-__device__ __forceinline__ void write_segment(const SpmmOut<T>& o, const Combining<T>& k, const Subwarp& w,
+__device__ __forceinline__ void write_segment(const SpmmDense<T>& o, const Combining<T>& k, const Subwarp& w,
                                               const Segment& g, SplitRow split, u32 slot, u32 col_tile,
                                               u32 col_tiles, u64 first, u32 count,
                                               const typename acc_of<T>::type (&sum)[V]) {
@@ -538,7 +539,7 @@ __device__ __forceinline__ void write_segment(const SpmmOut<T>& o, const Combini
 // grid.y strides over the column tiles of W*V columns. Both tiles of the sub-warp's shared memory.
 template <typename T, int V>
 __device__ void rode_spmm_block(u32 cta, u32 lanes, u32 segments, const Parts& parts, const u32* seg_slot,
-                                const u32* col_idx, const T* values, const Combining<T>& k, const SpmmOut<T>& o) {
+                                const u32* col_idx, const T* values, const Combining<T>& k, const SpmmDense<T>& o) {
     typedef typename acc_of<T>::type A;
     const Subwarp w = subwarp_of(lanes);
     const u64 s = (u64)cta * (RODE_BLOCK / lanes) + w.index;
@@ -576,7 +577,7 @@ __device__ void rode_spmm_block(u32 cta, u32 lanes, u32 segments, const Parts& p
 // rode_spmm_block over the residuals; the first tile of the sub-warp's shared memory.
 template <typename T, int V>
 __device__ void rode_spmm_residual(u32 cta, u32 lanes, u32 segments, u32 residuals, const Parts& parts,
-                                   const u32* col_idx, const T* values, const SpmmOut<T>& o) {
+                                   const u32* col_idx, const T* values, const SpmmDense<T>& o) {
     typedef typename acc_of<T>::type A;
     const Subwarp w = subwarp_of(lanes);
     const u64 r = (u64)cta * (RODE_BLOCK / lanes) + w.index;
@@ -609,9 +610,10 @@ template <typename T>
 __global__ void __launch_bounds__(RODE_BLOCK) rode_scale_rows(const RodeScaleRows<T> p) {
     typedef typename acc_of<T>::type A;
     const u64 j = (u64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= p.n) return;
+    const SpmmDense<T>& o = p.dense;
+    if (j >= o.n) return;
     for (u64 i = blockIdx.y; i < p.listed; i += gridDim.y)
-        update(p.c + (u64)load(p.listed_row + i) * p.c_rs + j * p.c_cs, A(0), A(0), p.beta);
+        update(o.c + (u64)load(p.listed_row + i) * o.c_rs + j * o.c_cs, A(0), A(0), o.beta);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -665,16 +667,17 @@ __device__ __forceinline__ void load_y_rows(const u32* cols, u32 e0, u32 lo, u32
 // elements from registers, the rest of K read here, X from L1), summed over the sub-warp, and
 // C = alpha*dot [* S value] + beta*C written by lanes 0 .. S-1 for the entries inside lo..hi.
 template <typename T, int V, int S>
-__device__ __forceinline__ void finish_entries(const SddmmArgs<T>& g, const Subwarp& w, const u32* cols, u32 e0, u32 lo,
+__device__ __forceinline__ void finish_entries(const RodeSddmm<T>& p, const Subwarp& w, const u32* cols, u32 e0, u32 lo,
                                                u32 hi, u64 tile_begin, const T* x_row,
                                                const typename acc_of<T>::type (&x_first)[V],
                                                const typename acc_of<T>::type (&y_first)[S][V]) {
     typedef typename acc_of<T>::type A;
+    const SddmmDense<T>& g = p.dense;
     const u32 mine = e0 + w.lane;
     const bool writes = w.lane < S && mine >= lo && mine < hi;
     // The S value of the entry this lane writes, in flight while the dot products are formed.
     A s_value[1];
-    load_whole<T, 1>(g.s_values + tile_begin + mine, writes && g.scale_by_values, s_value);
+    load_whole<T, 1>(p.s_values + tile_begin + mine, writes && p.scale_by_values, s_value);
     A dot[S];
 #pragma unroll
     for (int i = 0; i < S; ++i) {
@@ -699,16 +702,17 @@ __device__ __forceinline__ void finish_entries(const SddmmArgs<T>& g, const Subw
     }
     const A total = scatter_sum<S>(w, dot);
     if (writes)
-        update(g.c + (tile_begin + mine) * g.c_inc, g.alpha, g.scale_by_values ? total * s_value[0] : total, g.beta);
+        update(g.c + (tile_begin + mine) * g.c_inc, g.alpha, p.scale_by_values ? total * s_value[0] : total, g.beta);
 }
 
 // C for the entries lo <= e < hi of a tile of column indices in shared memory (entry e is entry
 // tile_begin + e of S), with the sub-block register pipeline of spmm_tile over Y rows.
 template <typename T, int V, bool WHOLE>
-__device__ __forceinline__ void sddmm_tile_of(const SddmmArgs<T>& g, const Subwarp& w, const u32* cols, u32 lo, u32 hi,
+__device__ __forceinline__ void sddmm_tile_of(const RodeSddmm<T>& p, const Subwarp& w, const u32* cols, u32 lo, u32 hi,
                                               u64 tile_begin, const T* x_row,
                                               const typename acc_of<T>::type (&x_first)[V]) {
     typedef typename acc_of<T>::type A;
+    const SddmmDense<T>& g = p.dense;
     const int S = rode_sub<T>::N;
     const u32 STEPS = RODE_TILE / S;  // even
     const u64 first = (u64)w.lane * V;
@@ -719,25 +723,25 @@ __device__ __forceinline__ void sddmm_tile_of(const SddmmArgs<T>& g, const Subwa
 #pragma unroll 1
     for (u32 s = 0; s < STEPS && s * S < hi; s += 2) {
         load_y_rows<T, V, S, WHOLE>(cols, (s + 1) * S, lo, hi, y_lane, g.y_rs, count, odd);
-        finish_entries<T, V, S>(g, w, cols, s * S, lo, hi, tile_begin, x_row, x_first, even);
+        finish_entries<T, V, S>(p, w, cols, s * S, lo, hi, tile_begin, x_row, x_first, even);
         if ((s + 1) * S >= hi) break;
         if (s + 2 < STEPS) load_y_rows<T, V, S, WHOLE>(cols, (s + 2) * S, lo, hi, y_lane, g.y_rs, count, even);
-        finish_entries<T, V, S>(g, w, cols, (s + 1) * S, lo, hi, tile_begin, x_row, x_first, odd);
+        finish_entries<T, V, S>(p, w, cols, (s + 1) * S, lo, hi, tile_begin, x_row, x_first, odd);
     }
 }
 
 // sddmm_tile_of with whole spans when V divides K (uniform over the launch).
 template <typename T, int V>
-__device__ __forceinline__ void sddmm_tile(const SddmmArgs<T>& g, const Subwarp& w, const u32* cols, u32 lo, u32 hi,
+__device__ __forceinline__ void sddmm_tile(const RodeSddmm<T>& p, const Subwarp& w, const u32* cols, u32 lo, u32 hi,
                                            u64 tile_begin, const T* x_row,
                                            const typename acc_of<T>::type (&x_first)[V]) {
-    if (g.k % V == 0) sddmm_tile_of<T, V, true>(g, w, cols, lo, hi, tile_begin, x_row, x_first);
-    else sddmm_tile_of<T, V, false>(g, w, cols, lo, hi, tile_begin, x_row, x_first);
+    if (p.dense.k % V == 0) sddmm_tile_of<T, V, true>(p, w, cols, lo, hi, tile_begin, x_row, x_first);
+    else sddmm_tile_of<T, V, false>(p, w, cols, lo, hi, tile_begin, x_row, x_first);
 }
 
 // This lane's V elements of the first W*V of X row `row`; returns the row.
 template <typename T, int V>
-__device__ __forceinline__ const T* load_x_row(const SddmmArgs<T>& g, const Subwarp& w, u32 row,
+__device__ __forceinline__ const T* load_x_row(const SddmmDense<T>& g, const Subwarp& w, u32 row,
                                                typename acc_of<T>::type (&x_first)[V]) {
     const T* x_row = g.x + (u64)row * g.x_rs;
     const u64 first = (u64)w.lane * V;
@@ -748,7 +752,7 @@ __device__ __forceinline__ const T* load_x_row(const SddmmArgs<T>& g, const Subw
 // One sub-warp per block segment, RODE_BLOCK / W segments for the block `cta` of the parts' grid,
 // its column-index tiles double-buffered as in rode_spmm_block.
 template <typename T, int V>
-__device__ void rode_sddmm_block(u32 cta, u32 lanes, u32 segments, const Parts& parts, const SddmmArgs<T>& g) {
+__device__ void rode_sddmm_block(u32 cta, u32 lanes, u32 segments, const Parts& parts, const RodeSddmm<T>& p) {
     typedef typename acc_of<T>::type A;
     const Subwarp w = subwarp_of(lanes);
     const u64 s = (u64)cta * (RODE_BLOCK / lanes) + w.index;
@@ -757,15 +761,15 @@ __device__ void rode_sddmm_block(u32 cta, u32 lanes, u32 segments, const Parts& 
     const Segment seg = segment_at(parts, s);
     const u32 tiles = tile_count(seg);
     A x_first[V];
-    const T* x_row = load_x_row<T, V>(g, w, seg.row, x_first);
+    const T* x_row = load_x_row<T, V>(p.dense, w, seg.row, x_first);
     auto stage = [&](u32 t) {
-        stage_tile<u32>(tile_cols(w, t & 1), g.col_idx + seg.start + t * RODE_TILE, tile_hi(seg, t), w);
+        stage_tile<u32>(tile_cols(w, t & 1), p.col_idx + seg.start + t * RODE_TILE, tile_hi(seg, t), w);
     };
     stage(0);
     cp_async_commit();
     for (u32 t = 0; t < tiles; ++t) {
         next_tile(t, tiles, w, stage);
-        sddmm_tile<T, V>(g, w, tile_cols(w, t & 1), tile_lo(seg, t), tile_hi(seg, t), seg.start + t * RODE_TILE,
+        sddmm_tile<T, V>(p, w, tile_cols(w, t & 1), tile_lo(seg, t), tile_hi(seg, t), seg.start + t * RODE_TILE,
                          x_row, x_first);
         __syncwarp(w.mask);
     }
@@ -775,7 +779,7 @@ __device__ void rode_sddmm_block(u32 cta, u32 lanes, u32 segments, const Parts& 
 // sub-warp's shared memory.
 template <typename T, int V>
 __device__ void rode_sddmm_residual(u32 cta, u32 lanes, u32 segments, u32 residuals, const Parts& parts,
-                                    const SddmmArgs<T>& g) {
+                                    const RodeSddmm<T>& p) {
     typedef typename acc_of<T>::type A;
     const Subwarp w = subwarp_of(lanes);
     const u64 r = (u64)cta * (RODE_BLOCK / lanes) + w.index;
@@ -784,11 +788,11 @@ __device__ void rode_sddmm_residual(u32 cta, u32 lanes, u32 segments, u32 residu
     const Residual res = residual_at(parts, segments, r);
     // X before the column indices: the two loads overlap.
     A x_first[V];
-    const T* x_row = load_x_row<T, V>(g, w, res.row, x_first);
+    const T* x_row = load_x_row<T, V>(p.dense, w, res.row, x_first);
     u32* cols = tile_cols(w, 0);
-    for (u32 e = w.lane; e < res.length; e += lanes) cols[e] = load(g.col_idx + res.begin + e);
+    for (u32 e = w.lane; e < res.length; e += lanes) cols[e] = load(p.col_idx + res.begin + e);
     __syncwarp(w.mask);
-    sddmm_tile<T, V>(g, w, cols, 0, res.length, res.begin, x_row, x_first);
+    sddmm_tile<T, V>(p, w, cols, 0, res.length, res.begin, x_row, x_first);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -804,17 +808,17 @@ __global__ void __launch_bounds__(RODE_BLOCK) rode_spmm(const RodeSpmm<T> p) {
     const Parts parts = {p.part_row, p.part_lo, p.part_hi};
     if (blockIdx.x < p.block_ctas)
         rode_spmm_block<T, V>(blockIdx.x, p.lanes, p.segments, parts, p.seg_slot, p.col_idx, p.values, p.combining,
-                              p.out);
+                              p.dense);
     else
         rode_spmm_residual<T, V>(blockIdx.x - p.block_ctas, p.lanes, p.segments, p.residuals, parts, p.col_idx,
-                                 p.values, p.out);
+                                 p.values, p.dense);
 }
 
 template <typename T, int V>
 __global__ void __launch_bounds__(RODE_BLOCK) rode_sddmm(const RodeSddmm<T> p) {
     const Parts parts = {p.part_row, p.part_lo, p.part_hi};
     if (blockIdx.x < p.block_ctas)
-        rode_sddmm_block<T, V>(blockIdx.x, p.lanes, p.segments, parts, p.args);
+        rode_sddmm_block<T, V>(blockIdx.x, p.lanes, p.segments, parts, p);
     else
-        rode_sddmm_residual<T, V>(blockIdx.x - p.block_ctas, p.lanes, p.segments, p.residuals, parts, p.args);
+        rode_sddmm_residual<T, V>(blockIdx.x - p.block_ctas, p.lanes, p.segments, p.residuals, parts, p);
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use sparse_core::{DenseMut, DenseRef, Error, Layout, Memory, MemoryMut, Result, Scalar};
 
 use crate::device::{CudaBuffer, Device};
-use crate::kernel::{MutPtr, Ptr};
+use crate::kernel::{kernel_params, MutPtr, Ptr};
 
 /// A dense operand as a kernel sees it.
 #[derive(Clone, Copy, Debug)]
@@ -178,6 +178,40 @@ pub(crate) struct SpmmOperands {
     pub c: Bound,
 }
 
+kernel_params! {
+    /// An SpMM run's dense operands as every SpMM kernel reads them: B (cols x n) and C
+    /// (rows x n) at their strides, and the scalars.
+    pub(crate) struct SpmmDense<T> {
+        n: u32,
+        b: ptr(T),
+        b_rs: u32,
+        b_cs: u32,
+        c: out(T),
+        c_rs: u32,
+        c_cs: u32,
+        alpha: acc,
+        beta: acc,
+    }
+}
+
+impl<T: Scalar> SpmmDense<T> {
+    pub fn new(run: &Run<SpmmOperands, T::Acc>) -> Self {
+        let Run { ops, alpha, beta } = *run;
+        let ((b_rs, b_cs), (c_rs, c_cs)) = (ops.b.strides(), ops.c.strides());
+        SpmmDense {
+            n: ops.n,
+            b: ops.b.input(),
+            b_rs,
+            b_cs,
+            c: ops.c.output(),
+            c_rs,
+            c_cs,
+            alpha,
+            beta,
+        }
+    }
+}
+
 pub(crate) fn bind_spmm<T: Scalar, O: Scalar>(
     device: &Arc<Device>,
     (rows, cols): (usize, usize),
@@ -202,6 +236,45 @@ pub(crate) struct SddmmOperands {
     pub x: Bound,
     pub y: Bound,
     pub c: Bound,
+}
+
+kernel_params! {
+    /// An SDDMM run's dense operands as every SDDMM kernel reads them: X (rows x k) and Y
+    /// (cols x k) at their strides, C (one value per output slot, `c_inc` apart), and the
+    /// scalars.
+    pub(crate) struct SddmmDense<T> {
+        x: ptr(T),
+        y: ptr(T),
+        c: out(T),
+        k: u32,
+        x_rs: u32,
+        x_cs: u32,
+        y_rs: u32,
+        y_cs: u32,
+        c_inc: u32,
+        alpha: acc,
+        beta: acc,
+    }
+}
+
+impl<T: Scalar> SddmmDense<T> {
+    pub fn new(run: &Run<SddmmOperands, T::Acc>) -> Self {
+        let Run { ops, alpha, beta } = *run;
+        let ((x_rs, x_cs), (y_rs, y_cs)) = (ops.x.strides(), ops.y.strides());
+        SddmmDense {
+            k: ops.k,
+            x: ops.x.input(),
+            x_rs,
+            x_cs,
+            y: ops.y.input(),
+            y_rs,
+            y_cs,
+            c: ops.c.output(),
+            c_inc: ops.c.increment(),
+            alpha,
+            beta,
+        }
+    }
 }
 
 pub(crate) fn bind_sddmm<T: Scalar, O: Scalar>(

@@ -35,7 +35,7 @@ use crate::kernel::{
     c_type, kernel_params, Entry, Kernel, KernelParams, KernelSource, KernelSpec, MutPtr, Ptr,
 };
 use crate::matrix::DeviceCsr;
-use crate::operand::{Bound, Run, SddmmOperands, SpmmOperands};
+use crate::operand::{Bound, Run, SddmmDense, SddmmOperands, SpmmDense, SpmmOperands};
 use crate::plan::{
     CudaPlan, Kernels, Phase, PlanBase, PlanClock, SddmmKernels, SpmmKernels, Values, WidthDesc,
 };
@@ -140,21 +140,6 @@ fn prefers_rode(op: OpKind, rows: &RowStats, nnz: usize) -> bool {
 }
 
 kernel_params! {
-    /// The dense operands of a RoDe SpMM run: B (cols x n) and C (rows x n) at their strides.
-    pub(crate) struct SpmmOut<T> {
-        n: u32,
-        b: ptr(T),
-        b_rs: u32,
-        b_cs: u32,
-        c: out(T),
-        c_rs: u32,
-        c_cs: u32,
-        alpha: acc,
-        beta: acc,
-    }
-}
-
-kernel_params! {
     /// How the segments of split rows reach C: `partials` null for atomics, else the workspace
     /// (slots x n accumulation values) and `arrivals` (slots x column tiles counters);
     /// `row_ptr` and `seg_len` lead the last segment of a row to the row's slots.
@@ -181,46 +166,21 @@ kernel_params! {
         col_idx: ptr(u32),
         values: ptr(T),
         combining: sub(Combining),
-        out: sub(SpmmOut),
+        dense: sub(SpmmDense),
     }
 }
 
 kernel_params! {
-    /// `rode_scale_rows<T>`: C = beta*C on the `listed` rows of `listed_row`, n columns.
+    /// `rode_scale_rows<T>`: C = beta*C on the `listed` rows of `listed_row` (B unused).
     pub(crate) struct RodeScaleRows<T> {
         listed: u32,
         listed_row: ptr(u32),
-        n: u32,
-        c: out(T),
-        c_rs: u32,
-        c_cs: u32,
-        beta: acc,
+        dense: sub(SpmmDense),
     }
 }
 
 kernel_params! {
-    /// The pattern and dense operands of a RoDe SDDMM run: X (rows x k), Y (cols x k), and C
-    /// (nnz values, `c_inc` apart).
-    pub(crate) struct SddmmArgs<T> {
-        col_idx: ptr(u32),
-        s_values: ptr(T),
-        scale_by_values: u32,
-        k: u32,
-        x: ptr(T),
-        x_rs: u32,
-        x_cs: u32,
-        y: ptr(T),
-        y_rs: u32,
-        y_cs: u32,
-        c: out(T),
-        c_inc: u32,
-        alpha: acc,
-        beta: acc,
-    }
-}
-
-kernel_params! {
-    /// `rode_sddmm<T, V>`: the parts' grid of `rode_spmm`.
+    /// `rode_sddmm<T, V>`: the parts' grid of `rode_spmm`, and S's pattern and values.
     pub(crate) struct RodeSddmm<T> {
         lanes: u32,
         block_ctas: u32,
@@ -229,7 +189,10 @@ kernel_params! {
         part_row: ptr(u32),
         part_lo: ptr(u32),
         part_hi: ptr(u32),
-        args: sub(SddmmArgs),
+        col_idx: ptr(u32),
+        s_values: ptr(T),
+        scale_by_values: u32,
+        dense: sub(SddmmDense),
     }
 }
 
@@ -237,11 +200,11 @@ pub(crate) const SOURCE: KernelSource = KernelSource {
     name: "rode",
     code: include_str!("../kernels/rode.cu"),
     params: &[
-        <SpmmOut<f32> as KernelParams>::C_DECL,
+        <SpmmDense<f32> as KernelParams>::C_DECL,
+        <SddmmDense<f32> as KernelParams>::C_DECL,
         <Combining<f32> as KernelParams>::C_DECL,
         <RodeSpmm<f32> as KernelParams>::C_DECL,
         <RodeScaleRows<f32> as KernelParams>::C_DECL,
-        <SddmmArgs<f32> as KernelParams>::C_DECL,
         <RodeSddmm<f32> as KernelParams>::C_DECL,
         <RodeCount as KernelParams>::C_DECL,
         <RodeScan as KernelParams>::C_DECL,
@@ -545,26 +508,21 @@ impl<T: Scalar> Kernels<T> for RodeSpmmFamily<T> {
 
 impl<T: Scalar> SpmmKernels<T> for RodeSpmmFamily<T> {
     fn run(&mut self, base: &PlanBase<T>, run: &Run<SpmmOperands, T::Acc>) -> Result<()> {
-        let Run { ops, alpha, beta } = *run;
         let (device, a, parts, combine, n) =
-            (&base.device, &self.a, &self.parts, &self.combine, ops.n);
-        let shape = Lanes::new(n as usize, &[&ops.b], SPMM_MIN_LANES);
+            (&base.device, &self.a, &self.parts, &self.combine, run.ops.n);
+        let shape = Lanes::new(n as usize, &[&run.ops.b], SPMM_MIN_LANES);
         let col_tiles = shape.column_tiles(n);
         let value_bytes = size_of::<T>() as u32;
         let (block_ctas, config) =
             shape.config(parts.segments, parts.residuals, col_tiles, 4 + value_bytes)?;
-        let (c_rs, c_cs) = ops.c.strides();
+        let dense = SpmmDense::new(run);
         let (partials, arrivals) = match &self.split_rows {
             SplitRows::Atomics(scale_rows) => {
                 if combine.listed > 0 {
                     let params = RodeScaleRows {
                         listed: combine.listed,
                         listed_row: Ptr::of(&combine.listed_row, device),
-                        n,
-                        c: ops.c.output(),
-                        c_rs,
-                        c_cs,
-                        beta,
+                        dense,
                     };
                     let config = LaunchConfig {
                         grid_dim: (n.div_ceil(BLOCK), combine.listed.clamp(1, MAX_GRID_Y), 1),
@@ -581,7 +539,6 @@ impl<T: Scalar> SpmmKernels<T> for RodeSpmmFamily<T> {
                 partials.pointers::<T>(device, combine.slots, n, col_tiles)?
             }
         };
-        let (b_rs, b_cs) = ops.b.strides();
         let params = RodeSpmm {
             lanes: shape.lanes,
             block_ctas,
@@ -599,17 +556,7 @@ impl<T: Scalar> SpmmKernels<T> for RodeSpmmFamily<T> {
                 row_ptr: Ptr::of(&a.row_ptr, device),
                 seg_len: parts.seg_len,
             },
-            out: SpmmOut {
-                n,
-                b: ops.b.input(),
-                b_rs,
-                b_cs,
-                c: ops.c.output(),
-                c_rs,
-                c_cs,
-                alpha,
-                beta,
-            },
+            dense,
         };
         // SAFETY: the lists come from this matrix's decomposition, and the grid's first
         // block_ctas blocks cover the `segments` segments, BLOCK / W each, the others the
@@ -671,11 +618,9 @@ pub(crate) fn sddmm_plan<T: Scalar, I: SpIndex>(
 
 impl<T: Scalar> SddmmKernels<T> for RodeSddmmFamily<T> {
     fn run(&mut self, base: &PlanBase<T>, run: &Run<SddmmOperands, T::Acc>) -> Result<()> {
-        let Run { ops, alpha, beta } = *run;
-        let (device, s, parts) = (&base.device, &self.s, &self.parts);
+        let (device, s, parts, ops) = (&base.device, &self.s, &self.parts, &run.ops);
         let shape = Lanes::new(ops.k as usize, &[&ops.x, &ops.y], SDDMM_MIN_LANES);
         let (block_ctas, config) = shape.config(parts.segments, parts.residuals, 1, 4)?;
-        let ((x_rs, x_cs), (y_rs, y_cs)) = (ops.x.strides(), ops.y.strides());
         let params = RodeSddmm {
             lanes: shape.lanes,
             block_ctas,
@@ -684,22 +629,10 @@ impl<T: Scalar> SddmmKernels<T> for RodeSddmmFamily<T> {
             part_row: Ptr::of(&parts.part_row, device),
             part_lo: Ptr::of(&parts.part_lo, device),
             part_hi: Ptr::of(&parts.part_hi, device),
-            args: SddmmArgs {
-                col_idx: Ptr::of(&s.col_idx, device),
-                s_values: Ptr::of_buffer(&s.values),
-                scale_by_values: u32::from(self.scale_by_values),
-                k: ops.k,
-                x: ops.x.input(),
-                x_rs,
-                x_cs,
-                y: ops.y.input(),
-                y_rs,
-                y_cs,
-                c: ops.c.output(),
-                c_inc: ops.c.increment(),
-                alpha,
-                beta,
-            },
+            col_idx: Ptr::of(&s.col_idx, device),
+            s_values: Ptr::of_buffer(&s.values),
+            scale_by_values: u32::from(self.scale_by_values),
+            dense: SddmmDense::new(run),
         };
         // SAFETY: the grid's first block_ctas blocks cover the `segments` segments, BLOCK / W
         // each, the others the `residuals` residuals, so a sub-warp past either list's end

@@ -17,7 +17,7 @@ use sparse_core::{Algorithm, CsrRef, Layout, Result, Scalar, SddmmDesc, SpIndex}
 use crate::device::Device;
 use crate::kernel::{c_type, kernel_params, Entry, KernelParams, KernelSource, KernelSpec, Ptr};
 use crate::matrix::DeviceCsr;
-use crate::operand::{to_u32, Bound, Run, SddmmOperands};
+use crate::operand::{to_u32, Bound, Run, SddmmDense, SddmmOperands};
 use crate::plan::{CudaPlan, Kernels, Phase, PlanBase, PlanClock, SddmmKernels, Values, WidthDesc};
 use crate::spmm::{subwarp_lanes, vector_values, Variants};
 
@@ -37,24 +37,17 @@ kernel_params! {
         col_idx: ptr(u32),
         s_values: ptr(T),
         scale_by_values: u32,
-        k: u32,
-        x: ptr(T),
-        x_rs: u32,
-        x_cs: u32,
-        y: ptr(T),
-        y_rs: u32,
-        y_cs: u32,
-        c: out(T),
-        c_inc: u32,
-        alpha: acc,
-        beta: acc,
+        dense: sub(SddmmDense),
     }
 }
 
 pub(crate) const SOURCE: KernelSource = KernelSource {
     name: "sddmm",
     code: include_str!("../kernels/sddmm.cu"),
-    params: &[<SddmmCsr<f32> as KernelParams>::C_DECL],
+    params: &[
+        <SddmmDense<f32> as KernelParams>::C_DECL,
+        <SddmmCsr<f32> as KernelParams>::C_DECL,
+    ],
     defines: &[("SDDMM_BLOCK", BLOCK)],
 };
 
@@ -135,13 +128,12 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
 
 impl<T: Scalar> SddmmKernels<T> for SddmmFamily<T> {
     fn run(&mut self, base: &PlanBase<T>, run: &Run<SddmmOperands, T::Acc>) -> Result<()> {
-        let Run { ops, alpha, beta } = *run;
+        let ops = &run.ops;
         let values = vector_values(
             ops.k as usize,
             &[row_major_ld(&ops.x), row_major_ld(&ops.y)],
         );
         let lanes = subwarp_lanes(ops.k as usize, values);
-        let ((x_rs, x_cs), (y_rs, y_cs)) = (ops.x.strides(), ops.y.strides());
         let params = SddmmCsr {
             segments: self.segments,
             seg_row: Ptr::of(&self.seg_row, &base.device),
@@ -149,17 +141,7 @@ impl<T: Scalar> SddmmKernels<T> for SddmmFamily<T> {
             col_idx: Ptr::of(&self.s.col_idx, &base.device),
             s_values: Ptr::of_buffer(&self.s.values),
             scale_by_values: u32::from(self.scale_by_values),
-            k: ops.k,
-            x: ops.x.input(),
-            x_rs,
-            x_cs,
-            y: ops.y.input(),
-            y_rs,
-            y_cs,
-            c: ops.c.output(),
-            c_inc: ops.c.increment(),
-            alpha,
-            beta,
+            dense: SddmmDense::new(run),
         };
         let threads = u64::from(self.segments) * u64::from(lanes);
         let config = LaunchConfig {

@@ -20,7 +20,7 @@ use crate::kernel::{
     c_type, kernel_params, Entry, Kernel, KernelParams, KernelSource, KernelSpec, Ptr,
 };
 use crate::matrix::DeviceCsr;
-use crate::operand::{Run, SpmmOperands};
+use crate::operand::{Run, SpmmDense, SpmmOperands};
 use crate::plan::{CudaPlan, Kernels, Phase, PlanBase, PlanClock, SpmmKernels, Values, WidthDesc};
 
 /// Threads per block (`SPMM_BLOCK`).
@@ -38,25 +38,20 @@ kernel_params! {
     /// `spmm_csr_rowmajor<W, V>` and `spmm_csr_colmajor<W>`.
     pub(crate) struct SpmmCsr<T> {
         rows: u32,
-        n: u32,
         row_ptr: ptr(u32),
         col_idx: ptr(u32),
         values: ptr(T),
-        b: ptr(T),
-        b_rs: u32,
-        b_cs: u32,
-        c: out(T),
-        c_rs: u32,
-        c_cs: u32,
-        alpha: acc,
-        beta: acc,
+        dense: sub(SpmmDense),
     }
 }
 
 pub(crate) const SOURCE: KernelSource = KernelSource {
     name: "spmm",
     code: include_str!("../kernels/spmm.cu"),
-    params: &[<SpmmCsr<f32> as KernelParams>::C_DECL],
+    params: &[
+        <SpmmDense<f32> as KernelParams>::C_DECL,
+        <SpmmCsr<f32> as KernelParams>::C_DECL,
+    ],
     defines: &[("SPMM_BLOCK", BLOCK), ("COLMAJOR_COLS", COLMAJOR_COLS)],
 };
 
@@ -203,8 +198,7 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
 
 impl<T: Scalar> SpmmKernels<T> for SpmmFamily<T> {
     fn run(&mut self, base: &PlanBase<T>, run: &Run<SpmmOperands, T::Acc>) -> Result<()> {
-        let Run { ops, alpha, beta } = *run;
-        let (a, n) = (&self.a, ops.n);
+        let (a, ops, n) = (&self.a, &run.ops, run.ops.n);
         let (kernel, config) = match ops.b.layout {
             Layout::RowMajor => {
                 let values = vector_values(n as usize, &[Some(ops.b.ld as usize)]);
@@ -219,21 +213,12 @@ impl<T: Scalar> SpmmKernels<T> for SpmmFamily<T> {
                 launch_config(a.rows, self.col_major_lanes, n.div_ceil(COLMAJOR_COLS)),
             ),
         };
-        let ((b_rs, b_cs), (c_rs, c_cs)) = (ops.b.strides(), ops.c.strides());
         let params = SpmmCsr {
             rows: a.rows,
-            n,
             row_ptr: Ptr::of(&a.row_ptr, &base.device),
             col_idx: Ptr::of(&a.col_idx, &base.device),
             values: Ptr::of_buffer(&a.values),
-            b: ops.b.input(),
-            b_rs,
-            b_cs,
-            c: ops.c.output(),
-            c_rs,
-            c_cs,
-            alpha,
-            beta,
+            dense: SpmmDense::new(run),
         };
         // SAFETY: the CSR is canonical with columns < cols = B's rows; B spans cols x n and C
         // rows x n at their strides (bound operands); a row-major kernel with V > 1 is chosen
