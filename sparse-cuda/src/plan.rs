@@ -14,9 +14,9 @@ use std::time::Instant;
 
 use cudarc::driver::{CudaSlice, LaunchConfig};
 use sparse_core::{
-    Accumulator, Algorithm, BackendKind, CsrRef, DenseMut, DenseRef, Format, Memory, OpKind,
-    PlanInfo, PlanTime, Precision, Result, Scalar, SddmmDesc, SddmmPlan, SpIndex, SpmmDesc,
-    SpmmPlan, SpmvPlan, ValueOrder,
+    check_offered, Accumulator, Algorithm, AlgorithmTable, AttentionDesc, BackendKind, CsrRef,
+    DenseMut, DenseRef, Error, Format, Memory, OpKind, PlanInfo, PlanTime, Precision, Result,
+    Scalar, SddmmDesc, SddmmPlan, SpIndex, SpmmDesc, SpmmPlan, SpmvDesc, SpmvPlan, ValueOrder,
 };
 
 use crate::device::{CudaBuffer, Device};
@@ -167,11 +167,16 @@ impl<'a, T> Values<'a, T> {
     }
 }
 
-/// SpMM and SDDMM descriptors, as the plans of both GPU backends read them.
-pub(crate) trait WidthDesc {
-    /// The operation, format, precision and algorithm asked for.
-    fn request(&self) -> (OpKind, Format, Precision, Algorithm);
+/// What a descriptor asks for: the operation, format, precision and algorithm.
+pub(crate) type Request = (OpKind, Format, Precision, Algorithm);
 
+/// Descriptors as both GPU backends read them.
+pub(crate) trait Desc {
+    fn request(&self) -> Request;
+}
+
+/// SpMM and SDDMM descriptors, which reserve a width.
+pub(crate) trait WidthDesc: Desc {
     /// The width the plan reserves for: N of SpMM, K of SDDMM.
     fn width(&self) -> usize;
 
@@ -186,20 +191,44 @@ pub(crate) trait WidthDesc {
     }
 }
 
-macro_rules! width_desc {
-    ($($desc:ident: $op:ident),*) => {$(
-        impl WidthDesc for $desc {
-            fn request(&self) -> (OpKind, Format, Precision, Algorithm) {
+macro_rules! desc {
+    ($desc:ident: $op:ident) => {
+        impl Desc for $desc {
+            fn request(&self) -> Request {
                 (OpKind::$op, self.format, self.precision, self.algorithm)
             }
+        }
+    };
+    ($desc:ident: $op:ident, reserving) => {
+        desc!($desc: $op);
 
+        impl WidthDesc for $desc {
             fn width(&self) -> usize {
                 self.reserved_width()
             }
         }
-    )*};
+    };
 }
-width_desc!(SpmmDesc: Spmm, SddmmDesc: Sddmm);
+desc!(SpmvDesc: Spmv);
+desc!(AttentionDesc: Attention);
+desc!(SpmmDesc: Spmm, reserving);
+desc!(SddmmDesc: Sddmm, reserving);
+
+/// Refuses a request for storage type `T` that `backend`'s `table` does not offer, or whose
+/// precision stores another type.
+pub(crate) fn check_request<T: Scalar>(
+    backend: BackendKind,
+    table: impl AlgorithmTable,
+    (op, format, precision, algorithm): Request,
+) -> Result<()> {
+    if precision.storage != T::DTYPE {
+        return Err(Error::invalid(format!(
+            "{op}: the descriptor asks for {precision} but the matrix holds {}",
+            T::DTYPE
+        )));
+    }
+    check_offered(backend, table, op, format, precision, algorithm).map(drop)
+}
 
 /// What every plan holds beside its family's state.
 pub(crate) struct PlanBase<T: Scalar> {
