@@ -1,8 +1,8 @@
 // RoDe (row decomposition, Pang et al., PPoPP'24): CSR SpMM C = alpha*A*B + beta*C and SDDMM
 // C = alpha*(X*Y^T) ∘ spy(S) + beta*C on CUDA cores. Parameters: RodeSpmm<T>, RodeScaleRows<T>,
-// RodeSddmm<T> (src/rode.rs) with SpmmDense<T> and SddmmDense<T> (src/operand.rs); RodeCount,
-// RodeScan, RodeFill (src/rode/decomposition.rs). The RODE_* constants come from Rust as -D
-// options.
+// RodeSddmm<T> with RodeParts (src/rode.rs), SpmmDense<T> and SddmmDense<T> (src/operand.rs);
+// RodeCount, RodeScan, RodeFill (src/rode/decomposition.rs). The RODE_* constants come from Rust
+// as -D options.
 //
 // Decomposition, built on the device from row_ptr by the rode_preprocess_* kernels (the host twin
 // in rode/decomposition.rs must agree with row_parts below). A row's entries begin..end are
@@ -799,26 +799,28 @@ __device__ void rode_sddmm_residual(u32 cta, u32 lanes, u32 segments, u32 residu
 // Entry points: rode_spmm<T, V> and rode_sddmm<T, V> (the sub-warp width W is `lanes`), and
 // rode_scale_rows<T> above.
 //
-// The parts' grid: blocks 0 .. block_ctas - 1 take the segments, RODE_BLOCK / W each, and the
+// The parts' grid (RodeParts): blocks 0 .. block_ctas - 1 take the segments, RODE_BLOCK / W each, and the
 // blocks after them the residuals. A block is all segments or all residuals, so the branch is
 // uniform over it.
 
 template <typename T, int V>
 __global__ void __launch_bounds__(RODE_BLOCK) rode_spmm(const RodeSpmm<T> p) {
-    const Parts parts = {p.part_row, p.part_lo, p.part_hi};
-    if (blockIdx.x < p.block_ctas)
-        rode_spmm_block<T, V>(blockIdx.x, p.lanes, p.segments, parts, p.seg_slot, p.col_idx, p.values, p.combining,
+    const RodeParts& g = p.parts;
+    const Parts parts = {g.part_row, g.part_lo, g.part_hi};
+    if (blockIdx.x < g.block_ctas)
+        rode_spmm_block<T, V>(blockIdx.x, g.lanes, g.segments, parts, p.seg_slot, p.col_idx, p.values, p.combining,
                               p.dense);
     else
-        rode_spmm_residual<T, V>(blockIdx.x - p.block_ctas, p.lanes, p.segments, p.residuals, parts, p.col_idx,
+        rode_spmm_residual<T, V>(blockIdx.x - g.block_ctas, g.lanes, g.segments, g.residuals, parts, p.col_idx,
                                  p.values, p.dense);
 }
 
 template <typename T, int V>
 __global__ void __launch_bounds__(RODE_BLOCK) rode_sddmm(const RodeSddmm<T> p) {
-    const Parts parts = {p.part_row, p.part_lo, p.part_hi};
-    if (blockIdx.x < p.block_ctas)
-        rode_sddmm_block<T, V>(blockIdx.x, p.lanes, p.segments, parts, p);
+    const RodeParts& g = p.parts;
+    const Parts parts = {g.part_row, g.part_lo, g.part_hi};
+    if (blockIdx.x < g.block_ctas)
+        rode_sddmm_block<T, V>(blockIdx.x, g.lanes, g.segments, parts, p);
     else
-        rode_sddmm_residual<T, V>(blockIdx.x - p.block_ctas, p.lanes, p.segments, p.residuals, parts, p);
+        rode_sddmm_residual<T, V>(blockIdx.x - g.block_ctas, g.lanes, g.segments, g.residuals, parts, p);
 }

@@ -152,9 +152,9 @@ kernel_params! {
 }
 
 kernel_params! {
-    /// `rode_spmm<T, V>`: sub-warps of `lanes` lanes over the parts (row, lo, hi), the segments
-    /// in grid blocks `0..block_ctas`, the residuals after them.
-    pub(crate) struct RodeSpmm<T> {
+    /// The parts' grid of `rode_spmm` and `rode_sddmm`: sub-warps of `lanes` lanes over the parts
+    /// (row, lo, hi), the segments in grid blocks `0..block_ctas`, the residuals after them.
+    pub(crate) struct RodeParts {
         lanes: u32,
         block_ctas: u32,
         segments: u32,
@@ -162,6 +162,13 @@ kernel_params! {
         part_row: ptr(u32),
         part_lo: ptr(u32),
         part_hi: ptr(u32),
+    }
+}
+
+kernel_params! {
+    /// `rode_spmm<T, V>`: the parts, each segment's workspace slot, and A.
+    pub(crate) struct RodeSpmm<T> {
+        parts: plain(RodeParts),
         seg_slot: ptr(u32),
         col_idx: ptr(u32),
         values: ptr(T),
@@ -180,15 +187,9 @@ kernel_params! {
 }
 
 kernel_params! {
-    /// `rode_sddmm<T, V>`: the parts' grid of `rode_spmm`, and S's pattern and values.
+    /// `rode_sddmm<T, V>`: the parts, and S's pattern and values.
     pub(crate) struct RodeSddmm<T> {
-        lanes: u32,
-        block_ctas: u32,
-        segments: u32,
-        residuals: u32,
-        part_row: ptr(u32),
-        part_lo: ptr(u32),
-        part_hi: ptr(u32),
+        parts: plain(RodeParts),
         col_idx: ptr(u32),
         s_values: ptr(T),
         scale_by_values: u32,
@@ -203,6 +204,7 @@ pub(crate) const SOURCE: KernelSource = KernelSource {
         <SpmmDense<f32> as KernelParams>::C_DECL,
         <SddmmDense<f32> as KernelParams>::C_DECL,
         <Combining<f32> as KernelParams>::C_DECL,
+        <RodeParts as KernelParams>::C_DECL,
         <RodeSpmm<f32> as KernelParams>::C_DECL,
         <RodeScaleRows<f32> as KernelParams>::C_DECL,
         <RodeSddmm<f32> as KernelParams>::C_DECL,
@@ -326,6 +328,20 @@ impl Lanes {
     /// value each).
     fn most_column_tiles(width: usize) -> usize {
         width.div_ceil(32).max(1)
+    }
+
+    /// The parts' grid of a launch ([`Lanes::config`]) whose first `block_ctas` blocks take the
+    /// segments.
+    fn parts(self, parts: &Decomposition, device: &Device, block_ctas: u32) -> RodeParts {
+        RodeParts {
+            lanes: self.lanes,
+            block_ctas,
+            segments: parts.segments,
+            residuals: parts.residuals,
+            part_row: Ptr::of(&parts.part_row, device),
+            part_lo: Ptr::of(&parts.part_lo, device),
+            part_hi: Ptr::of(&parts.part_hi, device),
+        }
     }
 
     /// The parts' launch: one sub-warp per segment, then one per residual, over grid.x,
@@ -540,13 +556,7 @@ impl<T: Scalar> SpmmKernels<T> for RodeSpmmFamily<T> {
             }
         };
         let params = RodeSpmm {
-            lanes: shape.lanes,
-            block_ctas,
-            segments: parts.segments,
-            residuals: parts.residuals,
-            part_row: Ptr::of(&parts.part_row, device),
-            part_lo: Ptr::of(&parts.part_lo, device),
-            part_hi: Ptr::of(&parts.part_hi, device),
+            parts: shape.parts(parts, device, block_ctas),
             seg_slot: Ptr::of(&combine.seg_slot, device),
             col_idx: Ptr::of(&a.col_idx, device),
             values: Ptr::of_buffer(&a.values),
@@ -622,13 +632,7 @@ impl<T: Scalar> SddmmKernels<T> for RodeSddmmFamily<T> {
         let shape = Lanes::new(ops.k as usize, &[&ops.x, &ops.y], SDDMM_MIN_LANES);
         let (block_ctas, config) = shape.config(parts.segments, parts.residuals, 1, 4)?;
         let params = RodeSddmm {
-            lanes: shape.lanes,
-            block_ctas,
-            segments: parts.segments,
-            residuals: parts.residuals,
-            part_row: Ptr::of(&parts.part_row, device),
-            part_lo: Ptr::of(&parts.part_lo, device),
-            part_hi: Ptr::of(&parts.part_hi, device),
+            parts: shape.parts(parts, device, block_ctas),
             col_idx: Ptr::of(&s.col_idx, device),
             s_values: Ptr::of_buffer(&s.values),
             scale_by_values: u32::from(self.scale_by_values),
