@@ -67,6 +67,13 @@ __device__ __forceinline__ u32 fs_tf32(u32 bits) {
     return r;
 }
 
+// d += A B by `mma.sync.aligned.SHAPE` (its shape and types) with f32 accumulators: A rows g (a0)
+// and g+8 (a1), B column g.
+#define FS_MMA(SHAPE, d, a0, a1, b)                                                         \
+    asm volatile("mma.sync.aligned." SHAPE " {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};" \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                           \
+                 : "r"(a0), "r"(a1), "r"(b))
+
 // The MMA of a storage type and how its operand registers are made from loaded words.
 template <typename T> struct fs_mma;
 
@@ -83,13 +90,8 @@ template <> struct fs_mma<half_t> {
     static __device__ __forceinline__ u32 sparse(const u32 (&v)[VPL]) { return __byte_perm(v[0], v[1], 0x5410); }
     // An inner-dimension register (SDDMM): word m of a run, two consecutive elements.
     static __device__ __forceinline__ u32 inner(const u32 (&w)[FS_RUN_BYTES / 4], int m) { return w[m]; }
-    // d += A B: A rows g (a0) and g+8 (a1), B column g.
     static __device__ __forceinline__ void run(float* d, u32 a0, u32 a1, u32 b) {
-        asm volatile(
-            "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
-            "{%0,%1,%2,%3};"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(a0), "r"(a1), "r"(b));
+        FS_MMA("m16n8k8.row.col.f32.f16.f16.f32", d, a0, a1, b);
     }
 };
 
@@ -103,11 +105,7 @@ template <> struct fs_mma<float> {
     static __device__ __forceinline__ u32 sparse(const u32 (&v)[VPL]) { return fs_tf32(v[0]); }
     static __device__ __forceinline__ u32 inner(const u32 (&w)[FS_RUN_BYTES / 4], int m) { return fs_tf32(w[m]); }
     static __device__ __forceinline__ void run(float* d, u32 a0, u32 a1, u32 b) {
-        asm volatile(
-            "mma.sync.aligned.m16n8k4.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
-            "{%0,%1,%2,%3};"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(a0), "r"(a1), "r"(b));
+        FS_MMA("m16n8k4.row.col.f32.tf32.tf32.f32", d, a0, a1, b);
     }
 };
 
@@ -655,13 +653,22 @@ __device__ __forceinline__ u32 fs_block_scan(u32 v, u32* total) {
     return before + inclusive - v;
 }
 
+// This thread's FS_SCAN_ITEMS flags of a tile of THREADS * FS_SCAN_ITEMS: the first one's index
+// (`base`) and their sum.
+template <int THREADS>
+__device__ __forceinline__ u32 fs_thread_flags(const FsScan& args, u64* base) {
+    *base = ((u64)blockIdx.x * THREADS + threadIdx.x) * FS_SCAN_ITEMS;
+    u32 mine = 0;
+    for (u32 i = 0; i < FS_SCAN_ITEMS; ++i)
+        if (*base + i < args.n) mine += args.flags[*base + i];
+    return mine;
+}
+
 // Per tile of THREADS * FS_SCAN_ITEMS flags, their total (in offsets[tile]).
 template <int THREADS>
 __global__ void __launch_bounds__(THREADS) fs_scan_tiles(const FsScan args) {
-    const u64 base = ((u64)blockIdx.x * THREADS + threadIdx.x) * FS_SCAN_ITEMS;
-    u32 mine = 0;
-    for (u32 i = 0; i < FS_SCAN_ITEMS; ++i)
-        if (base + i < args.n) mine += args.flags[base + i];
+    u64 base;
+    const u32 mine = fs_thread_flags<THREADS>(args, &base);
     u32 total;
     fs_block_scan<THREADS>(mine, &total);
     if (threadIdx.x == 0) args.offsets[blockIdx.x] = total;
@@ -688,10 +695,8 @@ __global__ void __launch_bounds__(THREADS) fs_scan_offsets(const FsScan args) {
 // prefix[e] = flags before e (e <= n), from the tile offsets.
 template <int THREADS>
 __global__ void __launch_bounds__(THREADS) fs_scan_apply(const FsScan args) {
-    const u64 base = ((u64)blockIdx.x * THREADS + threadIdx.x) * FS_SCAN_ITEMS;
-    u32 mine = 0;
-    for (u32 i = 0; i < FS_SCAN_ITEMS; ++i)
-        if (base + i < args.n) mine += args.flags[base + i];
+    u64 base;
+    const u32 mine = fs_thread_flags<THREADS>(args, &base);
     u32 total;
     u32 at = args.offsets[blockIdx.x] + fs_block_scan<THREADS>(mine, &total);
     for (u32 i = 0; i < FS_SCAN_ITEMS; ++i) {

@@ -136,7 +136,8 @@ __device__ __forceinline__ RowParts row_parts(u32 begin, u32 end, u32 seg_len, u
 // ---------------------------------------------------------------------------------------------
 // Preprocessing: per-row counts, reduced per block (count), scanned over blocks (scan), then
 // recomputed, scanned within the block and written out (fill). Block totals, not per-row counts,
-// are all that is stored between the passes.
+// are all that is stored between the passes. Each kernel is templated over its parameter struct,
+// so that a module compiled for another kernel of this file holds none of them.
 
 // What a row adds to each list. `listed`: split rows; `slots`: their workspace slots (one per
 // segment). The block totals are arrays of these, passed as u32 words (four per RodeCounts).
@@ -213,7 +214,8 @@ __device__ __forceinline__ u64 first_row_of_thread() {
 // block_totals[b] = the counts of the rows of block b. Grid: one block per
 // RODE_PRE_THREADS * RODE_PRE_ROWS rows. `with_combine`: the SpMM decomposition (empty rows are
 // residuals; split rows are listed), else SDDMM's.
-__global__ void __launch_bounds__(RODE_PRE_THREADS) rode_preprocess_count(const RodeCount p) {
+template <typename P>
+__global__ void __launch_bounds__(RODE_PRE_THREADS) rode_preprocess_count(const P p) {
     RodeCounts total;
     block_exclusive_scan<RODE_PRE_THREADS>(
         thread_counts(first_row_of_thread(), p.rows, p.row_ptr, p.seg_len, p.with_combine), &total);
@@ -222,7 +224,8 @@ __global__ void __launch_bounds__(RODE_PRE_THREADS) rode_preprocess_count(const 
 
 // In place: block_totals[b] becomes the counts of all rows before block b, and
 // block_totals[blocks] the counts of the whole matrix. Grid: one block of RODE_SCAN_THREADS.
-__global__ void __launch_bounds__(RODE_SCAN_THREADS) rode_preprocess_scan(const RodeScan p) {
+template <typename P>
+__global__ void __launch_bounds__(RODE_SCAN_THREADS) rode_preprocess_scan(const P p) {
     RodeCounts* block_totals = reinterpret_cast<RodeCounts*>(p.block_totals);
     const RodeCounts zero = {0, 0, 0, 0};
     RodeCounts carry = zero;
@@ -241,7 +244,8 @@ __global__ void __launch_bounds__(RODE_SCAN_THREADS) rode_preprocess_scan(const 
 // Writes the lists (the grid and `with_combine` of rode_preprocess_count; `offsets` as
 // rode_preprocess_scan left them, the matrix's totals after the blocks'). Without `with_combine`
 // (SDDMM) the slot and listed-row pointers are not touched.
-__global__ void __launch_bounds__(RODE_PRE_THREADS) rode_preprocess_fill(const RodeFill p) {
+template <typename P>
+__global__ void __launch_bounds__(RODE_PRE_THREADS) rode_preprocess_fill(const P p) {
     const RodeCounts* offsets = reinterpret_cast<const RodeCounts*>(p.offsets);
     const u64 first = first_row_of_thread();
     // The residuals follow all the segments.
@@ -381,18 +385,20 @@ __device__ __forceinline__ u32 column_tiles(const SpmmDense<T>& o, const Subwarp
     return (u32)(((u64)o.n + w.width * V - 1) / (w.width * V));
 }
 
-// B rows of the entries e0 .. e0 + SUB - 1 of a tile, this lane's columns; entries outside
-// lo..hi are not read (zeros). WHOLE: every lane's span is whole (`count` is V), so each row is
-// one predicated load and the loads of the sub-block stay in flight together (prelude.cuh).
+// Dense rows (B for SpMM, Y for SDDMM) of the entries e0 .. e0 + SUB - 1 of a tile, this lane's
+// `count` elements of each from `lane_base` (the lane's first element of row 0); entries outside
+// lo..hi are not read (zeros). WHOLE: every lane's span is whole or past the row's end (`count`
+// is V or 0), so each row is one predicated load and the loads of the sub-block stay in flight
+// together (prelude.cuh).
 template <typename T, int V, int SUB, bool WHOLE>
-__device__ __forceinline__ void load_b_rows(const u32* cols, u32 e0, u32 lo, u32 hi, const T* b_lane, u32 b_rs,
-                                            u32 count, typename acc_of<T>::type (&dst)[SUB][V]) {
+__device__ __forceinline__ void load_rows(const u32* cols, u32 e0, u32 lo, u32 hi, const T* lane_base, u32 rs,
+                                          u32 count, typename acc_of<T>::type (&dst)[SUB][V]) {
 #pragma unroll
     for (int i = 0; i < SUB; ++i) {
         const u32 e = e0 + i;
         const bool live = e >= lo && e < hi;
-        const T* row = b_lane + (u64)(live ? cols[e] : 0) * b_rs;
-        if constexpr (WHOLE) load_whole<T, V>(row, live, dst[i]);
+        const T* row = lane_base + (u64)(live ? cols[e] : 0) * rs;
+        if constexpr (WHOLE) load_whole<T, V>(row, live && count != 0, dst[i]);
         else load_first<T, V>(row, live ? count : 0, dst[i]);
     }
 }
@@ -424,24 +430,24 @@ __device__ __forceinline__ void spmm_tile_of(const u32* cols, const T* vals, u32
     const int SUB = rode_sub<T>::N;
     const u32 STEPS = RODE_TILE / SUB;  // even
     A even[SUB][V], odd[SUB][V];
-    load_b_rows<T, V, SUB, WHOLE>(cols, 0, lo, hi, b_lane, b_rs, count, even);
+    load_rows<T, V, SUB, WHOLE>(cols, 0, lo, hi, b_lane, b_rs, count, even);
 #pragma unroll 1
     for (u32 s = 0; s < STEPS && s * SUB < hi; s += 2) {
-        load_b_rows<T, V, SUB, WHOLE>(cols, (s + 1) * SUB, lo, hi, b_lane, b_rs, count, odd);
+        load_rows<T, V, SUB, WHOLE>(cols, (s + 1) * SUB, lo, hi, b_lane, b_rs, count, odd);
         fma_b_rows<T, V, SUB>(vals, s * SUB, lo, hi, even, sum);
         if ((s + 1) * SUB >= hi) break;
-        if (s + 2 < STEPS) load_b_rows<T, V, SUB, WHOLE>(cols, (s + 2) * SUB, lo, hi, b_lane, b_rs, count, even);
+        if (s + 2 < STEPS) load_rows<T, V, SUB, WHOLE>(cols, (s + 2) * SUB, lo, hi, b_lane, b_rs, count, even);
         fma_b_rows<T, V, SUB>(vals, (s + 1) * SUB, lo, hi, odd, sum);
     }
 }
 
 // spmm_tile over a column tile whose spans are all whole (all but a row's last tile when V does
-// not divide N, a condition uniform over the sub-warp), else with the partial spans read element
-// by element.
+// not divide N, a condition uniform over the sub-warp: every lane's `count` is V), else with the
+// partial spans read element by element.
 template <typename T, int V>
 __device__ __forceinline__ void spmm_tile(const u32* cols, const T* vals, u32 lo, u32 hi, const T* b_lane, u32 b_rs,
                                           bool whole, u32 count, typename acc_of<T>::type (&sum)[V]) {
-    if (whole) spmm_tile_of<T, V, true>(cols, vals, lo, hi, b_lane, b_rs, count, sum);
+    if (whole) spmm_tile_of<T, V, true>(cols, vals, lo, hi, b_lane, b_rs, V, sum);
     else spmm_tile_of<T, V, false>(cols, vals, lo, hi, b_lane, b_rs, count, sum);
 }
 
@@ -647,22 +653,6 @@ __device__ __forceinline__ u32 k_count(u64 kk, u32 k) {
     return kk >= k ? 0 : (k - kk < V ? (u32)(k - kk) : V);
 }
 
-// Y rows (this lane's V elements of their first W*V) of the entries e0 .. e0 + S - 1 of a tile.
-// WHOLE: V divides K, so each lane's span is whole or past K (`count` is V or 0), and each row is
-// one predicated load, the sub-block's loads in flight together (as load_b_rows).
-template <typename T, int V, int S, bool WHOLE>
-__device__ __forceinline__ void load_y_rows(const u32* cols, u32 e0, u32 lo, u32 hi, const T* y_lane, u32 y_rs,
-                                            u32 count, typename acc_of<T>::type (&dst)[S][V]) {
-#pragma unroll
-    for (int i = 0; i < S; ++i) {
-        const u32 e = e0 + i;
-        const bool live = e >= lo && e < hi;
-        const T* row = y_lane + (u64)(live ? cols[e] : 0) * y_rs;
-        if constexpr (WHOLE) load_whole<T, V>(row, live && count != 0, dst[i]);
-        else load_first<T, V>(row, live ? count : 0, dst[i]);
-    }
-}
-
 // Finishes the S entries from e0 of a tile: this lane's partial dot products (the first W*V
 // elements from registers, the rest of K read here, X from L1), summed over the sub-warp, and
 // C = alpha*dot [* S value] + beta*C written by lanes 0 .. S-1 for the entries inside lo..hi.
@@ -719,13 +709,13 @@ __device__ __forceinline__ void sddmm_tile_of(const RodeSddmm<T>& p, const Subwa
     const u32 count = k_count<V>(first, g.k);
     const T* y_lane = g.y + first * g.y_cs;
     A even[S][V], odd[S][V];
-    load_y_rows<T, V, S, WHOLE>(cols, 0, lo, hi, y_lane, g.y_rs, count, even);
+    load_rows<T, V, S, WHOLE>(cols, 0, lo, hi, y_lane, g.y_rs, count, even);
 #pragma unroll 1
     for (u32 s = 0; s < STEPS && s * S < hi; s += 2) {
-        load_y_rows<T, V, S, WHOLE>(cols, (s + 1) * S, lo, hi, y_lane, g.y_rs, count, odd);
+        load_rows<T, V, S, WHOLE>(cols, (s + 1) * S, lo, hi, y_lane, g.y_rs, count, odd);
         finish_entries<T, V, S>(p, w, cols, s * S, lo, hi, tile_begin, x_row, x_first, even);
         if ((s + 1) * S >= hi) break;
-        if (s + 2 < STEPS) load_y_rows<T, V, S, WHOLE>(cols, (s + 2) * S, lo, hi, y_lane, g.y_rs, count, even);
+        if (s + 2 < STEPS) load_rows<T, V, S, WHOLE>(cols, (s + 2) * S, lo, hi, y_lane, g.y_rs, count, even);
         finish_entries<T, V, S>(p, w, cols, (s + 1) * S, lo, hi, tile_begin, x_row, x_first, odd);
     }
 }

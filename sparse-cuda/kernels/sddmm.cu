@@ -18,24 +18,20 @@ template <typename T, int W, int V>
 __global__ void __launch_bounds__(SDDMM_BLOCK) sddmm_csr(const SddmmCsr<T> p) {
     typedef typename acc_of<T>::type A;
     const SddmmDense<T>& o = p.dense;
-    u64 segment = ((u64)blockIdx.x * blockDim.x + threadIdx.x) / W;
-    // The whole sub-warp leaves together, and its shuffles name only its own lanes.
-    if (segment >= p.segments) return;
-    const unsigned mask = subwarp_mask<W>();
-    const u32 lane = threadIdx.x % W;
-    const u32 begin = load(p.seg_start + segment), end = load(p.seg_start + segment + 1);
-    const T* x_row = o.x + (u64)load(p.seg_row + segment) * o.x_rs;
+    SubwarpItem<W> w;
+    if (!subwarp_item<W>(p.segments, p.seg_start, &w)) return;
+    const T* x_row = o.x + (u64)load(p.seg_row + w.item) * o.x_rs;
     // Lane l reads elements l*V .. l*V+V-1 of every W*V.
-    const u64 first = lane * V;
+    const u64 first = w.lane * V;
     A x_first[V];
     load_span<T, V>(x_row + first * o.x_cs, first < o.k, x_first);
-    for (u32 base = begin; base < end;) {
-        const u32 chunk = end - base < W ? end - base : W;
-        const u32 col = lane < chunk ? load(p.col_idx + base + lane) : 0;
+    for (u32 base = w.begin; base < w.end;) {
+        const u32 chunk = w.end - base < W ? w.end - base : W;
+        const u32 col = w.lane < chunk ? load(p.col_idx + base + w.lane) : 0;
         A mine = 0;
 #pragma unroll 2
         for (u32 e = 0; e < chunk; ++e) {
-            const T* y_row = o.y + (u64)__shfl_sync(mask, col, e, W) * o.y_rs;
+            const T* y_row = o.y + (u64)__shfl_sync(w.mask, col, e, W) * o.y_rs;
             A y_first[V];
             load_span<T, V>(y_row + first * o.y_cs, first < o.k, y_first);
             A partial = 0;
@@ -49,11 +45,11 @@ __global__ void __launch_bounds__(SDDMM_BLOCK) sddmm_csr(const SddmmCsr<T> p) {
 #pragma unroll
                 for (int v = 0; v < V; ++v) partial += xv[v] * yv[v];
             }
-            const A dot = subwarp_allsum<W>(mask, partial);
-            if (lane == e) mine = dot;
+            const A dot = subwarp_allsum<W>(w.mask, partial);
+            if (w.lane == e) mine = dot;
         }
-        if (lane < chunk) {
-            const u64 entry = base + lane;
+        if (w.lane < chunk) {
+            const u64 entry = base + w.lane;
             if (p.scale_by_values) mine *= to_acc(load(p.s_values + entry));
             update(o.c + entry * o.c_inc, o.alpha, mine, o.beta);
         }

@@ -21,33 +21,30 @@ template <typename T, int W, int V>
 __global__ void __launch_bounds__(SPMM_BLOCK) spmm_csr_rowmajor(const SpmmCsr<T> p) {
     typedef typename acc_of<T>::type A;
     const SpmmDense<T>& o = p.dense;
-    u64 row = ((u64)blockIdx.x * blockDim.x + threadIdx.x) / W;
-    // The whole sub-warp leaves together, and its shuffles name only its own lanes.
-    if (row >= p.rows) return;
-    const unsigned mask = subwarp_mask<W>();
-    const u32 lane = threadIdx.x % W;
-    const u32 begin = load(p.row_ptr + row), end = load(p.row_ptr + row + 1);
+    SubwarpItem<W> w;
+    if (!subwarp_item<W>(p.rows, p.row_ptr, &w)) return;
+    const u64 row = w.item;
     const u32 tiles = o.n / (W * V) + (o.n % (W * V) != 0);
     const bool c_vector = o.c_cs == 1 && o.c_rs % V == 0;
     for (u32 tile = blockIdx.y; tile < tiles; tile += gridDim.y) {
         // Lanes past N load nothing but still take part in the shuffles.
-        const u64 first = (u64)tile * (W * V) + lane * V;
+        const u64 first = (u64)tile * (W * V) + w.lane * V;
         const bool in_range = first < o.n;
         A sum[V];
 #pragma unroll
         for (int t = 0; t < V; ++t) sum[t] = 0;
-        for (u32 base = begin; base < end;) {
-            const u32 chunk = end - base < W ? end - base : W;
+        for (u32 base = w.begin; base < w.end;) {
+            const u32 chunk = w.end - base < W ? w.end - base : W;
             u32 col = 0;
             A val = 0;
-            if (lane < chunk) {
-                col = load(p.col_idx + base + lane);
-                val = to_acc(load(p.values + base + lane));
+            if (w.lane < chunk) {
+                col = load(p.col_idx + base + w.lane);
+                val = to_acc(load(p.values + base + w.lane));
             }
 #pragma unroll 2
             for (u32 e = 0; e < chunk; ++e) {
-                const u32 k = __shfl_sync(mask, col, e, W);
-                const A a = __shfl_sync(mask, val, e, W);
+                const u32 k = __shfl_sync(w.mask, col, e, W);
+                const A a = __shfl_sync(w.mask, val, e, W);
                 A bk[V];
                 load_span<T, V>(o.b + (u64)k * o.b_rs + first * o.b_cs, in_range, bk);
 #pragma unroll
@@ -64,11 +61,9 @@ template <typename T, int W>
 __global__ void __launch_bounds__(SPMM_BLOCK) spmm_csr_colmajor(const SpmmCsr<T> p) {
     typedef typename acc_of<T>::type A;
     const SpmmDense<T>& o = p.dense;
-    u64 row = ((u64)blockIdx.x * blockDim.x + threadIdx.x) / W;
-    if (row >= p.rows) return;
-    const unsigned mask = subwarp_mask<W>();
-    const u32 lane = threadIdx.x % W;
-    const u32 begin = load(p.row_ptr + row), end = load(p.row_ptr + row + 1);
+    SubwarpItem<W> w;
+    if (!subwarp_item<W>(p.rows, p.row_ptr, &w)) return;
+    const u64 row = w.item;
     const u32 tiles = o.n / COLMAJOR_COLS + (o.n % COLMAJOR_COLS != 0);
     for (u32 tile = blockIdx.y; tile < tiles; tile += gridDim.y) {
         const u64 first = (u64)tile * COLMAJOR_COLS;
@@ -79,7 +74,7 @@ __global__ void __launch_bounds__(SPMM_BLOCK) spmm_csr_colmajor(const SpmmCsr<T>
         // 64-bit so the last stride cannot wrap past a u32 entry count. Not unrolled: the
         // COLMAJOR_COLS loads of one entry already overlap.
 #pragma unroll 1
-        for (u64 e = begin + lane; e < end; e += W) {
+        for (u64 e = w.begin + w.lane; e < w.end; e += W) {
             const A a = to_acc(load(p.values + e));
             const T* bk = o.b + (u64)load(p.col_idx + e) * o.b_rs + first * o.b_cs;
 #pragma unroll
@@ -88,8 +83,8 @@ __global__ void __launch_bounds__(SPMM_BLOCK) spmm_csr_colmajor(const SpmmCsr<T>
         }
 #pragma unroll
         for (int t = 0; t < COLMAJOR_COLS; ++t) {
-            const A total = subwarp_allsum<W>(mask, sum[t]);
-            if (t % W == lane && t < count) update(o.c + row * o.c_rs + (first + t) * o.c_cs, o.alpha, total, o.beta);
+            const A total = subwarp_allsum<W>(w.mask, sum[t]);
+            if (t % W == w.lane && t < count) update(o.c + row * o.c_rs + (first + t) * o.c_cs, o.alpha, total, o.beta);
         }
     }
 }

@@ -283,6 +283,12 @@ impl<P: KernelParams> Entry<P> {
         })
     }
 
+    /// `template<P>` of `source`: a kernel templated over its parameter struct alone, so that
+    /// the module compiled for it holds no other kernel.
+    pub fn over_params(source: &KernelSource, template: &str) -> Result<Self> {
+        Self::new(source, template, &[&P::c_type()?])
+    }
+
     pub fn spec(&self) -> &KernelSpec {
         &self.spec
     }

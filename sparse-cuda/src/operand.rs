@@ -156,6 +156,33 @@ pub(crate) struct SpmvOperands {
     pub y: Bound,
 }
 
+kernel_params! {
+    /// An SpMV run's vectors as every SpMV kernel reads them: x (cols elements, `incx` apart)
+    /// and y (rows, `incy` apart), and the scalars.
+    pub(crate) struct SpmvDense<T> {
+        x: ptr(T),
+        incx: u32,
+        y: out(T),
+        incy: u32,
+        alpha: acc,
+        beta: acc,
+    }
+}
+
+impl<T: Scalar> SpmvDense<T> {
+    pub fn new(run: &Run<SpmvOperands, T::Acc>) -> Self {
+        let Run { ops, alpha, beta } = *run;
+        SpmvDense {
+            x: ops.x.input(),
+            incx: ops.x.increment(),
+            y: ops.y.output(),
+            incy: ops.y.increment(),
+            alpha,
+            beta,
+        }
+    }
+}
+
 pub(crate) fn bind_spmv<T: Scalar, O: Scalar>(
     device: &Arc<Device>,
     (rows, cols): (usize, usize),

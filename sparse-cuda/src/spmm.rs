@@ -16,9 +16,7 @@ use cudarc::driver::LaunchConfig;
 use sparse_core::{Algorithm, CsrRef, Layout, Result, RowStats, Scalar, SpIndex, SpmmDesc};
 
 use crate::device::Device;
-use crate::kernel::{
-    c_type, kernel_params, Entry, Kernel, KernelParams, KernelSource, KernelSpec, Ptr,
-};
+use crate::kernel::{c_type, kernel_params, Entry, Kernel, KernelParams, KernelSource, KernelSpec};
 use crate::matrix::DeviceCsr;
 use crate::operand::{Run, SpmmDense, SpmmOperands};
 use crate::plan::{CudaPlan, Kernels, Phase, PlanBase, PlanClock, SpmmKernels, Values, WidthDesc};
@@ -213,11 +211,12 @@ impl<T: Scalar> SpmmKernels<T> for SpmmFamily<T> {
                 launch_config(a.rows, self.col_major_lanes, n.div_ceil(COLMAJOR_COLS)),
             ),
         };
+        let (row_ptr, col_idx, values) = a.pointers(&base.device);
         let params = SpmmCsr {
             rows: a.rows,
-            row_ptr: Ptr::of(&a.row_ptr, &base.device),
-            col_idx: Ptr::of(&a.col_idx, &base.device),
-            values: Ptr::of_buffer(&a.values),
+            row_ptr,
+            col_idx,
+            values,
             dense: SpmmDense::new(run),
         };
         // SAFETY: the CSR is canonical with columns < cols = B's rows; B spans cols x n and C
