@@ -268,7 +268,7 @@ pub(crate) struct SddmmOperands {
 kernel_params! {
     /// An SDDMM run's dense operands as every SDDMM kernel reads them: X (rows x k) and Y
     /// (cols x k) at their strides, C (one value per output slot, `c_inc` apart), and the
-    /// scalars.
+    /// scalars. The pointers come first, so that the struct holds no padding.
     pub(crate) struct SddmmDense<T> {
         x: ptr(T),
         y: ptr(T),
@@ -289,14 +289,14 @@ impl<T: Scalar> SddmmDense<T> {
         let Run { ops, alpha, beta } = *run;
         let ((x_rs, x_cs), (y_rs, y_cs)) = (ops.x.strides(), ops.y.strides());
         SddmmDense {
-            k: ops.k,
             x: ops.x.input(),
+            y: ops.y.input(),
+            c: ops.c.output(),
+            k: ops.k,
             x_rs,
             x_cs,
-            y: ops.y.input(),
             y_rs,
             y_cs,
-            c: ops.c.output(),
             c_inc: ops.c.increment(),
             alpha,
             beta,

@@ -125,7 +125,8 @@ impl CusparseBackend {
     ) -> Result<Started<T>> {
         let clock = PlanClock::start();
         let entry = Self::select::<T>(request)?;
-        plan::start(&self.handle, a, entry, request.2, width, clock)
+        let (_, _, precision, _) = request;
+        plan::start(&self.handle, a, entry, precision, width, clock)
     }
 }
 
@@ -151,11 +152,8 @@ impl Executor for CusparseBackend {
         a: CsrRef<'a, T, I>,
         desc: &SpmvDesc,
     ) -> Result<Box<dyn SpmvPlan<T> + 'a>> {
-        Ok(Box::new(ops::plan_spmv(self.start(
-            a,
-            desc.request(),
-            0,
-        )?)?))
+        let started = self.start(a, desc.request(), 0)?;
+        Ok(Box::new(ops::plan_spmv(started)?))
     }
 
     fn plan_spmm<'a, T: Scalar, I: SpIndex>(
