@@ -27,10 +27,11 @@
 // SDDMM the inner dimension is permuted the same way (any order sums the same products), so
 // each lane reads 16 consecutive bytes of its rows.
 //
-// Parameters: FsSpmm<T>, FsCombine<T>, FsSddmm<T> (src/flashsparse.rs); FsBuildFirst, FsScan,
-// FsBuildWindowPtr, FsBuildFill<T> (src/flashsparse/build.rs). The FS_* constants are Rust's,
-// given as -D options: threads per block, pipeline stages, the combine's batch, flags per scan
-// thread, the task limits, the empty slot and the run length.
+// Parameters: FsSpmm<T>, FsCombine<T>, FsSddmm<T> (src/flashsparse.rs) with SpmmDense<T> and
+// SddmmDense<T> (src/operand.rs); FsBuildFirst, FsScan, FsBuildWindowPtr, FsBuildFill<T>
+// (src/flashsparse/build.rs). The FS_* constants are Rust's, given as -D options: threads per
+// block, pipeline stages, the combine's batch, flags per scan thread, the task limits, the empty
+// slot and the run length.
 
 // Loads issued ahead of their use (the SpMM pipeline, the SDDMM operands of a step) go through
 // the predicated loads of prelude.cuh, so that nothing consumes them before the step that uses
@@ -66,6 +67,13 @@ __device__ __forceinline__ u32 fs_tf32(u32 bits) {
     return r;
 }
 
+// d += A B by `mma.sync.aligned.SHAPE` (its shape and types) with f32 accumulators: A rows g (a0)
+// and g+8 (a1), B column g.
+#define FS_MMA(SHAPE, d, a0, a1, b)                                                         \
+    asm volatile("mma.sync.aligned." SHAPE " {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};" \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                           \
+                 : "r"(a0), "r"(a1), "r"(b))
+
 // The MMA of a storage type and how its operand registers are made from loaded words.
 template <typename T> struct fs_mma;
 
@@ -82,13 +90,8 @@ template <> struct fs_mma<half_t> {
     static __device__ __forceinline__ u32 sparse(const u32 (&v)[VPL]) { return __byte_perm(v[0], v[1], 0x5410); }
     // An inner-dimension register (SDDMM): word m of a run, two consecutive elements.
     static __device__ __forceinline__ u32 inner(const u32 (&w)[FS_RUN_BYTES / 4], int m) { return w[m]; }
-    // d += A B: A rows g (a0) and g+8 (a1), B column g.
     static __device__ __forceinline__ void run(float* d, u32 a0, u32 a1, u32 b) {
-        asm volatile(
-            "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
-            "{%0,%1,%2,%3};"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(a0), "r"(a1), "r"(b));
+        FS_MMA("m16n8k8.row.col.f32.f16.f16.f32", d, a0, a1, b);
     }
 };
 
@@ -102,11 +105,7 @@ template <> struct fs_mma<float> {
     static __device__ __forceinline__ u32 sparse(const u32 (&v)[VPL]) { return fs_tf32(v[0]); }
     static __device__ __forceinline__ u32 inner(const u32 (&w)[FS_RUN_BYTES / 4], int m) { return fs_tf32(w[m]); }
     static __device__ __forceinline__ void run(float* d, u32 a0, u32 a1, u32 b) {
-        asm volatile(
-            "mma.sync.aligned.m16n8k4.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
-            "{%0,%1,%2,%3};"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(a0), "r"(a1), "r"(b));
+        FS_MMA("m16n8k4.row.col.f32.tf32.tf32.f32", d, a0, a1, b);
     }
 };
 
@@ -295,6 +294,7 @@ struct fs_cursor {
 // dimension and width P divides), else read element by element.
 template <typename T, int H, int P, int G, bool VEC>
 __global__ void __launch_bounds__(FS_THREADS) fs_spmm(const FsSpmm<T> args) {
+    const SpmmDense<T>& o = args.dense;
     typedef fs_mma<T> M;
     typedef fs_stage<T, H, P, G> S;
     const int K = M::K, VPL = M::VPL;
@@ -316,7 +316,7 @@ __global__ void __launch_bounds__(FS_THREADS) fs_spmm(const FsSpmm<T> args) {
         st.base = stages[warp][s];
         return st;
     };
-    for (u32 n0 = blockIdx.y * WARP_COLS; n0 < args.n; n0 += gridDim.y * WARP_COLS) {
+    for (u32 n0 = blockIdx.y * WARP_COLS; n0 < o.n; n0 += gridDim.y * WARP_COLS) {
         const u32 lane_col = n0 + P * g;
         float acc[G][TILES][ACC];
         // C rows of window j of the task = alpha * acc + beta * C (its slot's rows for a
@@ -359,15 +359,15 @@ __global__ void __launch_bounds__(FS_THREADS) fs_spmm(const FsSpmm<T> args) {
                 for (int p = 0; p < TILES; ++p)
 #pragma unroll
                     for (int i = 0; i < ACC; ++i) acc[q][p][i] = 0.0f;
-                if (col >= args.n) continue;
-                const u32 count = min((u32)R, args.n - col);
+                if (col >= o.n) continue;
+                const u32 count = min((u32)R, o.n - col);
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
                     const u32 row = row0 + r[h];
                     if (row >= args.rows) continue;
                     if (slot == FS_NONE) {
-                        update_span<T, R>(args.c + (u64)row * args.c_rs + (u64)col * args.c_cs, args.c_cs, args.c_vec,
-                                          count, args.alpha, out[h], args.beta);
+                        update_span<T, R>(o.c + (u64)row * o.c_rs + (u64)col * o.c_cs, o.c_cs, args.c_vec,
+                                          count, o.alpha, out[h], o.beta);
                     } else {
                         update_span<float, R>(args.ws + ((u64)slot * H + r[h]) * args.ws_ld + col, 1, true, count,
                                               1.0f, out[h], 0.0f);
@@ -397,7 +397,7 @@ __global__ void __launch_bounds__(FS_THREADS) fs_spmm(const FsSpmm<T> args) {
         for (u32 s = 0; s < FS_STAGES - 1; ++s) {
             if (fill.live) {
                 cols.fetch(args.vec_col, fill.v, wins.end(fill.j), t);
-                stage(s).template fill<VEC>(cols, fill.v, args.values, args.b, args.b_rs, args.b_cs, args.n,
+                stage(s).template fill<VEC>(cols, fill.v, args.values, o.b, o.b_rs, o.b_cs, o.n,
                                             lane_col, lane);
             }
             fs_copy_commit();
@@ -411,7 +411,7 @@ __global__ void __launch_bounds__(FS_THREADS) fs_spmm(const FsSpmm<T> args) {
             // Every lane is done with the stage refilled now: the previous block's.
             __syncwarp();
             if (fill.live)
-                stage(into).template fill<VEC>(cols, fill.v, args.values, args.b, args.b_rs, args.b_cs, args.n,
+                stage(into).template fill<VEC>(cols, fill.v, args.values, o.b, o.b_rs, o.b_cs, o.n,
                                                lane_col, lane);
             fs_copy_commit();
             fill = fill.next(wins, K, end);
@@ -461,8 +461,9 @@ __global__ void __launch_bounds__(FS_THREADS) fs_spmm(const FsSpmm<T> args) {
 // at a time, each add waits for its load), and still added in chunk order.
 template <typename T>
 __global__ void __launch_bounds__(FS_THREADS) fs_spmm_combine(const FsCombine<T> args) {
+    const SpmmDense<T>& o = args.dense;
     const u32 j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= args.n) return;
+    if (j >= o.n) return;
     const u32 h = args.h, group_rows = args.group_rows;
     const u32 groups = (h + group_rows - 1) / group_rows;
     for (u64 split_group = blockIdx.y; split_group < (u64)args.split * groups; split_group += gridDim.y) {
@@ -488,7 +489,7 @@ __global__ void __launch_bounds__(FS_THREADS) fs_spmm_combine(const FsCombine<T>
                 for (int i = 0; i < FS_COMBINE_BATCH; ++i)
                     if (p0 + i < parts) sum += __uint_as_float(v[i]);
             }
-            update(args.c + row * args.c_rs + (u64)j * args.c_cs, args.alpha, sum, args.beta);
+            update(o.c + row * o.c_rs + (u64)j * o.c_cs, o.alpha, sum, o.beta);
         }
     }
 }
@@ -505,6 +506,7 @@ __global__ void __launch_bounds__(FS_THREADS) fs_spmm_combine(const FsCombine<T>
 // (row-major X and Y whose leading dimensions and K the run length divides).
 template <typename T, int H, bool VEC>
 __global__ void __launch_bounds__(FS_THREADS) fs_sddmm(const FsSddmm<T> args) {
+    const SddmmDense<T>& o = args.dense;
     typedef fs_mma<T> M;
     const int K = M::K, L = FS_RUN_BYTES / sizeof(T), WORDS = FS_RUN_BYTES / 4;
     const u32 lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -512,7 +514,7 @@ __global__ void __launch_bounds__(FS_THREADS) fs_sddmm(const FsSddmm<T> args) {
     if (tile >= args.tiles) return;
     const u32 w = args.tile_window[tile], v0 = args.tile_start[tile];
     const u32 window_start = args.window_ptr[w], window_end = args.window_ptr[w + 1];
-    const u32 kdim = args.kdim;
+    const u32 kdim = o.k;
     const u32 row0 = w * H;
     // The rows this lane reads: A's rows g and g+8 and B's column g, each a row of X or Y, or
     // none (a vector past the window's end, a row past the matrix's).
@@ -523,24 +525,24 @@ __global__ void __launch_bounds__(FS_THREADS) fs_sddmm(const FsSddmm<T> args) {
         lo_ok = v0 + g < window_end;
         hi_ok = v0 + g + 8 < window_end;
         b_ok = row0 + g < args.rows;
-        lo_row = args.y + (u64)(lo_ok ? load(args.vec_col + v0 + g) : 0) * args.y_rs;
-        hi_row = args.y + (u64)(hi_ok ? load(args.vec_col + v0 + g + 8) : 0) * args.y_rs;
-        b_row = args.x + (u64)(b_ok ? row0 + g : 0) * args.x_rs;
-        lo_stride = hi_stride = args.y_cs;
-        b_stride = args.x_cs;
+        lo_row = o.y + (u64)(lo_ok ? load(args.vec_col + v0 + g) : 0) * o.y_rs;
+        hi_row = o.y + (u64)(hi_ok ? load(args.vec_col + v0 + g + 8) : 0) * o.y_rs;
+        b_row = o.x + (u64)(b_ok ? row0 + g : 0) * o.x_rs;
+        lo_stride = hi_stride = o.y_cs;
+        b_stride = o.x_cs;
     } else {
         lo_ok = row0 + g < args.rows;
         hi_ok = row0 + g + 8 < args.rows;
         b_ok = v0 + g < window_end;
-        lo_row = args.x + (u64)(lo_ok ? row0 + g : 0) * args.x_rs;
-        hi_row = args.x + (u64)(hi_ok ? row0 + g + 8 : 0) * args.x_rs;
-        b_row = args.y + (u64)(b_ok ? load(args.vec_col + v0 + g) : 0) * args.y_rs;
-        lo_stride = hi_stride = args.x_cs;
-        b_stride = args.y_cs;
+        lo_row = o.x + (u64)(lo_ok ? row0 + g : 0) * o.x_rs;
+        hi_row = o.x + (u64)(hi_ok ? row0 + g + 8 : 0) * o.x_rs;
+        b_row = o.y + (u64)(b_ok ? load(args.vec_col + v0 + g) : 0) * o.y_rs;
+        lo_stride = hi_stride = o.x_cs;
+        b_stride = o.y_cs;
     }
     float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     // alpha == 0 reads neither X nor Y (C = beta*C, padding slots 0): K is taken as empty.
-    const u32 k_end = args.alpha != 0 ? kdim : 0;
+    const u32 k_end = o.alpha != 0 ? kdim : 0;
     // Two steps' loads in flight at once where K allows.
 #pragma unroll 2
     for (u32 k0 = 0; k0 < k_end; k0 += 4 * L) {
@@ -566,11 +568,11 @@ __global__ void __launch_bounds__(FS_THREADS) fs_sddmm(const FsSddmm<T> args) {
         const u64 s = (u64)block_start * H + r * width + (v - block_start);
         const u32 mask = H == 8 ? (u32)args.vec_mask[v]
                                 : (u32)args.vec_mask[2 * (u64)v] | ((u32)args.vec_mask[2 * (u64)v + 1] << 8);
-        T* out = args.c + s * args.c_inc;
+        T* out = o.c + s * o.c_inc;
         if ((mask >> r) & 1) {
             float result = 0.0f;
-            if (args.alpha != 0) result = args.alpha * (args.scale_by_values ? d[e] * to_acc(args.values[s]) : d[e]);
-            if (args.beta != 0) result += args.beta * to_acc(*out);
+            if (o.alpha != 0) result = o.alpha * (args.scale_by_values ? d[e] * to_acc(args.values[s]) : d[e]);
+            if (o.beta != 0) result += o.beta * to_acc(*out);
             *out = from_acc<T>(result);
         } else {
             *out = from_acc<T>(0.0f);
@@ -651,13 +653,22 @@ __device__ __forceinline__ u32 fs_block_scan(u32 v, u32* total) {
     return before + inclusive - v;
 }
 
+// This thread's FS_SCAN_ITEMS flags of a tile of THREADS * FS_SCAN_ITEMS: the first one's index
+// (`base`) and their sum.
+template <int THREADS>
+__device__ __forceinline__ u32 fs_thread_flags(const FsScan& args, u64* base) {
+    *base = ((u64)blockIdx.x * THREADS + threadIdx.x) * FS_SCAN_ITEMS;
+    u32 mine = 0;
+    for (u32 i = 0; i < FS_SCAN_ITEMS; ++i)
+        if (*base + i < args.n) mine += args.flags[*base + i];
+    return mine;
+}
+
 // Per tile of THREADS * FS_SCAN_ITEMS flags, their total (in offsets[tile]).
 template <int THREADS>
 __global__ void __launch_bounds__(THREADS) fs_scan_tiles(const FsScan args) {
-    const u64 base = ((u64)blockIdx.x * THREADS + threadIdx.x) * FS_SCAN_ITEMS;
-    u32 mine = 0;
-    for (u32 i = 0; i < FS_SCAN_ITEMS; ++i)
-        if (base + i < args.n) mine += args.flags[base + i];
+    u64 base;
+    const u32 mine = fs_thread_flags<THREADS>(args, &base);
     u32 total;
     fs_block_scan<THREADS>(mine, &total);
     if (threadIdx.x == 0) args.offsets[blockIdx.x] = total;
@@ -684,10 +695,8 @@ __global__ void __launch_bounds__(THREADS) fs_scan_offsets(const FsScan args) {
 // prefix[e] = flags before e (e <= n), from the tile offsets.
 template <int THREADS>
 __global__ void __launch_bounds__(THREADS) fs_scan_apply(const FsScan args) {
-    const u64 base = ((u64)blockIdx.x * THREADS + threadIdx.x) * FS_SCAN_ITEMS;
-    u32 mine = 0;
-    for (u32 i = 0; i < FS_SCAN_ITEMS; ++i)
-        if (base + i < args.n) mine += args.flags[base + i];
+    u64 base;
+    const u32 mine = fs_thread_flags<THREADS>(args, &base);
     u32 total;
     u32 at = args.offsets[blockIdx.x] + fs_block_scan<THREADS>(mine, &total);
     for (u32 i = 0; i < FS_SCAN_ITEMS; ++i) {

@@ -73,6 +73,29 @@ __device__ __forceinline__ unsigned subwarp_mask() {
     return W == 32 ? 0xffffffffu : ((1u << W) - 1) << (threadIdx.x % 32 / W * W);
 }
 
+// A sub-warp of W lanes per item of the grid (a row, a segment) whose entries are
+// offsets[item] .. offsets[item + 1]: the item, this thread's lane, the mask of the sub-warp's
+// lanes, and the entries.
+template <int W>
+struct SubwarpItem {
+    u64 item;
+    u32 lane, begin, end;
+    unsigned mask;
+};
+
+// This thread's sub-warp among `items`; false past them. The whole sub-warp leaves together, so
+// its shuffles name only its own lanes.
+template <int W>
+__device__ __forceinline__ bool subwarp_item(u32 items, const u32* offsets, SubwarpItem<W>* s) {
+    s->item = ((u64)blockIdx.x * blockDim.x + threadIdx.x) / W;
+    if (s->item >= items) return false;
+    s->mask = subwarp_mask<W>();
+    s->lane = threadIdx.x % W;
+    s->begin = load(offsets + s->item);
+    s->end = load(offsets + s->item + 1);
+    return true;
+}
+
 // Sum over the W lanes of a sub-warp, left in every lane (a butterfly, so any lane can store it).
 template <int W, typename A>
 __device__ __forceinline__ A subwarp_allsum(unsigned mask, A v) {
@@ -207,6 +230,3 @@ __device__ __forceinline__ void update_span(T* p, u32 stride, bool vector, u32 c
             if (t < (int)count) update(p + (u64)t * stride, alpha, sum[t], beta);
     }
 }
-
-// Instantiates a kernel template for every storage type: NAME_f32, NAME_f64, NAME_f16.
-#define FOR_EACH_FLOAT(M) M(f32, float) M(f64, double) M(f16, half_t)

@@ -1,7 +1,8 @@
 // RoDe (row decomposition, Pang et al., PPoPP'24): CSR SpMM C = alpha*A*B + beta*C and SDDMM
-// C = alpha*(X*Y^T) ∘ spy(S) + beta*C on CUDA cores. Parameters: RodeSpmm<T> (with SpmmOut<T>),
-// RodeScaleRows<T>, RodeSddmm<T> (with SddmmArgs<T>) (src/rode.rs); RodeCount, RodeScan,
-// RodeFill (src/rode/decomposition.rs). The RODE_* constants come from Rust as -D options.
+// C = alpha*(X*Y^T) ∘ spy(S) + beta*C on CUDA cores. Parameters: RodeSpmm<T>, RodeScaleRows<T>,
+// RodeSddmm<T> with RodeParts (src/rode.rs), SpmmDense<T> and SddmmDense<T> (src/operand.rs);
+// RodeCount, RodeScan, RodeFill (src/rode/decomposition.rs). The RODE_* constants come from Rust
+// as -D options.
 //
 // Decomposition, built on the device from row_ptr by the rode_preprocess_* kernels (the host twin
 // in rode/decomposition.rs must agree with row_parts below). A row's entries begin..end are
@@ -135,7 +136,8 @@ __device__ __forceinline__ RowParts row_parts(u32 begin, u32 end, u32 seg_len, u
 // ---------------------------------------------------------------------------------------------
 // Preprocessing: per-row counts, reduced per block (count), scanned over blocks (scan), then
 // recomputed, scanned within the block and written out (fill). Block totals, not per-row counts,
-// are all that is stored between the passes.
+// are all that is stored between the passes. Each kernel is templated over its parameter struct,
+// so that a module compiled for another kernel of this file holds none of them.
 
 // What a row adds to each list. `listed`: split rows; `slots`: their workspace slots (one per
 // segment). The block totals are arrays of these, passed as u32 words (four per RodeCounts).
@@ -212,7 +214,8 @@ __device__ __forceinline__ u64 first_row_of_thread() {
 // block_totals[b] = the counts of the rows of block b. Grid: one block per
 // RODE_PRE_THREADS * RODE_PRE_ROWS rows. `with_combine`: the SpMM decomposition (empty rows are
 // residuals; split rows are listed), else SDDMM's.
-__global__ void __launch_bounds__(RODE_PRE_THREADS) rode_preprocess_count(const RodeCount p) {
+template <typename P>
+__global__ void __launch_bounds__(RODE_PRE_THREADS) rode_preprocess_count(const P p) {
     RodeCounts total;
     block_exclusive_scan<RODE_PRE_THREADS>(
         thread_counts(first_row_of_thread(), p.rows, p.row_ptr, p.seg_len, p.with_combine), &total);
@@ -221,7 +224,8 @@ __global__ void __launch_bounds__(RODE_PRE_THREADS) rode_preprocess_count(const 
 
 // In place: block_totals[b] becomes the counts of all rows before block b, and
 // block_totals[blocks] the counts of the whole matrix. Grid: one block of RODE_SCAN_THREADS.
-__global__ void __launch_bounds__(RODE_SCAN_THREADS) rode_preprocess_scan(const RodeScan p) {
+template <typename P>
+__global__ void __launch_bounds__(RODE_SCAN_THREADS) rode_preprocess_scan(const P p) {
     RodeCounts* block_totals = reinterpret_cast<RodeCounts*>(p.block_totals);
     const RodeCounts zero = {0, 0, 0, 0};
     RodeCounts carry = zero;
@@ -240,7 +244,8 @@ __global__ void __launch_bounds__(RODE_SCAN_THREADS) rode_preprocess_scan(const 
 // Writes the lists (the grid and `with_combine` of rode_preprocess_count; `offsets` as
 // rode_preprocess_scan left them, the matrix's totals after the blocks'). Without `with_combine`
 // (SDDMM) the slot and listed-row pointers are not touched.
-__global__ void __launch_bounds__(RODE_PRE_THREADS) rode_preprocess_fill(const RodeFill p) {
+template <typename P>
+__global__ void __launch_bounds__(RODE_PRE_THREADS) rode_preprocess_fill(const P p) {
     const RodeCounts* offsets = reinterpret_cast<const RodeCounts*>(p.offsets);
     const u64 first = first_row_of_thread();
     // The residuals follow all the segments.
@@ -376,22 +381,24 @@ __device__ __forceinline__ bool whole_tile(u32 tile, const Subwarp& w, u32 n) {
 }
 
 template <typename T, int V>
-__device__ __forceinline__ u32 column_tiles(const SpmmOut<T>& o, const Subwarp& w) {
+__device__ __forceinline__ u32 column_tiles(const SpmmDense<T>& o, const Subwarp& w) {
     return (u32)(((u64)o.n + w.width * V - 1) / (w.width * V));
 }
 
-// B rows of the entries e0 .. e0 + SUB - 1 of a tile, this lane's columns; entries outside
-// lo..hi are not read (zeros). WHOLE: every lane's span is whole (`count` is V), so each row is
-// one predicated load and the loads of the sub-block stay in flight together (prelude.cuh).
+// Dense rows (B for SpMM, Y for SDDMM) of the entries e0 .. e0 + SUB - 1 of a tile, this lane's
+// `count` elements of each from `lane_base` (the lane's first element of row 0); entries outside
+// lo..hi are not read (zeros). WHOLE: every lane's span is whole or past the row's end (`count`
+// is V or 0), so each row is one predicated load and the loads of the sub-block stay in flight
+// together (prelude.cuh).
 template <typename T, int V, int SUB, bool WHOLE>
-__device__ __forceinline__ void load_b_rows(const u32* cols, u32 e0, u32 lo, u32 hi, const T* b_lane, u32 b_rs,
-                                            u32 count, typename acc_of<T>::type (&dst)[SUB][V]) {
+__device__ __forceinline__ void load_rows(const u32* cols, u32 e0, u32 lo, u32 hi, const T* lane_base, u32 rs,
+                                          u32 count, typename acc_of<T>::type (&dst)[SUB][V]) {
 #pragma unroll
     for (int i = 0; i < SUB; ++i) {
         const u32 e = e0 + i;
         const bool live = e >= lo && e < hi;
-        const T* row = b_lane + (u64)(live ? cols[e] : 0) * b_rs;
-        if constexpr (WHOLE) load_whole<T, V>(row, live, dst[i]);
+        const T* row = lane_base + (u64)(live ? cols[e] : 0) * rs;
+        if constexpr (WHOLE) load_whole<T, V>(row, live && count != 0, dst[i]);
         else load_first<T, V>(row, live ? count : 0, dst[i]);
     }
 }
@@ -423,30 +430,30 @@ __device__ __forceinline__ void spmm_tile_of(const u32* cols, const T* vals, u32
     const int SUB = rode_sub<T>::N;
     const u32 STEPS = RODE_TILE / SUB;  // even
     A even[SUB][V], odd[SUB][V];
-    load_b_rows<T, V, SUB, WHOLE>(cols, 0, lo, hi, b_lane, b_rs, count, even);
+    load_rows<T, V, SUB, WHOLE>(cols, 0, lo, hi, b_lane, b_rs, count, even);
 #pragma unroll 1
     for (u32 s = 0; s < STEPS && s * SUB < hi; s += 2) {
-        load_b_rows<T, V, SUB, WHOLE>(cols, (s + 1) * SUB, lo, hi, b_lane, b_rs, count, odd);
+        load_rows<T, V, SUB, WHOLE>(cols, (s + 1) * SUB, lo, hi, b_lane, b_rs, count, odd);
         fma_b_rows<T, V, SUB>(vals, s * SUB, lo, hi, even, sum);
         if ((s + 1) * SUB >= hi) break;
-        if (s + 2 < STEPS) load_b_rows<T, V, SUB, WHOLE>(cols, (s + 2) * SUB, lo, hi, b_lane, b_rs, count, even);
+        if (s + 2 < STEPS) load_rows<T, V, SUB, WHOLE>(cols, (s + 2) * SUB, lo, hi, b_lane, b_rs, count, even);
         fma_b_rows<T, V, SUB>(vals, (s + 1) * SUB, lo, hi, odd, sum);
     }
 }
 
 // spmm_tile over a column tile whose spans are all whole (all but a row's last tile when V does
-// not divide N, a condition uniform over the sub-warp), else with the partial spans read element
-// by element.
+// not divide N, a condition uniform over the sub-warp: every lane's `count` is V), else with the
+// partial spans read element by element.
 template <typename T, int V>
 __device__ __forceinline__ void spmm_tile(const u32* cols, const T* vals, u32 lo, u32 hi, const T* b_lane, u32 b_rs,
                                           bool whole, u32 count, typename acc_of<T>::type (&sum)[V]) {
-    if (whole) spmm_tile_of<T, V, true>(cols, vals, lo, hi, b_lane, b_rs, count, sum);
+    if (whole) spmm_tile_of<T, V, true>(cols, vals, lo, hi, b_lane, b_rs, V, sum);
     else spmm_tile_of<T, V, false>(cols, vals, lo, hi, b_lane, b_rs, count, sum);
 }
 
 // C = alpha*sum + beta*C on this lane's columns of row `row`: what the only part of a row writes.
 template <typename T, int V>
-__device__ __forceinline__ void write_row(const SpmmOut<T>& o, u64 row, u64 first, u32 count,
+__device__ __forceinline__ void write_row(const SpmmDense<T>& o, u64 row, u64 first, u32 count,
                                           const typename acc_of<T>::type (&sum)[V]) {
     if (count == 0) return;
     update_span<T, V>(o.c + row * o.c_rs + first * o.c_cs, o.c_cs, o.c_cs == 1 && o.c_rs % V == 0, count, o.alpha,
@@ -477,7 +484,7 @@ __device__ __forceinline__ SplitRow split_row(const Combining<T>& k, const Segme
 // the row's segments to arrive (for this column tile) adds the row's slots in order and writes
 // C. The sub-warp stays together throughout (the arrival is counted once, by lane 0).
 template <typename T, int V>
-__device__ __forceinline__ void combine_partials(const SpmmOut<T>& o, const Combining<T>& k, const Subwarp& w,
+__device__ __forceinline__ void combine_partials(const SpmmDense<T>& o, const Combining<T>& k, const Subwarp& w,
                                                  const Segment& g, SplitRow split, u32 slot, u32 col_tile,
                                                  u32 col_tiles, u64 first, u32 count,
                                                  const typename acc_of<T>::type (&sum)[V]) {
@@ -517,7 +524,7 @@ __device__ __forceinline__ void combine_partials(const SpmmOut<T>& o, const Comb
 // (slot == RODE_NONE), else added into C atomically (null `partials`) or combined through its
 // slot.
 template <typename T, int V>
-__device__ __forceinline__ void write_segment(const SpmmOut<T>& o, const Combining<T>& k, const Subwarp& w,
+__device__ __forceinline__ void write_segment(const SpmmDense<T>& o, const Combining<T>& k, const Subwarp& w,
                                               const Segment& g, SplitRow split, u32 slot, u32 col_tile,
                                               u32 col_tiles, u64 first, u32 count,
                                               const typename acc_of<T>::type (&sum)[V]) {
@@ -538,7 +545,7 @@ __device__ __forceinline__ void write_segment(const SpmmOut<T>& o, const Combini
 // grid.y strides over the column tiles of W*V columns. Both tiles of the sub-warp's shared memory.
 template <typename T, int V>
 __device__ void rode_spmm_block(u32 cta, u32 lanes, u32 segments, const Parts& parts, const u32* seg_slot,
-                                const u32* col_idx, const T* values, const Combining<T>& k, const SpmmOut<T>& o) {
+                                const u32* col_idx, const T* values, const Combining<T>& k, const SpmmDense<T>& o) {
     typedef typename acc_of<T>::type A;
     const Subwarp w = subwarp_of(lanes);
     const u64 s = (u64)cta * (RODE_BLOCK / lanes) + w.index;
@@ -576,7 +583,7 @@ __device__ void rode_spmm_block(u32 cta, u32 lanes, u32 segments, const Parts& p
 // rode_spmm_block over the residuals; the first tile of the sub-warp's shared memory.
 template <typename T, int V>
 __device__ void rode_spmm_residual(u32 cta, u32 lanes, u32 segments, u32 residuals, const Parts& parts,
-                                   const u32* col_idx, const T* values, const SpmmOut<T>& o) {
+                                   const u32* col_idx, const T* values, const SpmmDense<T>& o) {
     typedef typename acc_of<T>::type A;
     const Subwarp w = subwarp_of(lanes);
     const u64 r = (u64)cta * (RODE_BLOCK / lanes) + w.index;
@@ -609,9 +616,10 @@ template <typename T>
 __global__ void __launch_bounds__(RODE_BLOCK) rode_scale_rows(const RodeScaleRows<T> p) {
     typedef typename acc_of<T>::type A;
     const u64 j = (u64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= p.n) return;
+    const SpmmDense<T>& o = p.dense;
+    if (j >= o.n) return;
     for (u64 i = blockIdx.y; i < p.listed; i += gridDim.y)
-        update(p.c + (u64)load(p.listed_row + i) * p.c_rs + j * p.c_cs, A(0), A(0), p.beta);
+        update(o.c + (u64)load(p.listed_row + i) * o.c_rs + j * o.c_cs, A(0), A(0), o.beta);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -645,36 +653,21 @@ __device__ __forceinline__ u32 k_count(u64 kk, u32 k) {
     return kk >= k ? 0 : (k - kk < V ? (u32)(k - kk) : V);
 }
 
-// Y rows (this lane's V elements of their first W*V) of the entries e0 .. e0 + S - 1 of a tile.
-// WHOLE: V divides K, so each lane's span is whole or past K (`count` is V or 0), and each row is
-// one predicated load, the sub-block's loads in flight together (as load_b_rows).
-template <typename T, int V, int S, bool WHOLE>
-__device__ __forceinline__ void load_y_rows(const u32* cols, u32 e0, u32 lo, u32 hi, const T* y_lane, u32 y_rs,
-                                            u32 count, typename acc_of<T>::type (&dst)[S][V]) {
-#pragma unroll
-    for (int i = 0; i < S; ++i) {
-        const u32 e = e0 + i;
-        const bool live = e >= lo && e < hi;
-        const T* row = y_lane + (u64)(live ? cols[e] : 0) * y_rs;
-        if constexpr (WHOLE) load_whole<T, V>(row, live && count != 0, dst[i]);
-        else load_first<T, V>(row, live ? count : 0, dst[i]);
-    }
-}
-
 // Finishes the S entries from e0 of a tile: this lane's partial dot products (the first W*V
 // elements from registers, the rest of K read here, X from L1), summed over the sub-warp, and
 // C = alpha*dot [* S value] + beta*C written by lanes 0 .. S-1 for the entries inside lo..hi.
 template <typename T, int V, int S>
-__device__ __forceinline__ void finish_entries(const SddmmArgs<T>& g, const Subwarp& w, const u32* cols, u32 e0, u32 lo,
+__device__ __forceinline__ void finish_entries(const RodeSddmm<T>& p, const Subwarp& w, const u32* cols, u32 e0, u32 lo,
                                                u32 hi, u64 tile_begin, const T* x_row,
                                                const typename acc_of<T>::type (&x_first)[V],
                                                const typename acc_of<T>::type (&y_first)[S][V]) {
     typedef typename acc_of<T>::type A;
+    const SddmmDense<T>& g = p.dense;
     const u32 mine = e0 + w.lane;
     const bool writes = w.lane < S && mine >= lo && mine < hi;
     // The S value of the entry this lane writes, in flight while the dot products are formed.
     A s_value[1];
-    load_whole<T, 1>(g.s_values + tile_begin + mine, writes && g.scale_by_values, s_value);
+    load_whole<T, 1>(p.s_values + tile_begin + mine, writes && p.scale_by_values, s_value);
     A dot[S];
 #pragma unroll
     for (int i = 0; i < S; ++i) {
@@ -699,45 +692,46 @@ __device__ __forceinline__ void finish_entries(const SddmmArgs<T>& g, const Subw
     }
     const A total = scatter_sum<S>(w, dot);
     if (writes)
-        update(g.c + (tile_begin + mine) * g.c_inc, g.alpha, g.scale_by_values ? total * s_value[0] : total, g.beta);
+        update(g.c + (tile_begin + mine) * g.c_inc, g.alpha, p.scale_by_values ? total * s_value[0] : total, g.beta);
 }
 
 // C for the entries lo <= e < hi of a tile of column indices in shared memory (entry e is entry
 // tile_begin + e of S), with the sub-block register pipeline of spmm_tile over Y rows.
 template <typename T, int V, bool WHOLE>
-__device__ __forceinline__ void sddmm_tile_of(const SddmmArgs<T>& g, const Subwarp& w, const u32* cols, u32 lo, u32 hi,
+__device__ __forceinline__ void sddmm_tile_of(const RodeSddmm<T>& p, const Subwarp& w, const u32* cols, u32 lo, u32 hi,
                                               u64 tile_begin, const T* x_row,
                                               const typename acc_of<T>::type (&x_first)[V]) {
     typedef typename acc_of<T>::type A;
+    const SddmmDense<T>& g = p.dense;
     const int S = rode_sub<T>::N;
     const u32 STEPS = RODE_TILE / S;  // even
     const u64 first = (u64)w.lane * V;
     const u32 count = k_count<V>(first, g.k);
     const T* y_lane = g.y + first * g.y_cs;
     A even[S][V], odd[S][V];
-    load_y_rows<T, V, S, WHOLE>(cols, 0, lo, hi, y_lane, g.y_rs, count, even);
+    load_rows<T, V, S, WHOLE>(cols, 0, lo, hi, y_lane, g.y_rs, count, even);
 #pragma unroll 1
     for (u32 s = 0; s < STEPS && s * S < hi; s += 2) {
-        load_y_rows<T, V, S, WHOLE>(cols, (s + 1) * S, lo, hi, y_lane, g.y_rs, count, odd);
-        finish_entries<T, V, S>(g, w, cols, s * S, lo, hi, tile_begin, x_row, x_first, even);
+        load_rows<T, V, S, WHOLE>(cols, (s + 1) * S, lo, hi, y_lane, g.y_rs, count, odd);
+        finish_entries<T, V, S>(p, w, cols, s * S, lo, hi, tile_begin, x_row, x_first, even);
         if ((s + 1) * S >= hi) break;
-        if (s + 2 < STEPS) load_y_rows<T, V, S, WHOLE>(cols, (s + 2) * S, lo, hi, y_lane, g.y_rs, count, even);
-        finish_entries<T, V, S>(g, w, cols, (s + 1) * S, lo, hi, tile_begin, x_row, x_first, odd);
+        if (s + 2 < STEPS) load_rows<T, V, S, WHOLE>(cols, (s + 2) * S, lo, hi, y_lane, g.y_rs, count, even);
+        finish_entries<T, V, S>(p, w, cols, (s + 1) * S, lo, hi, tile_begin, x_row, x_first, odd);
     }
 }
 
 // sddmm_tile_of with whole spans when V divides K (uniform over the launch).
 template <typename T, int V>
-__device__ __forceinline__ void sddmm_tile(const SddmmArgs<T>& g, const Subwarp& w, const u32* cols, u32 lo, u32 hi,
+__device__ __forceinline__ void sddmm_tile(const RodeSddmm<T>& p, const Subwarp& w, const u32* cols, u32 lo, u32 hi,
                                            u64 tile_begin, const T* x_row,
                                            const typename acc_of<T>::type (&x_first)[V]) {
-    if (g.k % V == 0) sddmm_tile_of<T, V, true>(g, w, cols, lo, hi, tile_begin, x_row, x_first);
-    else sddmm_tile_of<T, V, false>(g, w, cols, lo, hi, tile_begin, x_row, x_first);
+    if (p.dense.k % V == 0) sddmm_tile_of<T, V, true>(p, w, cols, lo, hi, tile_begin, x_row, x_first);
+    else sddmm_tile_of<T, V, false>(p, w, cols, lo, hi, tile_begin, x_row, x_first);
 }
 
 // This lane's V elements of the first W*V of X row `row`; returns the row.
 template <typename T, int V>
-__device__ __forceinline__ const T* load_x_row(const SddmmArgs<T>& g, const Subwarp& w, u32 row,
+__device__ __forceinline__ const T* load_x_row(const SddmmDense<T>& g, const Subwarp& w, u32 row,
                                                typename acc_of<T>::type (&x_first)[V]) {
     const T* x_row = g.x + (u64)row * g.x_rs;
     const u64 first = (u64)w.lane * V;
@@ -748,7 +742,7 @@ __device__ __forceinline__ const T* load_x_row(const SddmmArgs<T>& g, const Subw
 // One sub-warp per block segment, RODE_BLOCK / W segments for the block `cta` of the parts' grid,
 // its column-index tiles double-buffered as in rode_spmm_block.
 template <typename T, int V>
-__device__ void rode_sddmm_block(u32 cta, u32 lanes, u32 segments, const Parts& parts, const SddmmArgs<T>& g) {
+__device__ void rode_sddmm_block(u32 cta, u32 lanes, u32 segments, const Parts& parts, const RodeSddmm<T>& p) {
     typedef typename acc_of<T>::type A;
     const Subwarp w = subwarp_of(lanes);
     const u64 s = (u64)cta * (RODE_BLOCK / lanes) + w.index;
@@ -757,15 +751,15 @@ __device__ void rode_sddmm_block(u32 cta, u32 lanes, u32 segments, const Parts& 
     const Segment seg = segment_at(parts, s);
     const u32 tiles = tile_count(seg);
     A x_first[V];
-    const T* x_row = load_x_row<T, V>(g, w, seg.row, x_first);
+    const T* x_row = load_x_row<T, V>(p.dense, w, seg.row, x_first);
     auto stage = [&](u32 t) {
-        stage_tile<u32>(tile_cols(w, t & 1), g.col_idx + seg.start + t * RODE_TILE, tile_hi(seg, t), w);
+        stage_tile<u32>(tile_cols(w, t & 1), p.col_idx + seg.start + t * RODE_TILE, tile_hi(seg, t), w);
     };
     stage(0);
     cp_async_commit();
     for (u32 t = 0; t < tiles; ++t) {
         next_tile(t, tiles, w, stage);
-        sddmm_tile<T, V>(g, w, tile_cols(w, t & 1), tile_lo(seg, t), tile_hi(seg, t), seg.start + t * RODE_TILE,
+        sddmm_tile<T, V>(p, w, tile_cols(w, t & 1), tile_lo(seg, t), tile_hi(seg, t), seg.start + t * RODE_TILE,
                          x_row, x_first);
         __syncwarp(w.mask);
     }
@@ -775,7 +769,7 @@ __device__ void rode_sddmm_block(u32 cta, u32 lanes, u32 segments, const Parts& 
 // sub-warp's shared memory.
 template <typename T, int V>
 __device__ void rode_sddmm_residual(u32 cta, u32 lanes, u32 segments, u32 residuals, const Parts& parts,
-                                    const SddmmArgs<T>& g) {
+                                    const RodeSddmm<T>& p) {
     typedef typename acc_of<T>::type A;
     const Subwarp w = subwarp_of(lanes);
     const u64 r = (u64)cta * (RODE_BLOCK / lanes) + w.index;
@@ -784,37 +778,39 @@ __device__ void rode_sddmm_residual(u32 cta, u32 lanes, u32 segments, u32 residu
     const Residual res = residual_at(parts, segments, r);
     // X before the column indices: the two loads overlap.
     A x_first[V];
-    const T* x_row = load_x_row<T, V>(g, w, res.row, x_first);
+    const T* x_row = load_x_row<T, V>(p.dense, w, res.row, x_first);
     u32* cols = tile_cols(w, 0);
-    for (u32 e = w.lane; e < res.length; e += lanes) cols[e] = load(g.col_idx + res.begin + e);
+    for (u32 e = w.lane; e < res.length; e += lanes) cols[e] = load(p.col_idx + res.begin + e);
     __syncwarp(w.mask);
-    sddmm_tile<T, V>(g, w, cols, 0, res.length, res.begin, x_row, x_first);
+    sddmm_tile<T, V>(p, w, cols, 0, res.length, res.begin, x_row, x_first);
 }
 
 // ---------------------------------------------------------------------------------------------
 // Entry points: rode_spmm<T, V> and rode_sddmm<T, V> (the sub-warp width W is `lanes`), and
 // rode_scale_rows<T> above.
 //
-// The parts' grid: blocks 0 .. block_ctas - 1 take the segments, RODE_BLOCK / W each, and the
+// The parts' grid (RodeParts): blocks 0 .. block_ctas - 1 take the segments, RODE_BLOCK / W each, and the
 // blocks after them the residuals. A block is all segments or all residuals, so the branch is
 // uniform over it.
 
 template <typename T, int V>
 __global__ void __launch_bounds__(RODE_BLOCK) rode_spmm(const RodeSpmm<T> p) {
-    const Parts parts = {p.part_row, p.part_lo, p.part_hi};
-    if (blockIdx.x < p.block_ctas)
-        rode_spmm_block<T, V>(blockIdx.x, p.lanes, p.segments, parts, p.seg_slot, p.col_idx, p.values, p.combining,
-                              p.out);
+    const RodeParts& g = p.parts;
+    const Parts parts = {g.part_row, g.part_lo, g.part_hi};
+    if (blockIdx.x < g.block_ctas)
+        rode_spmm_block<T, V>(blockIdx.x, g.lanes, g.segments, parts, p.seg_slot, p.col_idx, p.values, p.combining,
+                              p.dense);
     else
-        rode_spmm_residual<T, V>(blockIdx.x - p.block_ctas, p.lanes, p.segments, p.residuals, parts, p.col_idx,
-                                 p.values, p.out);
+        rode_spmm_residual<T, V>(blockIdx.x - g.block_ctas, g.lanes, g.segments, g.residuals, parts, p.col_idx,
+                                 p.values, p.dense);
 }
 
 template <typename T, int V>
 __global__ void __launch_bounds__(RODE_BLOCK) rode_sddmm(const RodeSddmm<T> p) {
-    const Parts parts = {p.part_row, p.part_lo, p.part_hi};
-    if (blockIdx.x < p.block_ctas)
-        rode_sddmm_block<T, V>(blockIdx.x, p.lanes, p.segments, parts, p.args);
+    const RodeParts& g = p.parts;
+    const Parts parts = {g.part_row, g.part_lo, g.part_hi};
+    if (blockIdx.x < g.block_ctas)
+        rode_sddmm_block<T, V>(blockIdx.x, g.lanes, g.segments, parts, p);
     else
-        rode_sddmm_residual<T, V>(blockIdx.x - p.block_ctas, p.lanes, p.segments, p.residuals, parts, p.args);
+        rode_sddmm_residual<T, V>(blockIdx.x - g.block_ctas, g.lanes, g.segments, g.residuals, parts, p);
 }

@@ -1,5 +1,5 @@
 // CSR SpMM, C = alpha*A*B + beta*C, on CUDA cores. B and C are dense with any strides.
-// Parameters: SpmmCsr<T> (src/spmm.rs).
+// Parameters: SpmmCsr<T> (src/spmm.rs) with SpmmDense<T> (src/operand.rs).
 //
 // - rowmajor<W, V>: for row-major B. A sub-warp of W lanes owns one row of A and a tile of W*V
 //   columns of C; lane l holds columns l*V .. l*V+V-1 in registers. The row's (column, value)
@@ -20,41 +20,39 @@
 template <typename T, int W, int V>
 __global__ void __launch_bounds__(SPMM_BLOCK) spmm_csr_rowmajor(const SpmmCsr<T> p) {
     typedef typename acc_of<T>::type A;
-    u64 row = ((u64)blockIdx.x * blockDim.x + threadIdx.x) / W;
-    // The whole sub-warp leaves together, and its shuffles name only its own lanes.
-    if (row >= p.rows) return;
-    const unsigned mask = subwarp_mask<W>();
-    const u32 lane = threadIdx.x % W;
-    const u32 begin = load(p.row_ptr + row), end = load(p.row_ptr + row + 1);
-    const u32 tiles = p.n / (W * V) + (p.n % (W * V) != 0);
-    const bool c_vector = p.c_cs == 1 && p.c_rs % V == 0;
+    const SpmmDense<T>& o = p.dense;
+    SubwarpItem<W> w;
+    if (!subwarp_item<W>(p.rows, p.row_ptr, &w)) return;
+    const u64 row = w.item;
+    const u32 tiles = o.n / (W * V) + (o.n % (W * V) != 0);
+    const bool c_vector = o.c_cs == 1 && o.c_rs % V == 0;
     for (u32 tile = blockIdx.y; tile < tiles; tile += gridDim.y) {
         // Lanes past N load nothing but still take part in the shuffles.
-        const u64 first = (u64)tile * (W * V) + lane * V;
-        const bool in_range = first < p.n;
+        const u64 first = (u64)tile * (W * V) + w.lane * V;
+        const bool in_range = first < o.n;
         A sum[V];
 #pragma unroll
         for (int t = 0; t < V; ++t) sum[t] = 0;
-        for (u32 base = begin; base < end;) {
-            const u32 chunk = end - base < W ? end - base : W;
+        for (u32 base = w.begin; base < w.end;) {
+            const u32 chunk = w.end - base < W ? w.end - base : W;
             u32 col = 0;
             A val = 0;
-            if (lane < chunk) {
-                col = load(p.col_idx + base + lane);
-                val = to_acc(load(p.values + base + lane));
+            if (w.lane < chunk) {
+                col = load(p.col_idx + base + w.lane);
+                val = to_acc(load(p.values + base + w.lane));
             }
 #pragma unroll 2
             for (u32 e = 0; e < chunk; ++e) {
-                const u32 k = __shfl_sync(mask, col, e, W);
-                const A a = __shfl_sync(mask, val, e, W);
+                const u32 k = __shfl_sync(w.mask, col, e, W);
+                const A a = __shfl_sync(w.mask, val, e, W);
                 A bk[V];
-                load_span<T, V>(p.b + (u64)k * p.b_rs + first * p.b_cs, in_range, bk);
+                load_span<T, V>(o.b + (u64)k * o.b_rs + first * o.b_cs, in_range, bk);
 #pragma unroll
                 for (int t = 0; t < V; ++t) sum[t] += a * bk[t];
             }
             base += chunk;
         }
-        if (in_range) update_span<T, V>(p.c + row * p.c_rs + first * p.c_cs, p.c_cs, c_vector, V, p.alpha, sum, p.beta);
+        if (in_range) update_span<T, V>(o.c + row * o.c_rs + first * o.c_cs, o.c_cs, c_vector, V, o.alpha, sum, o.beta);
     }
 }
 
@@ -62,32 +60,31 @@ __global__ void __launch_bounds__(SPMM_BLOCK) spmm_csr_rowmajor(const SpmmCsr<T>
 template <typename T, int W>
 __global__ void __launch_bounds__(SPMM_BLOCK) spmm_csr_colmajor(const SpmmCsr<T> p) {
     typedef typename acc_of<T>::type A;
-    u64 row = ((u64)blockIdx.x * blockDim.x + threadIdx.x) / W;
-    if (row >= p.rows) return;
-    const unsigned mask = subwarp_mask<W>();
-    const u32 lane = threadIdx.x % W;
-    const u32 begin = load(p.row_ptr + row), end = load(p.row_ptr + row + 1);
-    const u32 tiles = p.n / COLMAJOR_COLS + (p.n % COLMAJOR_COLS != 0);
+    const SpmmDense<T>& o = p.dense;
+    SubwarpItem<W> w;
+    if (!subwarp_item<W>(p.rows, p.row_ptr, &w)) return;
+    const u64 row = w.item;
+    const u32 tiles = o.n / COLMAJOR_COLS + (o.n % COLMAJOR_COLS != 0);
     for (u32 tile = blockIdx.y; tile < tiles; tile += gridDim.y) {
         const u64 first = (u64)tile * COLMAJOR_COLS;
-        const u32 count = p.n - first < COLMAJOR_COLS ? (u32)(p.n - first) : COLMAJOR_COLS;
+        const u32 count = o.n - first < COLMAJOR_COLS ? (u32)(o.n - first) : COLMAJOR_COLS;
         A sum[COLMAJOR_COLS];
 #pragma unroll
         for (int t = 0; t < COLMAJOR_COLS; ++t) sum[t] = 0;
         // 64-bit so the last stride cannot wrap past a u32 entry count. Not unrolled: the
         // COLMAJOR_COLS loads of one entry already overlap.
 #pragma unroll 1
-        for (u64 e = begin + lane; e < end; e += W) {
+        for (u64 e = w.begin + w.lane; e < w.end; e += W) {
             const A a = to_acc(load(p.values + e));
-            const T* bk = p.b + (u64)load(p.col_idx + e) * p.b_rs + first * p.b_cs;
+            const T* bk = o.b + (u64)load(p.col_idx + e) * o.b_rs + first * o.b_cs;
 #pragma unroll
             for (int t = 0; t < COLMAJOR_COLS; ++t)
-                if (t < count) sum[t] += a * to_acc(load(bk + (u64)t * p.b_cs));
+                if (t < count) sum[t] += a * to_acc(load(bk + (u64)t * o.b_cs));
         }
 #pragma unroll
         for (int t = 0; t < COLMAJOR_COLS; ++t) {
-            const A total = subwarp_allsum<W>(mask, sum[t]);
-            if (t % W == lane && t < count) update(p.c + row * p.c_rs + (first + t) * p.c_cs, p.alpha, total, p.beta);
+            const A total = subwarp_allsum<W>(w.mask, sum[t]);
+            if (t % W == w.lane && t < count) update(o.c + row * o.c_rs + (first + t) * o.c_cs, o.alpha, total, o.beta);
         }
     }
 }

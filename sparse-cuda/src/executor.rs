@@ -3,14 +3,14 @@
 use std::sync::Arc;
 
 use sparse_core::{
-    check_offered, Algorithm, AttentionDesc, AttentionPlan, BackendKind, BlockShape, CsrRef, Dense,
-    DenseRef, Error, Executor, Format, Layout, Offer, OpKind, Precision, Result, RowStats, Scalar,
-    SddmmDesc, SddmmPlan, SpIndex, SpmmDesc, SpmmPlan, SpmvDesc, SpmvPlan,
+    Algorithm, AttentionDesc, AttentionPlan, BackendKind, BlockShape, CsrRef, Dense, DenseRef,
+    Error, Executor, Format, Layout, Offer, OpKind, Precision, Result, RowStats, Scalar, SddmmDesc,
+    SddmmPlan, SpIndex, SpmmDesc, SpmmPlan, SpmvDesc, SpmvPlan,
 };
 
 use crate::blas1::Blas1Workspace;
 use crate::device::{CudaBuffer, Device};
-use crate::plan::PlanClock;
+use crate::plan::{check_request, Desc, PlanClock, Request};
 use crate::registry::{self, Family};
 use crate::{flashsparse, rode, sddmm, spmm, spmv};
 
@@ -62,26 +62,11 @@ impl CudaBackend {
     /// The family and algorithm a request runs: checked against the table, `auto` resolved by
     /// `auto`, the rule of the request's operation and format.
     fn resolve<T: Scalar>(
-        op: OpKind,
-        format: Format,
-        precision: Precision,
-        algorithm: Algorithm,
+        request: Request,
         auto: impl FnOnce() -> Algorithm,
     ) -> Result<(Family, Algorithm)> {
-        if precision.storage != T::DTYPE {
-            return Err(Error::invalid(format!(
-                "{op}: the descriptor asks for {precision} but the matrix holds {}",
-                T::DTYPE
-            )));
-        }
-        check_offered(
-            BackendKind::Cuda,
-            Self::table,
-            op,
-            format,
-            precision,
-            algorithm,
-        )?;
+        check_request::<T>(BackendKind::Cuda, Self::table, request)?;
+        let (op, format, precision, algorithm) = request;
         let algorithm = match algorithm {
             Algorithm::Auto => auto(),
             chosen => chosen,
@@ -145,13 +130,8 @@ impl Executor for CudaBackend {
     ) -> Result<Box<dyn SpmvPlan<T> + 'a>> {
         let clock = PlanClock::start();
         let stats = a.row_stats();
-        let (family, algorithm) = Self::resolve::<T>(
-            OpKind::Spmv,
-            desc.format,
-            desc.precision,
-            desc.algorithm,
-            || spmv::auto_algorithm(desc.format, &stats),
-        )?;
+        let (family, algorithm) =
+            Self::resolve::<T>(desc.request(), || spmv::auto_algorithm(desc.format, &stats))?;
         match family {
             Family::Spmv => Ok(Box::new(spmv::plan(
                 &self.device,
@@ -171,13 +151,9 @@ impl Executor for CudaBackend {
     ) -> Result<Box<dyn SpmmPlan<T> + 'a>> {
         let clock = PlanClock::start();
         let stats = a.row_stats();
-        let (family, algorithm) = Self::resolve::<T>(
-            OpKind::Spmm,
-            desc.format,
-            desc.precision,
-            desc.algorithm,
-            || Self::auto_dense(OpKind::Spmm, desc.format, desc.block, &stats, a.nnz()),
-        )?;
+        let (family, algorithm) = Self::resolve::<T>(desc.request(), || {
+            Self::auto_dense(OpKind::Spmm, desc.format, desc.block, &stats, a.nnz())
+        })?;
         let device = &self.device;
         match family {
             Family::Spmm => Ok(Box::new(spmm::plan(device, a, &stats, desc, clock)?)),
@@ -196,13 +172,9 @@ impl Executor for CudaBackend {
     ) -> Result<Box<dyn SddmmPlan<T> + 'a>> {
         let clock = PlanClock::start();
         let stats = s.row_stats();
-        let (family, algorithm) = Self::resolve::<T>(
-            OpKind::Sddmm,
-            desc.format,
-            desc.precision,
-            desc.algorithm,
-            || Self::auto_dense(OpKind::Sddmm, desc.format, desc.block, &stats, s.nnz()),
-        )?;
+        let (family, algorithm) = Self::resolve::<T>(desc.request(), || {
+            Self::auto_dense(OpKind::Sddmm, desc.format, desc.block, &stats, s.nnz())
+        })?;
         let device = &self.device;
         match family {
             Family::Sddmm => Ok(Box::new(sddmm::plan(device, s, desc, clock)?)),
@@ -220,13 +192,7 @@ impl Executor for CudaBackend {
         desc: &AttentionDesc,
     ) -> Result<Box<dyn AttentionPlan<T> + 'a>> {
         let _ = a;
-        let (family, _) = Self::resolve::<T>(
-            OpKind::Attention,
-            desc.format,
-            desc.precision,
-            desc.algorithm,
-            || Algorithm::Auto,
-        )?;
+        let (family, _) = Self::resolve::<T>(desc.request(), || Algorithm::Auto)?;
         Err(misrouted(family, OpKind::Attention))
     }
 

@@ -46,8 +46,8 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, LaunchConfig};
 use sparse_core::{
-    Accumulator, Algorithm, BackendKind, BlockShape, CsrRef, DType, Error, Format, OpKind,
-    PlanInfo, Precision, Result, Scalar, SddmmDesc, SpIndex, SpmmDesc, ValueOrder,
+    Algorithm, BlockShape, CsrRef, DType, Error, OpKind, Precision, Result, Scalar, SddmmDesc,
+    SpIndex, SpmmDesc, ValueOrder,
 };
 use sparse_formats::{MeBcrs, MeBcrsShape};
 
@@ -56,8 +56,10 @@ use crate::executor::CudaBackend;
 use crate::kernel::{
     c_type, kernel_params, Entry, Kernel, KernelParams, KernelSource, KernelSpec, MutPtr, Ptr,
 };
-use crate::operand::{SddmmOperands, SpmmOperands};
-use crate::plan::{CudaPlan, Phase, PlanBase, PlanClock, SddmmKernels, SpmmKernels, Values};
+use crate::operand::{Run, SddmmDense, SddmmOperands, SpmmDense, SpmmOperands};
+use crate::plan::{
+    CudaPlan, Kernels, Phase, PlanBase, PlanClock, SddmmKernels, SpmmKernels, Values, WidthDesc,
+};
 use build::{BuildEntries, DeviceMeBcrs};
 use work::{task_vectors, DeviceTasks, DeviceTiles, Tasks, Tiles};
 
@@ -96,24 +98,16 @@ kernel_params! {
         vec_col: ptr(u32),
         values: ptr(T),
         rows: u32,
-        n: u32,
-        b: ptr(T),
-        b_rs: u32,
-        b_cs: u32,
-        c: out(T),
-        c_rs: u32,
-        c_cs: u32,
         c_vec: u32,
-        alpha: acc,
-        beta: acc,
         ws: out(f32),
         ws_ld: u32,
+        dense: sub(SpmmDense),
     }
 }
 
 kernel_params! {
     /// `fs_spmm_combine<T>`: the `split` windows' partial sums added into C, `group_rows` rows
-    /// of a window per thread.
+    /// of a window per thread (B unused).
     pub(crate) struct FsCombine<T> {
         split: u32,
         split_window: ptr(u32),
@@ -123,14 +117,9 @@ kernel_params! {
         h: u32,
         group_rows: u32,
         rows: u32,
-        n: u32,
         ws: ptr(f32),
         ws_ld: u32,
-        c: out(T),
-        c_rs: u32,
-        c_cs: u32,
-        alpha: acc,
-        beta: acc,
+        dense: sub(SpmmDense),
     }
 }
 
@@ -147,17 +136,7 @@ kernel_params! {
         values: ptr(T),
         scale_by_values: u32,
         rows: u32,
-        kdim: u32,
-        x: ptr(T),
-        x_rs: u32,
-        x_cs: u32,
-        y: ptr(T),
-        y_rs: u32,
-        y_cs: u32,
-        c: out(T),
-        c_inc: u32,
-        alpha: acc,
-        beta: acc,
+        dense: sub(SddmmDense),
     }
 }
 
@@ -165,6 +144,8 @@ pub(crate) const SOURCE: KernelSource = KernelSource {
     name: "flashsparse",
     code: include_str!("../kernels/flashsparse.cu"),
     params: &[
+        <SpmmDense<f32> as KernelParams>::C_DECL,
+        <SddmmDense<f32> as KernelParams>::C_DECL,
         <FsSpmm<f32> as KernelParams>::C_DECL,
         <FsCombine<f32> as KernelParams>::C_DECL,
         <FsSddmm<f32> as KernelParams>::C_DECL,
@@ -426,19 +407,7 @@ pub(crate) fn spmm_plan<T: Scalar, I: SpIndex>(
     let mut specs = builder.specs();
     specs.extend(spmm.iter().flat_map(|(_, e)| e.iter().map(Entry::spec)));
     specs.push(combine.spec());
-    let info = PlanInfo {
-        reserved_width: desc.reserved_width(),
-        ..PlanInfo::new(
-            BackendKind::Cuda,
-            OpKind::Spmm,
-            Format::MeBcrs,
-            desc.precision,
-            algorithm,
-            true,
-        )
-    };
-    let (mut base, mut clock) =
-        PlanBase::<T>::new(device, (a.rows(), a.cols(), a.nnz()), info, &specs, clock)?;
+    let (base, mut clock) = PlanBase::new(device, a, desc.info(algorithm), &specs, clock)?;
     let builder = builder.load(device)?;
     let kernels = spmm
         .iter()
@@ -462,14 +431,10 @@ pub(crate) fn spmm_plan<T: Scalar, I: SpIndex>(
     let workspace = family.reserve(&base, desc.reserved_width())?;
     clock.lap(device, Phase::Device)?;
     let bytes = family.a.bytes() + family.tasks.bytes() + workspace;
-    base.finish(clock, bytes);
-    Ok(CudaPlan {
-        base,
-        kernels: family,
-    })
+    Ok(base.into_plan(clock, bytes, family))
 }
 
-impl<T: Scalar> SpmmKernels<T> for SpmmFamily<T> {
+impl<T: Scalar> Kernels<T> for SpmmFamily<T> {
     fn values(&self) -> Values<'_, T> {
         Values {
             buffer: &self.a.values,
@@ -488,15 +453,11 @@ impl<T: Scalar> SpmmKernels<T> for SpmmFamily<T> {
             "allocating the FlashSparse workspace",
         )
     }
+}
 
-    fn run(
-        &mut self,
-        base: &PlanBase<T>,
-        ops: &SpmmOperands,
-        alpha: T::Acc,
-        beta: T::Acc,
-    ) -> Result<()> {
-        let (device, n) = (&base.device, ops.n);
+impl<T: Scalar> SpmmKernels<T> for SpmmFamily<T> {
+    fn run(&mut self, base: &PlanBase<T>, run: &Run<SpmmOperands, T::Acc>) -> Result<()> {
+        let (device, ops, n) = (&base.device, &run.ops, run.ops.n);
         let h = self.a.shape.window() as u32;
         // The narrowest pass that covers N, else the widest, striding over N.
         let pick = self
@@ -524,8 +485,7 @@ impl<T: Scalar> SpmmKernels<T> for SpmmFamily<T> {
                 )))
             }
         };
-        let ((b_rs, b_cs), (c_rs, c_cs)) = (ops.b.strides(), ops.c.strides());
-        let tasks = &self.tasks;
+        let (tasks, dense) = (&self.tasks, SpmmDense::new(run));
         let params = FsSpmm {
             tasks: tasks.count,
             task_window: Ptr::of(&tasks.window, device),
@@ -537,18 +497,10 @@ impl<T: Scalar> SpmmKernels<T> for SpmmFamily<T> {
             vec_col: Ptr::of(&self.a.vec_col, device),
             values: Ptr::of_buffer(&self.a.values),
             rows: self.a.rows,
-            n,
-            b: ops.b.input(),
-            b_rs,
-            b_cs,
-            c: ops.c.output(),
-            c_rs,
-            c_cs,
             c_vec: u32::from(c_vec),
-            alpha,
-            beta,
             ws: workspace.map_or(MutPtr::NULL, |w| MutPtr::of(w, device)),
             ws_ld,
+            dense,
         };
         let config = LaunchConfig {
             grid_dim: (
@@ -584,14 +536,9 @@ impl<T: Scalar> SpmmKernels<T> for SpmmFamily<T> {
             h,
             group_rows,
             rows: self.a.rows,
-            n,
             ws: Ptr::of(workspace, device),
             ws_ld,
-            c: ops.c.output(),
-            c_rs,
-            c_cs,
-            alpha,
-            beta,
+            dense,
         };
         let config = LaunchConfig {
             grid_dim: (
@@ -643,19 +590,7 @@ pub(crate) fn sddmm_plan<T: Scalar, I: SpIndex>(
     let sddmm = RunVariants::entries(|whole| sddmm_entry::<T>(shape.window(), whole))?;
     let mut specs = builder.specs();
     specs.extend(sddmm.iter().map(Entry::spec));
-    let info = PlanInfo {
-        reserved_width: desc.reserved_width(),
-        ..PlanInfo::new(
-            BackendKind::Cuda,
-            OpKind::Sddmm,
-            Format::MeBcrs,
-            desc.precision,
-            algorithm,
-            true,
-        )
-    };
-    let (mut base, mut clock) =
-        PlanBase::<T>::new(device, (s.rows(), s.cols(), s.nnz()), info, &specs, clock)?;
+    let (base, mut clock) = PlanBase::new(device, s, desc.info(algorithm), &specs, clock)?;
     let builder = builder.load(device)?;
     let kernels = RunVariants::load(device, &sddmm)?;
     clock.lap(device, Phase::Kernels)?;
@@ -670,50 +605,43 @@ pub(crate) fn sddmm_plan<T: Scalar, I: SpIndex>(
     let tiles = DeviceTiles::upload(device, &tiles)?;
     clock.lap(device, Phase::Transfer)?;
     let bytes = m.bytes() + tiles.bytes();
-    base.finish(clock, bytes);
-    Ok(CudaPlan {
-        base,
-        kernels: SddmmFamily {
-            s: m,
-            tiles,
-            kernels,
-            order,
-            scale_by_values: desc.scale_by_values,
-        },
-    })
+    let family = SddmmFamily {
+        s: m,
+        tiles,
+        kernels,
+        order,
+        scale_by_values: desc.scale_by_values,
+    };
+    Ok(base.into_plan(clock, bytes, family))
 }
 
-impl<T: Scalar> SddmmKernels<T> for SddmmFamily<T> {
+impl<T: Scalar> Kernels<T> for SddmmFamily<T> {
     fn values(&self) -> Values<'_, T> {
         Values {
             buffer: &self.s.values,
             slots: Some(&self.s.slots),
         }
     }
+}
 
+impl<T: Scalar> SddmmKernels<T> for SddmmFamily<T> {
     fn value_order(&self) -> Option<&ValueOrder> {
         Some(&self.order)
     }
 
     /// The SDDMM kernel itself: with alpha = 0 it reads no input and writes 0 to the slots
     /// without an entry, as every run does.
-    fn scale(&mut self, base: &PlanBase<T>, ops: &SddmmOperands, beta: T::Acc) -> Result<()> {
-        self.run(base, ops, <T::Acc as Accumulator>::ZERO, beta)
+    fn scale(&mut self, base: &PlanBase<T>, run: &Run<SddmmOperands, T::Acc>) -> Result<()> {
+        self.run(base, run)
     }
 
-    fn run(
-        &mut self,
-        base: &PlanBase<T>,
-        ops: &SddmmOperands,
-        alpha: T::Acc,
-        beta: T::Acc,
-    ) -> Result<()> {
-        let (device, s) = (&base.device, &self.s);
+    fn run(&mut self, base: &PlanBase<T>, run: &Run<SddmmOperands, T::Acc>) -> Result<()> {
+        let (device, s, ops) = (&base.device, &self.s, &run.ops);
         // Each lane reads RUN_BYTES of the inner dimension at once: 8 f16 or 4 f32.
-        let run = RUN_BYTES as usize / size_of::<T>();
-        let whole_runs =
-            ops.x.rows_in_runs(run) && ops.y.rows_in_runs(run) && ops.k as usize % run == 0;
-        let ((x_rs, x_cs), (y_rs, y_cs)) = (ops.x.strides(), ops.y.strides());
+        let lane_run = RUN_BYTES as usize / size_of::<T>();
+        let whole_runs = ops.x.rows_in_runs(lane_run)
+            && ops.y.rows_in_runs(lane_run)
+            && ops.k as usize % lane_run == 0;
         let params = FsSddmm {
             tiles: self.tiles.count,
             tile_window: Ptr::of(&self.tiles.window, device),
@@ -724,17 +652,7 @@ impl<T: Scalar> SddmmKernels<T> for SddmmFamily<T> {
             values: Ptr::of_buffer(&s.values),
             scale_by_values: u32::from(self.scale_by_values),
             rows: s.rows,
-            kdim: ops.k,
-            x: ops.x.input(),
-            x_rs,
-            x_cs,
-            y: ops.y.input(),
-            y_rs,
-            y_cs,
-            c: ops.c.output(),
-            c_inc: ops.c.increment(),
-            alpha,
-            beta,
+            dense: SddmmDense::new(run),
         };
         let config = LaunchConfig {
             grid_dim: (self.tiles.count.div_ceil(WARPS), 1, 1),

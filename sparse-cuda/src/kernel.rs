@@ -4,8 +4,8 @@
 //!   the macro writes the `#[repr(C)]` Rust struct and its C declaration, which is compiled in
 //!   front of the kernel's source, so the two cannot drift apart. Field kinds: `u32`, `f32`,
 //!   `acc` (the accumulation type of the storage type `T`), `ptr(E)` (`const E*`) and `out(E)`
-//!   (`E*`) for `E` one of `u8 u32 f32 T acc`, and `sub(S)`: a parameter struct `S<T>` inside
-//!   this one.
+//!   (`E*`) for `E` one of `u8 u32 f32 T acc`, and `sub(S)` and `plain(S)`: a parameter struct
+//!   inside this one, `S<T>` or the non-generic `S`.
 //! - **Entries.** A kernel is a `__global__` template of a `.cu` file. An [`Entry`] names one
 //!   instantiation, its template arguments written from Rust values, and its parameter type;
 //!   the compiled unit asserts that the template takes exactly that type, of exactly the size
@@ -181,6 +181,7 @@ macro_rules! kernel_params {
     (@rust $t:tt ptr $elem:ident) => { $crate::kernel::Ptr<$crate::kernel::kernel_params!(@elem $t $elem)> };
     (@rust $t:tt out $elem:ident) => { $crate::kernel::MutPtr<$crate::kernel::kernel_params!(@elem $t $elem)> };
     (@rust $t:tt sub $params:ident) => { $params<$t> };
+    (@rust $t:tt plain $params:ident) => { $params };
     (@elem $t:tt u8) => { u8 };
     (@elem $t:tt u32) => { u32 };
     (@elem $t:tt f32) => { f32 };
@@ -192,6 +193,7 @@ macro_rules! kernel_params {
     (@c ptr $elem:ident) => { concat!("const ", $crate::kernel::kernel_params!(@celem $elem), "*") };
     (@c out $elem:ident) => { concat!($crate::kernel::kernel_params!(@celem $elem), "*") };
     (@c sub $params:ident) => { concat!(stringify!($params), "<T>") };
+    (@c plain $params:ident) => { stringify!($params) };
     (@celem u8) => { "unsigned char" };
     (@celem u32) => { "u32" };
     (@celem f32) => { "float" };
@@ -279,6 +281,12 @@ impl<P: KernelParams> Entry<P> {
             },
             _params: PhantomData,
         })
+    }
+
+    /// `template<P>` of `source`: a kernel templated over its parameter struct alone, so that
+    /// the module compiled for it holds no other kernel.
+    pub fn over_params(source: &KernelSource, template: &str) -> Result<Self> {
+        Self::new(source, template, &[&P::c_type()?])
     }
 
     pub fn spec(&self) -> &KernelSpec {

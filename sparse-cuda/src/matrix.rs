@@ -6,6 +6,7 @@ use cudarc::driver::CudaSlice;
 use sparse_core::{CsrRef, Result, Scalar, SpIndex};
 
 use crate::device::{CudaBuffer, Device};
+use crate::kernel::Ptr;
 use crate::operand::to_u32;
 
 /// CSR on the device with u32 indices (the kernels' index type).
@@ -44,6 +45,15 @@ impl<T: Scalar> DeviceCsr<T> {
             col_idx: device.upload_converted(a.col_idx(), slack, narrow)?,
             values: device.upload_with_slack(a.values(), VECTOR_SLACK)?,
         })
+    }
+
+    /// The row pointers, column indices and values as kernel arguments.
+    pub fn pointers(&self, device: &Device) -> (Ptr<u32>, Ptr<u32>, Ptr<T>) {
+        (
+            Ptr::of(&self.row_ptr, device),
+            Ptr::of(&self.col_idx, device),
+            Ptr::of_buffer(&self.values),
+        )
     }
 
     /// Bytes held on the device.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use sparse_core::{DenseMut, DenseRef, Error, Layout, Memory, MemoryMut, Result, Scalar};
 
 use crate::device::{CudaBuffer, Device};
-use crate::kernel::{MutPtr, Ptr};
+use crate::kernel::{kernel_params, MutPtr, Ptr};
 
 /// A dense operand as a kernel sees it.
 #[derive(Clone, Copy, Debug)]
@@ -141,26 +141,102 @@ pub(crate) fn input_buffer<'a, T: Scalar>(
     }
 }
 
-/// The operands of `y = alpha*A*x + beta*y` for a `rows x cols` A.
+/// A run's bound operands with its scalars.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Run<O, A> {
+    pub ops: O,
+    pub alpha: A,
+    pub beta: A,
+}
+
+/// The operands of `y = alpha*A*x + beta*y` for a `rows x cols` A: x and y.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SpmvOperands {
+    pub x: Bound,
+    pub y: Bound,
+}
+
+kernel_params! {
+    /// An SpMV run's vectors as every SpMV kernel reads them: x (cols elements, `incx` apart)
+    /// and y (rows, `incy` apart), and the scalars.
+    pub(crate) struct SpmvDense<T> {
+        x: ptr(T),
+        incx: u32,
+        y: out(T),
+        incy: u32,
+        alpha: acc,
+        beta: acc,
+    }
+}
+
+impl<T: Scalar> SpmvDense<T> {
+    pub fn new(run: &Run<SpmvOperands, T::Acc>) -> Self {
+        let Run { ops, alpha, beta } = *run;
+        SpmvDense {
+            x: ops.x.input(),
+            incx: ops.x.increment(),
+            y: ops.y.output(),
+            incy: ops.y.increment(),
+            alpha,
+            beta,
+        }
+    }
+}
+
 pub(crate) fn bind_spmv<T: Scalar, O: Scalar>(
     device: &Arc<Device>,
     (rows, cols): (usize, usize),
     x: &DenseRef<'_, T>,
     y: &mut DenseMut<'_, O>,
-) -> Result<(Bound, Bound)> {
+) -> Result<SpmvOperands> {
     x.expect_shape("spmv x", (cols, 1))?;
     y.expect_shape("spmv y", (rows, 1))?;
-    Ok((
-        bind_input(x, device, "spmv x")?,
-        bind_output(y, device, "spmv y")?,
-    ))
+    Ok(SpmvOperands {
+        x: bind_input(x, device, "spmv x")?,
+        y: bind_output(y, device, "spmv y")?,
+    })
 }
 
 /// The operands of `C = alpha*A*B + beta*C` for a `rows x cols` A: N, B and C.
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct SpmmOperands {
     pub n: u32,
     pub b: Bound,
     pub c: Bound,
+}
+
+kernel_params! {
+    /// An SpMM run's dense operands as every SpMM kernel reads them: B (cols x n) and C
+    /// (rows x n) at their strides, and the scalars.
+    pub(crate) struct SpmmDense<T> {
+        n: u32,
+        b: ptr(T),
+        b_rs: u32,
+        b_cs: u32,
+        c: out(T),
+        c_rs: u32,
+        c_cs: u32,
+        alpha: acc,
+        beta: acc,
+    }
+}
+
+impl<T: Scalar> SpmmDense<T> {
+    pub fn new(run: &Run<SpmmOperands, T::Acc>) -> Self {
+        let Run { ops, alpha, beta } = *run;
+        let ((b_rs, b_cs), (c_rs, c_cs)) = (ops.b.strides(), ops.c.strides());
+        SpmmDense {
+            n: ops.n,
+            b: ops.b.input(),
+            b_rs,
+            b_cs,
+            c: ops.c.output(),
+            c_rs,
+            c_cs,
+            alpha,
+            beta,
+        }
+    }
 }
 
 pub(crate) fn bind_spmm<T: Scalar, O: Scalar>(
@@ -181,11 +257,51 @@ pub(crate) fn bind_spmm<T: Scalar, O: Scalar>(
 
 /// The operands of `C = alpha*(X*Y^T) ∘ spy(S) + beta*C` over a `rows x cols` pattern whose
 /// output has `slots` values: K, X, Y and C.
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct SddmmOperands {
     pub k: u32,
     pub x: Bound,
     pub y: Bound,
     pub c: Bound,
+}
+
+kernel_params! {
+    /// An SDDMM run's dense operands as every SDDMM kernel reads them: X (rows x k) and Y
+    /// (cols x k) at their strides, C (one value per output slot, `c_inc` apart), and the
+    /// scalars. The pointers come first, so that the struct holds no padding.
+    pub(crate) struct SddmmDense<T> {
+        x: ptr(T),
+        y: ptr(T),
+        c: out(T),
+        k: u32,
+        x_rs: u32,
+        x_cs: u32,
+        y_rs: u32,
+        y_cs: u32,
+        c_inc: u32,
+        alpha: acc,
+        beta: acc,
+    }
+}
+
+impl<T: Scalar> SddmmDense<T> {
+    pub fn new(run: &Run<SddmmOperands, T::Acc>) -> Self {
+        let Run { ops, alpha, beta } = *run;
+        let ((x_rs, x_cs), (y_rs, y_cs)) = (ops.x.strides(), ops.y.strides());
+        SddmmDense {
+            x: ops.x.input(),
+            y: ops.y.input(),
+            c: ops.c.output(),
+            k: ops.k,
+            x_rs,
+            x_cs,
+            y_rs,
+            y_cs,
+            c_inc: ops.c.increment(),
+            alpha,
+            beta,
+        }
+    }
 }
 
 pub(crate) fn bind_sddmm<T: Scalar, O: Scalar>(

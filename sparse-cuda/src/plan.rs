@@ -14,14 +14,16 @@ use std::time::Instant;
 
 use cudarc::driver::{CudaSlice, LaunchConfig};
 use sparse_core::{
-    Accumulator, DenseMut, DenseRef, Memory, PlanInfo, PlanTime, Result, Scalar, SddmmPlan,
-    SpmmPlan, SpmvPlan, ValueOrder,
+    check_offered, Accumulator, Algorithm, AlgorithmTable, AttentionDesc, BackendKind, CsrRef,
+    DenseMut, DenseRef, Error, Format, Memory, OpKind, PlanInfo, PlanTime, Precision, Result,
+    Scalar, SddmmDesc, SddmmPlan, SpIndex, SpmmDesc, SpmmPlan, SpmvDesc, SpmvPlan, ValueOrder,
 };
 
 use crate::device::{CudaBuffer, Device};
 use crate::kernel::{kernel_params, Entry, Kernel, KernelParams, KernelSource, KernelSpec, Ptr};
 use crate::operand::{
-    bind_input, bind_sddmm, bind_spmm, bind_spmv, Bound, SddmmOperands, SpmmOperands,
+    bind_input, bind_sddmm, bind_spmm, bind_spmv, Bound, Run, SddmmOperands, SpmmOperands,
+    SpmvOperands,
 };
 
 /// Threads per block of the shared kernels (`PLAN_BLOCK`).
@@ -155,6 +157,79 @@ pub(crate) struct Values<'a, T> {
     pub slots: Option<&'a CudaSlice<u32>>,
 }
 
+impl<'a, T> Values<'a, T> {
+    /// Values kept in CSR entry order.
+    pub fn csr_order(buffer: &'a CudaBuffer<T>) -> Self {
+        Values {
+            buffer,
+            slots: None,
+        }
+    }
+}
+
+/// What a descriptor asks for: the operation, format, precision and algorithm.
+pub(crate) type Request = (OpKind, Format, Precision, Algorithm);
+
+/// Descriptors as both GPU backends read them.
+pub(crate) trait Desc {
+    fn request(&self) -> Request;
+}
+
+/// SpMM and SDDMM descriptors, which reserve a width.
+pub(crate) trait WidthDesc: Desc {
+    /// The width the plan reserves for: N of SpMM, K of SDDMM.
+    fn width(&self) -> usize;
+
+    /// What a plan of the `cuda` backend running `algorithm` says of itself before planning;
+    /// deterministic unless the family finds otherwise.
+    fn info(&self, algorithm: Algorithm) -> PlanInfo {
+        let (op, format, precision, _) = self.request();
+        PlanInfo {
+            reserved_width: self.width(),
+            ..PlanInfo::new(BackendKind::Cuda, op, format, precision, algorithm, true)
+        }
+    }
+}
+
+macro_rules! desc {
+    ($desc:ident: $op:ident) => {
+        impl Desc for $desc {
+            fn request(&self) -> Request {
+                (OpKind::$op, self.format, self.precision, self.algorithm)
+            }
+        }
+    };
+    ($desc:ident: $op:ident, reserving) => {
+        desc!($desc: $op);
+
+        impl WidthDesc for $desc {
+            fn width(&self) -> usize {
+                self.reserved_width()
+            }
+        }
+    };
+}
+desc!(SpmvDesc: Spmv);
+desc!(AttentionDesc: Attention);
+desc!(SpmmDesc: Spmm, reserving);
+desc!(SddmmDesc: Sddmm, reserving);
+
+/// Refuses a request for storage type `T` that `backend`'s `table` does not offer, or whose
+/// precision stores another type.
+pub(crate) fn check_request<T: Scalar>(
+    backend: BackendKind,
+    table: impl AlgorithmTable,
+    (op, format, precision, algorithm): Request,
+) -> Result<()> {
+    if precision.storage != T::DTYPE {
+        return Err(Error::invalid(format!(
+            "{op}: the descriptor asks for {precision} but the matrix holds {}",
+            T::DTYPE
+        )));
+    }
+    check_offered(backend, table, op, format, precision, algorithm).map(drop)
+}
+
 /// What every plan holds beside its family's state.
 pub(crate) struct PlanBase<T: Scalar> {
     pub device: Arc<Device>,
@@ -167,11 +242,12 @@ pub(crate) struct PlanBase<T: Scalar> {
 }
 
 impl<T: Scalar> PlanBase<T> {
-    /// Compiles or loads the family's kernels (`family`) with the shared ones, in parallel; the
-    /// plan's `clock` (started when planning began) counts what came before as host work.
-    pub fn new(
+    /// The plan of `a`: compiles or loads the family's kernels (`family`) with the shared ones,
+    /// in parallel; the plan's `clock` (started when planning began) counts what came before as
+    /// host work.
+    pub fn new<I: SpIndex>(
         device: &Arc<Device>,
-        (rows, cols, nnz): (usize, usize, usize),
+        a: CsrRef<'_, T, I>,
         info: PlanInfo,
         family: &[&KernelSpec],
         mut clock: PlanClock,
@@ -183,9 +259,9 @@ impl<T: Scalar> PlanBase<T> {
         device.prepare(&specs)?;
         let base = PlanBase {
             device: device.clone(),
-            rows,
-            cols,
-            nnz,
+            rows: a.rows(),
+            cols: a.cols(),
+            nnz: a.nnz(),
             info,
             scale: device.kernel(&shared.scale)?,
             scatter: device.kernel(&shared.scatter)?,
@@ -203,10 +279,15 @@ impl<T: Scalar> PlanBase<T> {
         Ok(())
     }
 
-    /// Records the plan's bytes and the time each phase took.
-    pub fn finish(&mut self, clock: PlanClock, bytes: usize) {
+    /// The plan of this base and the family's `kernels`, holding `bytes`, its planning timed by
+    /// `clock`.
+    pub fn into_plan<K>(mut self, clock: PlanClock, bytes: usize, kernels: K) -> CudaPlan<T, K> {
         self.info.bytes = bytes;
         self.info.plan_time = clock.time;
+        CudaPlan {
+            base: self,
+            kernels,
+        }
     }
 
     /// `out = beta*out` (zeros when beta == 0, never reading out): what `alpha == 0` leaves.
@@ -305,74 +386,63 @@ fn launch_scale<T: Scalar>(
 
 /// A plan: the shared part and a family's kernels.
 pub(crate) struct CudaPlan<T: Scalar, K> {
-    pub base: PlanBase<T>,
-    pub kernels: K,
+    base: PlanBase<T>,
+    kernels: K,
 }
 
-/// What an SpMV family supplies.
-pub(crate) trait SpmvKernels<T: Scalar>: Send {
-    /// `y = alpha*A*x + beta*y` with `alpha != 0`, A with at least one row.
-    fn run(
-        &mut self,
-        base: &PlanBase<T>,
-        x: &Bound,
-        y: &Bound,
-        alpha: T::Acc,
-        beta: T::Acc,
-    ) -> Result<()>;
+/// What every family supplies: where its values live, and its width-dependent workspace.
+pub(crate) trait Kernels<T: Scalar>: Send {
     fn values(&self) -> Values<'_, T>;
     /// Called after new values were written where [`Self::values`] points: for state derived
     /// from the values (none of sparse-blas's own kernels keeps any).
     fn values_updated(&mut self) {}
-}
-
-/// What an SpMM family supplies.
-pub(crate) trait SpmmKernels<T: Scalar>: Send {
-    /// `C = alpha*A*B + beta*C` with `alpha != 0`, rows and N at least one, N within the
-    /// reservation.
-    fn run(
-        &mut self,
-        base: &PlanBase<T>,
-        ops: &SpmmOperands,
-        alpha: T::Acc,
-        beta: T::Acc,
-    ) -> Result<()>;
-    fn values(&self) -> Values<'_, T>;
-    /// Called after new values were written where [`Self::values`] points: for state derived
-    /// from the values (none of sparse-blas's own kernels keeps any).
-    fn values_updated(&mut self) {}
-    /// Sizes the workspace for N up to `width`; returns the bytes it grew by.
+    /// Sizes the workspace for widths (N of SpMM, K of SDDMM) up to `width`; returns the bytes
+    /// it grew by.
     fn reserve(&mut self, _base: &PlanBase<T>, _width: usize) -> Result<usize> {
         Ok(0)
     }
 }
 
+/// What an SpMV family supplies.
+pub(crate) trait SpmvKernels<T: Scalar>: Kernels<T> {
+    /// `y = alpha*A*x + beta*y` with `alpha != 0`, A with at least one row.
+    fn run(&mut self, base: &PlanBase<T>, run: &Run<SpmvOperands, T::Acc>) -> Result<()>;
+}
+
+/// What an SpMM family supplies.
+pub(crate) trait SpmmKernels<T: Scalar>: Kernels<T> {
+    /// `C = alpha*A*B + beta*C` with `alpha != 0`, rows and N at least one, N within the
+    /// reservation.
+    fn run(&mut self, base: &PlanBase<T>, run: &Run<SpmmOperands, T::Acc>) -> Result<()>;
+}
+
 /// What an SDDMM family supplies.
-pub(crate) trait SddmmKernels<T: Scalar>: Send {
+pub(crate) trait SddmmKernels<T: Scalar>: Kernels<T> {
     /// `C = alpha*(X*Y^T) ∘ spy(S) + beta*C` with `alpha != 0` and at least one output slot.
-    fn run(
-        &mut self,
-        base: &PlanBase<T>,
-        ops: &SddmmOperands,
-        alpha: T::Acc,
-        beta: T::Acc,
-    ) -> Result<()>;
-    fn values(&self) -> Values<'_, T>;
-    /// Called after new values were written where [`Self::values`] points: for state derived
-    /// from the values (none of sparse-blas's own kernels keeps any).
-    fn values_updated(&mut self) {}
+    fn run(&mut self, base: &PlanBase<T>, run: &Run<SddmmOperands, T::Acc>) -> Result<()>;
     /// The order C is written in, when it is not S's CSR entry order.
     fn value_order(&self) -> Option<&ValueOrder> {
         None
     }
-    /// `C = beta*C` for `alpha == 0`, never reading X or Y. A blocked order's padding slots
-    /// must become 0, which only the family knows: the default scales C as a dense vector.
-    fn scale(&mut self, base: &PlanBase<T>, ops: &SddmmOperands, beta: T::Acc) -> Result<()> {
-        base.scale(&ops.c, beta)
+    /// `C = beta*C` for `alpha == 0` (`run.alpha`), never reading X or Y. A blocked order's
+    /// padding slots must become 0, which only the family knows: the default scales C as a
+    /// dense vector.
+    fn scale(&mut self, base: &PlanBase<T>, run: &Run<SddmmOperands, T::Acc>) -> Result<()> {
+        base.scale(&run.ops.c, run.beta)
     }
-    /// Sizes the workspace for K up to `width`; returns the bytes it grew by.
-    fn reserve(&mut self, _base: &PlanBase<T>, _width: usize) -> Result<usize> {
-        Ok(0)
+}
+
+impl<T: Scalar, K: Kernels<T>> CudaPlan<T, K> {
+    fn write_values(&mut self, values: DenseRef<'_, T>) -> Result<()> {
+        self.base.update(self.kernels.values(), values)?;
+        self.kernels.values_updated();
+        Ok(())
+    }
+
+    fn reserve_width(&mut self, width: usize) -> Result<()> {
+        let kernels = &mut self.kernels;
+        self.base
+            .reserve(width, |base| kernels.reserve(base, width))
     }
 }
 
@@ -389,20 +459,18 @@ impl<T: Scalar, K: SpmvKernels<T>> SpmvPlan<T> for CudaPlan<T, K> {
         mut y: DenseMut<'_, T::Out>,
     ) -> Result<()> {
         let base = &self.base;
-        let (x, y) = bind_spmv(&base.device, (base.rows, base.cols), &x, &mut y)?;
+        let ops = bind_spmv(&base.device, (base.rows, base.cols), &x, &mut y)?;
         if base.rows == 0 {
             return Ok(());
         }
         if alpha == T::Acc::ZERO {
-            return base.scale(&y, beta);
+            return base.scale(&ops.y, beta);
         }
-        self.kernels.run(base, &x, &y, alpha, beta)
+        self.kernels.run(base, &Run { ops, alpha, beta })
     }
 
     fn update_values(&mut self, values: DenseRef<'_, T>) -> Result<()> {
-        self.base.update(self.kernels.values(), values)?;
-        self.kernels.values_updated();
-        Ok(())
+        self.write_values(values)
     }
 }
 
@@ -427,19 +495,15 @@ impl<T: Scalar, K: SpmmKernels<T>> SpmmPlan<T> for CudaPlan<T, K> {
         if alpha == T::Acc::ZERO {
             return base.scale(&ops.c, beta);
         }
-        self.kernels.run(base, &ops, alpha, beta)
+        self.kernels.run(base, &Run { ops, alpha, beta })
     }
 
     fn update_values(&mut self, values: DenseRef<'_, T>) -> Result<()> {
-        self.base.update(self.kernels.values(), values)?;
-        self.kernels.values_updated();
-        Ok(())
+        self.write_values(values)
     }
 
     fn reserve(&mut self, width: usize) -> Result<()> {
-        let kernels = &mut self.kernels;
-        self.base
-            .reserve(width, |base| kernels.reserve(base, width))
+        self.reserve_width(width)
     }
 }
 
@@ -467,21 +531,18 @@ impl<T: Scalar, K: SddmmKernels<T>> SddmmPlan<T> for CudaPlan<T, K> {
         if slots == 0 {
             return Ok(());
         }
+        let run = Run { ops, alpha, beta };
         if alpha == T::Acc::ZERO {
-            return self.kernels.scale(base, &ops, beta);
+            return self.kernels.scale(base, &run);
         }
-        self.kernels.run(base, &ops, alpha, beta)
+        self.kernels.run(base, &run)
     }
 
     fn update_values(&mut self, values: DenseRef<'_, T>) -> Result<()> {
-        self.base.update(self.kernels.values(), values)?;
-        self.kernels.values_updated();
-        Ok(())
+        self.write_values(values)
     }
 
     fn reserve(&mut self, width: usize) -> Result<()> {
-        let kernels = &mut self.kernels;
-        self.base
-            .reserve(width, |base| kernels.reserve(base, width))
+        self.reserve_width(width)
     }
 }

@@ -27,8 +27,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, LaunchConfig};
 use sparse_core::{
-    Algorithm, BackendKind, CsrRef, DType, Error, Format, OpKind, PlanInfo, Result, RowStats,
-    Scalar, SddmmDesc, SpIndex, SpmmDesc,
+    Algorithm, CsrRef, DType, Error, OpKind, Result, RowStats, Scalar, SddmmDesc, SpIndex, SpmmDesc,
 };
 
 use crate::device::Device;
@@ -36,8 +35,10 @@ use crate::kernel::{
     c_type, kernel_params, Entry, Kernel, KernelParams, KernelSource, KernelSpec, MutPtr, Ptr,
 };
 use crate::matrix::DeviceCsr;
-use crate::operand::{Bound, SddmmOperands, SpmmOperands};
-use crate::plan::{CudaPlan, Phase, PlanBase, PlanClock, SddmmKernels, SpmmKernels, Values};
+use crate::operand::{Bound, Run, SddmmDense, SddmmOperands, SpmmDense, SpmmOperands};
+use crate::plan::{
+    CudaPlan, Kernels, Phase, PlanBase, PlanClock, SddmmKernels, SpmmKernels, Values, WidthDesc,
+};
 use crate::spmm::VECTORS;
 use decomposition::{
     Combine, Decomposition, Preprocess, RodeCount, RodeFill, RodeScan, ALIGN, NONE, PRE_ROWS,
@@ -139,21 +140,6 @@ fn prefers_rode(op: OpKind, rows: &RowStats, nnz: usize) -> bool {
 }
 
 kernel_params! {
-    /// The dense operands of a RoDe SpMM run: B (cols x n) and C (rows x n) at their strides.
-    pub(crate) struct SpmmOut<T> {
-        n: u32,
-        b: ptr(T),
-        b_rs: u32,
-        b_cs: u32,
-        c: out(T),
-        c_rs: u32,
-        c_cs: u32,
-        alpha: acc,
-        beta: acc,
-    }
-}
-
-kernel_params! {
     /// How the segments of split rows reach C: `partials` null for atomics, else the workspace
     /// (slots x n accumulation values) and `arrivals` (slots x column tiles counters);
     /// `row_ptr` and `seg_len` lead the last segment of a row to the row's slots.
@@ -166,9 +152,9 @@ kernel_params! {
 }
 
 kernel_params! {
-    /// `rode_spmm<T, V>`: sub-warps of `lanes` lanes over the parts (row, lo, hi), the segments
-    /// in grid blocks `0..block_ctas`, the residuals after them.
-    pub(crate) struct RodeSpmm<T> {
+    /// The parts' grid of `rode_spmm` and `rode_sddmm`: sub-warps of `lanes` lanes over the parts
+    /// (row, lo, hi), the segments in grid blocks `0..block_ctas`, the residuals after them.
+    pub(crate) struct RodeParts {
         lanes: u32,
         block_ctas: u32,
         segments: u32,
@@ -176,59 +162,38 @@ kernel_params! {
         part_row: ptr(u32),
         part_lo: ptr(u32),
         part_hi: ptr(u32),
+    }
+}
+
+kernel_params! {
+    /// `rode_spmm<T, V>`: the parts, each segment's workspace slot, and A.
+    pub(crate) struct RodeSpmm<T> {
+        parts: plain(RodeParts),
         seg_slot: ptr(u32),
         col_idx: ptr(u32),
         values: ptr(T),
         combining: sub(Combining),
-        out: sub(SpmmOut),
+        dense: sub(SpmmDense),
     }
 }
 
 kernel_params! {
-    /// `rode_scale_rows<T>`: C = beta*C on the `listed` rows of `listed_row`, n columns.
+    /// `rode_scale_rows<T>`: C = beta*C on the `listed` rows of `listed_row` (B unused).
     pub(crate) struct RodeScaleRows<T> {
         listed: u32,
         listed_row: ptr(u32),
-        n: u32,
-        c: out(T),
-        c_rs: u32,
-        c_cs: u32,
-        beta: acc,
+        dense: sub(SpmmDense),
     }
 }
 
 kernel_params! {
-    /// The pattern and dense operands of a RoDe SDDMM run: X (rows x k), Y (cols x k), and C
-    /// (nnz values, `c_inc` apart).
-    pub(crate) struct SddmmArgs<T> {
+    /// `rode_sddmm<T, V>`: the parts, and S's pattern and values.
+    pub(crate) struct RodeSddmm<T> {
+        parts: plain(RodeParts),
         col_idx: ptr(u32),
         s_values: ptr(T),
         scale_by_values: u32,
-        k: u32,
-        x: ptr(T),
-        x_rs: u32,
-        x_cs: u32,
-        y: ptr(T),
-        y_rs: u32,
-        y_cs: u32,
-        c: out(T),
-        c_inc: u32,
-        alpha: acc,
-        beta: acc,
-    }
-}
-
-kernel_params! {
-    /// `rode_sddmm<T, V>`: the parts' grid of `rode_spmm`.
-    pub(crate) struct RodeSddmm<T> {
-        lanes: u32,
-        block_ctas: u32,
-        segments: u32,
-        residuals: u32,
-        part_row: ptr(u32),
-        part_lo: ptr(u32),
-        part_hi: ptr(u32),
-        args: sub(SddmmArgs),
+        dense: sub(SddmmDense),
     }
 }
 
@@ -236,11 +201,12 @@ pub(crate) const SOURCE: KernelSource = KernelSource {
     name: "rode",
     code: include_str!("../kernels/rode.cu"),
     params: &[
-        <SpmmOut<f32> as KernelParams>::C_DECL,
+        <SpmmDense<f32> as KernelParams>::C_DECL,
+        <SddmmDense<f32> as KernelParams>::C_DECL,
         <Combining<f32> as KernelParams>::C_DECL,
+        <RodeParts as KernelParams>::C_DECL,
         <RodeSpmm<f32> as KernelParams>::C_DECL,
         <RodeScaleRows<f32> as KernelParams>::C_DECL,
-        <SddmmArgs<f32> as KernelParams>::C_DECL,
         <RodeSddmm<f32> as KernelParams>::C_DECL,
         <RodeCount as KernelParams>::C_DECL,
         <RodeScan as KernelParams>::C_DECL,
@@ -362,6 +328,20 @@ impl Lanes {
     /// value each).
     fn most_column_tiles(width: usize) -> usize {
         width.div_ceil(32).max(1)
+    }
+
+    /// The parts' grid of a launch ([`Lanes::config`]) whose first `block_ctas` blocks take the
+    /// segments.
+    fn parts(self, parts: &Decomposition, device: &Device, block_ctas: u32) -> RodeParts {
+        RodeParts {
+            lanes: self.lanes,
+            block_ctas,
+            segments: parts.segments,
+            residuals: parts.residuals,
+            part_row: Ptr::of(&parts.part_row, device),
+            part_lo: Ptr::of(&parts.part_lo, device),
+            part_hi: Ptr::of(&parts.part_hi, device),
+        }
     }
 
     /// The parts' launch: one sub-warp per segment, then one per residual, over grid.x,
@@ -503,19 +483,7 @@ pub(crate) fn spmm_plan<T: Scalar, I: SpIndex>(
     let mut specs: Vec<&KernelSpec> = preprocess.specs().to_vec();
     specs.extend(entries.iter().map(|e| e.spec()));
     specs.extend(scale_rows.iter().map(|e| e.spec()));
-    let info = PlanInfo {
-        reserved_width: desc.reserved_width(),
-        ..PlanInfo::new(
-            BackendKind::Cuda,
-            OpKind::Spmm,
-            Format::Csr,
-            desc.precision,
-            algorithm,
-            true,
-        )
-    };
-    let (mut base, mut clock) =
-        PlanBase::<T>::new(device, (a.rows(), a.cols(), a.nnz()), info, &specs, clock)?;
+    let (mut base, mut clock) = PlanBase::new(device, a, desc.info(algorithm), &specs, clock)?;
     let seg_len = segment_length(a.nnz(), device.info.multiprocessors, MIN_SEGMENT);
     let csr = DeviceCsr::upload(device, a)?;
     clock.lap(device, Phase::Transfer)?;
@@ -536,19 +504,12 @@ pub(crate) fn spmm_plan<T: Scalar, I: SpIndex>(
     // Atomics only ever add into rows split in several parts.
     base.info.deterministic = !(atomics && family.combine.slots > 0);
     let bytes = family.a.bytes() + family.parts.bytes() + family.combine.bytes() + workspace;
-    base.finish(clock, bytes);
-    Ok(CudaPlan {
-        base,
-        kernels: family,
-    })
+    Ok(base.into_plan(clock, bytes, family))
 }
 
-impl<T: Scalar> SpmmKernels<T> for RodeSpmmFamily<T> {
+impl<T: Scalar> Kernels<T> for RodeSpmmFamily<T> {
     fn values(&self) -> Values<'_, T> {
-        Values {
-            buffer: &self.a.values,
-            slots: None,
-        }
+        Values::csr_order(&self.a.values)
     }
 
     fn reserve(&mut self, base: &PlanBase<T>, width: usize) -> Result<usize> {
@@ -559,33 +520,25 @@ impl<T: Scalar> SpmmKernels<T> for RodeSpmmFamily<T> {
             }
         }
     }
+}
 
-    fn run(
-        &mut self,
-        base: &PlanBase<T>,
-        ops: &SpmmOperands,
-        alpha: T::Acc,
-        beta: T::Acc,
-    ) -> Result<()> {
+impl<T: Scalar> SpmmKernels<T> for RodeSpmmFamily<T> {
+    fn run(&mut self, base: &PlanBase<T>, run: &Run<SpmmOperands, T::Acc>) -> Result<()> {
         let (device, a, parts, combine, n) =
-            (&base.device, &self.a, &self.parts, &self.combine, ops.n);
-        let shape = Lanes::new(n as usize, &[&ops.b], SPMM_MIN_LANES);
+            (&base.device, &self.a, &self.parts, &self.combine, run.ops.n);
+        let shape = Lanes::new(n as usize, &[&run.ops.b], SPMM_MIN_LANES);
         let col_tiles = shape.column_tiles(n);
         let value_bytes = size_of::<T>() as u32;
         let (block_ctas, config) =
             shape.config(parts.segments, parts.residuals, col_tiles, 4 + value_bytes)?;
-        let (c_rs, c_cs) = ops.c.strides();
+        let dense = SpmmDense::new(run);
         let (partials, arrivals) = match &self.split_rows {
             SplitRows::Atomics(scale_rows) => {
                 if combine.listed > 0 {
                     let params = RodeScaleRows {
                         listed: combine.listed,
                         listed_row: Ptr::of(&combine.listed_row, device),
-                        n,
-                        c: ops.c.output(),
-                        c_rs,
-                        c_cs,
-                        beta,
+                        dense,
                     };
                     let config = LaunchConfig {
                         grid_dim: (n.div_ceil(BLOCK), combine.listed.clamp(1, MAX_GRID_Y), 1),
@@ -602,15 +555,8 @@ impl<T: Scalar> SpmmKernels<T> for RodeSpmmFamily<T> {
                 partials.pointers::<T>(device, combine.slots, n, col_tiles)?
             }
         };
-        let (b_rs, b_cs) = ops.b.strides();
         let params = RodeSpmm {
-            lanes: shape.lanes,
-            block_ctas,
-            segments: parts.segments,
-            residuals: parts.residuals,
-            part_row: Ptr::of(&parts.part_row, device),
-            part_lo: Ptr::of(&parts.part_lo, device),
-            part_hi: Ptr::of(&parts.part_hi, device),
+            parts: shape.parts(parts, device, block_ctas),
             seg_slot: Ptr::of(&combine.seg_slot, device),
             col_idx: Ptr::of(&a.col_idx, device),
             values: Ptr::of_buffer(&a.values),
@@ -620,17 +566,7 @@ impl<T: Scalar> SpmmKernels<T> for RodeSpmmFamily<T> {
                 row_ptr: Ptr::of(&a.row_ptr, device),
                 seg_len: parts.seg_len,
             },
-            out: SpmmOut {
-                n,
-                b: ops.b.input(),
-                b_rs,
-                b_cs,
-                c: ops.c.output(),
-                c_rs,
-                c_cs,
-                alpha,
-                beta,
-            },
+            dense,
         };
         // SAFETY: the lists come from this matrix's decomposition, and the grid's first
         // block_ctas blocks cover the `segments` segments, BLOCK / W each, the others the
@@ -675,19 +611,7 @@ pub(crate) fn sddmm_plan<T: Scalar, I: SpIndex>(
     let entries = PerVector::entries(sddmm_entry::<T>)?;
     let mut specs: Vec<&KernelSpec> = preprocess.specs().to_vec();
     specs.extend(entries.iter().map(|e| e.spec()));
-    let info = PlanInfo {
-        reserved_width: desc.reserved_width(),
-        ..PlanInfo::new(
-            BackendKind::Cuda,
-            OpKind::Sddmm,
-            Format::Csr,
-            desc.precision,
-            algorithm,
-            true,
-        )
-    };
-    let (mut base, mut clock) =
-        PlanBase::<T>::new(device, (s.rows(), s.cols(), s.nnz()), info, &specs, clock)?;
+    let (base, mut clock) = PlanBase::new(device, s, desc.info(algorithm), &specs, clock)?;
     let seg_len = segment_length(s.nnz(), device.info.multiprocessors, SDDMM_MIN_SEGMENT);
     let csr = DeviceCsr::upload(device, s)?;
     clock.lap(device, Phase::Transfer)?;
@@ -699,56 +623,20 @@ pub(crate) fn sddmm_plan<T: Scalar, I: SpIndex>(
     };
     clock.lap(device, Phase::Device)?;
     let bytes = family.s.bytes() + family.parts.bytes();
-    base.finish(clock, bytes);
-    Ok(CudaPlan {
-        base,
-        kernels: family,
-    })
+    Ok(base.into_plan(clock, bytes, family))
 }
 
 impl<T: Scalar> SddmmKernels<T> for RodeSddmmFamily<T> {
-    fn values(&self) -> Values<'_, T> {
-        Values {
-            buffer: &self.s.values,
-            slots: None,
-        }
-    }
-
-    fn run(
-        &mut self,
-        base: &PlanBase<T>,
-        ops: &SddmmOperands,
-        alpha: T::Acc,
-        beta: T::Acc,
-    ) -> Result<()> {
-        let (device, s, parts) = (&base.device, &self.s, &self.parts);
+    fn run(&mut self, base: &PlanBase<T>, run: &Run<SddmmOperands, T::Acc>) -> Result<()> {
+        let (device, s, parts, ops) = (&base.device, &self.s, &self.parts, &run.ops);
         let shape = Lanes::new(ops.k as usize, &[&ops.x, &ops.y], SDDMM_MIN_LANES);
         let (block_ctas, config) = shape.config(parts.segments, parts.residuals, 1, 4)?;
-        let ((x_rs, x_cs), (y_rs, y_cs)) = (ops.x.strides(), ops.y.strides());
         let params = RodeSddmm {
-            lanes: shape.lanes,
-            block_ctas,
-            segments: parts.segments,
-            residuals: parts.residuals,
-            part_row: Ptr::of(&parts.part_row, device),
-            part_lo: Ptr::of(&parts.part_lo, device),
-            part_hi: Ptr::of(&parts.part_hi, device),
-            args: SddmmArgs {
-                col_idx: Ptr::of(&s.col_idx, device),
-                s_values: Ptr::of_buffer(&s.values),
-                scale_by_values: u32::from(self.scale_by_values),
-                k: ops.k,
-                x: ops.x.input(),
-                x_rs,
-                x_cs,
-                y: ops.y.input(),
-                y_rs,
-                y_cs,
-                c: ops.c.output(),
-                c_inc: ops.c.increment(),
-                alpha,
-                beta,
-            },
+            parts: shape.parts(parts, device, block_ctas),
+            col_idx: Ptr::of(&s.col_idx, device),
+            s_values: Ptr::of_buffer(&s.values),
+            scale_by_values: u32::from(self.scale_by_values),
+            dense: SddmmDense::new(run),
         };
         // SAFETY: the grid's first block_ctas blocks cover the `segments` segments, BLOCK / W
         // each, the others the `residuals` residuals, so a sub-warp past either list's end
@@ -760,6 +648,12 @@ impl<T: Scalar> SddmmKernels<T> for RodeSddmmFamily<T> {
         // come in runs of V; W >= SDDMM_MIN_LANES lanes as the reduction needs; shared memory
         // is what the kernel carves for BLOCK / W sub-warps of BUFFERS column-index tiles.
         unsafe { self.kernels.get(shape.values)?.launch(config, &params) }
+    }
+}
+
+impl<T: Scalar> Kernels<T> for RodeSddmmFamily<T> {
+    fn values(&self) -> Values<'_, T> {
+        Values::csr_order(&self.s.values)
     }
 }
 

@@ -12,16 +12,13 @@
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, LaunchConfig};
-use sparse_core::{
-    Algorithm, BackendKind, CsrRef, Format, Layout, OpKind, PlanInfo, Result, Scalar, SddmmDesc,
-    SpIndex,
-};
+use sparse_core::{Algorithm, CsrRef, Layout, Result, Scalar, SddmmDesc, SpIndex};
 
 use crate::device::Device;
 use crate::kernel::{c_type, kernel_params, Entry, KernelParams, KernelSource, KernelSpec, Ptr};
 use crate::matrix::DeviceCsr;
-use crate::operand::{to_u32, Bound, SddmmOperands};
-use crate::plan::{CudaPlan, Phase, PlanBase, PlanClock, SddmmKernels, Values};
+use crate::operand::{to_u32, Bound, Run, SddmmDense, SddmmOperands};
+use crate::plan::{CudaPlan, Kernels, Phase, PlanBase, PlanClock, SddmmKernels, Values, WidthDesc};
 use crate::spmm::{subwarp_lanes, vector_values, Variants};
 
 /// Threads per block (`SDDMM_BLOCK`).
@@ -40,24 +37,17 @@ kernel_params! {
         col_idx: ptr(u32),
         s_values: ptr(T),
         scale_by_values: u32,
-        k: u32,
-        x: ptr(T),
-        x_rs: u32,
-        x_cs: u32,
-        y: ptr(T),
-        y_rs: u32,
-        y_cs: u32,
-        c: out(T),
-        c_inc: u32,
-        alpha: acc,
-        beta: acc,
+        dense: sub(SddmmDense),
     }
 }
 
 pub(crate) const SOURCE: KernelSource = KernelSource {
     name: "sddmm",
     code: include_str!("../kernels/sddmm.cu"),
-    params: &[<SddmmCsr<f32> as KernelParams>::C_DECL],
+    params: &[
+        <SddmmDense<f32> as KernelParams>::C_DECL,
+        <SddmmCsr<f32> as KernelParams>::C_DECL,
+    ],
     defines: &[("SDDMM_BLOCK", BLOCK)],
 };
 
@@ -119,19 +109,8 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
 ) -> Result<CudaPlan<T, SddmmFamily<T>>> {
     let entries = Variants::entries(entry::<T>)?;
     let specs: Vec<&KernelSpec> = entries.iter().map(|e| e.spec()).collect();
-    let info = PlanInfo {
-        reserved_width: desc.reserved_width(),
-        ..PlanInfo::new(
-            BackendKind::Cuda,
-            OpKind::Sddmm,
-            Format::Csr,
-            desc.precision,
-            Algorithm::Vector,
-            true,
-        )
-    };
-    let (mut base, mut clock) =
-        PlanBase::<T>::new(device, (s.rows(), s.cols(), s.nnz()), info, &specs, clock)?;
+    let info = desc.info(Algorithm::Vector);
+    let (base, mut clock) = PlanBase::new(device, s, info, &specs, clock)?;
     let (rows, starts) = segments(s)?;
     clock.lap(device, Phase::Host)?;
     let family = SddmmFamily {
@@ -144,34 +123,17 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
     };
     clock.lap(device, Phase::Transfer)?;
     let bytes = family.s.bytes() + (rows.len() + starts.len()) * size_of::<u32>();
-    base.finish(clock, bytes);
-    Ok(CudaPlan {
-        base,
-        kernels: family,
-    })
+    Ok(base.into_plan(clock, bytes, family))
 }
 
 impl<T: Scalar> SddmmKernels<T> for SddmmFamily<T> {
-    fn values(&self) -> Values<'_, T> {
-        Values {
-            buffer: &self.s.values,
-            slots: None,
-        }
-    }
-
-    fn run(
-        &mut self,
-        base: &PlanBase<T>,
-        ops: &SddmmOperands,
-        alpha: T::Acc,
-        beta: T::Acc,
-    ) -> Result<()> {
+    fn run(&mut self, base: &PlanBase<T>, run: &Run<SddmmOperands, T::Acc>) -> Result<()> {
+        let ops = &run.ops;
         let values = vector_values(
             ops.k as usize,
             &[row_major_ld(&ops.x), row_major_ld(&ops.y)],
         );
         let lanes = subwarp_lanes(ops.k as usize, values);
-        let ((x_rs, x_cs), (y_rs, y_cs)) = (ops.x.strides(), ops.y.strides());
         let params = SddmmCsr {
             segments: self.segments,
             seg_row: Ptr::of(&self.seg_row, &base.device),
@@ -179,17 +141,7 @@ impl<T: Scalar> SddmmKernels<T> for SddmmFamily<T> {
             col_idx: Ptr::of(&self.s.col_idx, &base.device),
             s_values: Ptr::of_buffer(&self.s.values),
             scale_by_values: u32::from(self.scale_by_values),
-            k: ops.k,
-            x: ops.x.input(),
-            x_rs,
-            x_cs,
-            y: ops.y.input(),
-            y_rs,
-            y_cs,
-            c: ops.c.output(),
-            c_inc: ops.c.increment(),
-            alpha,
-            beta,
+            dense: SddmmDense::new(run),
         };
         let threads = u64::from(self.segments) * u64::from(lanes);
         let config = LaunchConfig {
@@ -204,6 +156,12 @@ impl<T: Scalar> SddmmKernels<T> for SddmmFamily<T> {
         // dimensions, so vector loads (from allocations aligned to 256 bytes) are aligned and
         // inside the rows.
         unsafe { self.kernels.get(lanes, values).launch(config, &params) }
+    }
+}
+
+impl<T: Scalar> Kernels<T> for SddmmFamily<T> {
+    fn values(&self) -> Values<'_, T> {
+        Values::csr_order(&self.s.values)
     }
 }
 

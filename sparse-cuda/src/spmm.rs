@@ -13,18 +13,13 @@
 use std::sync::Arc;
 
 use cudarc::driver::LaunchConfig;
-use sparse_core::{
-    Algorithm, BackendKind, CsrRef, Format, Layout, OpKind, PlanInfo, Result, RowStats, Scalar,
-    SpIndex, SpmmDesc,
-};
+use sparse_core::{Algorithm, CsrRef, Layout, Result, RowStats, Scalar, SpIndex, SpmmDesc};
 
 use crate::device::Device;
-use crate::kernel::{
-    c_type, kernel_params, Entry, Kernel, KernelParams, KernelSource, KernelSpec, Ptr,
-};
+use crate::kernel::{c_type, kernel_params, Entry, Kernel, KernelParams, KernelSource, KernelSpec};
 use crate::matrix::DeviceCsr;
-use crate::operand::SpmmOperands;
-use crate::plan::{CudaPlan, Phase, PlanBase, PlanClock, SpmmKernels, Values};
+use crate::operand::{Run, SpmmDense, SpmmOperands};
+use crate::plan::{CudaPlan, Kernels, Phase, PlanBase, PlanClock, SpmmKernels, Values, WidthDesc};
 
 /// Threads per block (`SPMM_BLOCK`).
 const BLOCK: u32 = 256;
@@ -41,25 +36,20 @@ kernel_params! {
     /// `spmm_csr_rowmajor<W, V>` and `spmm_csr_colmajor<W>`.
     pub(crate) struct SpmmCsr<T> {
         rows: u32,
-        n: u32,
         row_ptr: ptr(u32),
         col_idx: ptr(u32),
         values: ptr(T),
-        b: ptr(T),
-        b_rs: u32,
-        b_cs: u32,
-        c: out(T),
-        c_rs: u32,
-        c_cs: u32,
-        alpha: acc,
-        beta: acc,
+        dense: sub(SpmmDense),
     }
 }
 
 pub(crate) const SOURCE: KernelSource = KernelSource {
     name: "spmm",
     code: include_str!("../kernels/spmm.cu"),
-    params: &[<SpmmCsr<f32> as KernelParams>::C_DECL],
+    params: &[
+        <SpmmDense<f32> as KernelParams>::C_DECL,
+        <SpmmCsr<f32> as KernelParams>::C_DECL,
+    ],
     defines: &[("SPMM_BLOCK", BLOCK), ("COLMAJOR_COLS", COLMAJOR_COLS)],
 };
 
@@ -191,19 +181,8 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
     let col_entry = col_major::<T>(col_major_lanes)?;
     let mut specs: Vec<&KernelSpec> = row_entries.iter().map(|e| e.spec()).collect();
     specs.push(col_entry.spec());
-    let info = PlanInfo {
-        reserved_width: desc.reserved_width(),
-        ..PlanInfo::new(
-            BackendKind::Cuda,
-            OpKind::Spmm,
-            Format::Csr,
-            desc.precision,
-            Algorithm::Vector,
-            true,
-        )
-    };
-    let (mut base, mut clock) =
-        PlanBase::<T>::new(device, (a.rows(), a.cols(), a.nnz()), info, &specs, clock)?;
+    let info = desc.info(Algorithm::Vector);
+    let (base, mut clock) = PlanBase::new(device, a, info, &specs, clock)?;
     let family = SpmmFamily {
         row_major: Variants::load(device, &row_entries)?,
         col_major: device.kernel(&col_entry)?,
@@ -211,29 +190,13 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
         a: DeviceCsr::upload(device, a)?,
     };
     clock.lap(device, Phase::Transfer)?;
-    base.finish(clock, family.a.bytes());
-    Ok(CudaPlan {
-        base,
-        kernels: family,
-    })
+    let bytes = family.a.bytes();
+    Ok(base.into_plan(clock, bytes, family))
 }
 
 impl<T: Scalar> SpmmKernels<T> for SpmmFamily<T> {
-    fn values(&self) -> Values<'_, T> {
-        Values {
-            buffer: &self.a.values,
-            slots: None,
-        }
-    }
-
-    fn run(
-        &mut self,
-        base: &PlanBase<T>,
-        ops: &SpmmOperands,
-        alpha: T::Acc,
-        beta: T::Acc,
-    ) -> Result<()> {
-        let (a, n) = (&self.a, ops.n);
+    fn run(&mut self, base: &PlanBase<T>, run: &Run<SpmmOperands, T::Acc>) -> Result<()> {
+        let (a, ops, n) = (&self.a, &run.ops, run.ops.n);
         let (kernel, config) = match ops.b.layout {
             Layout::RowMajor => {
                 let values = vector_values(n as usize, &[Some(ops.b.ld as usize)]);
@@ -248,27 +211,25 @@ impl<T: Scalar> SpmmKernels<T> for SpmmFamily<T> {
                 launch_config(a.rows, self.col_major_lanes, n.div_ceil(COLMAJOR_COLS)),
             ),
         };
-        let ((b_rs, b_cs), (c_rs, c_cs)) = (ops.b.strides(), ops.c.strides());
+        let (row_ptr, col_idx, values) = a.pointers(&base.device);
         let params = SpmmCsr {
             rows: a.rows,
-            n,
-            row_ptr: Ptr::of(&a.row_ptr, &base.device),
-            col_idx: Ptr::of(&a.col_idx, &base.device),
-            values: Ptr::of_buffer(&a.values),
-            b: ops.b.input(),
-            b_rs,
-            b_cs,
-            c: ops.c.output(),
-            c_rs,
-            c_cs,
-            alpha,
-            beta,
+            row_ptr,
+            col_idx,
+            values,
+            dense: SpmmDense::new(run),
         };
         // SAFETY: the CSR is canonical with columns < cols = B's rows; B spans cols x n and C
         // rows x n at their strides (bound operands); a row-major kernel with V > 1 is chosen
         // only when V divides B's ld and n, so its vector loads (from an allocation aligned to
         // 256 bytes) are aligned and inside B's rows.
         unsafe { kernel.launch(config, &params) }
+    }
+}
+
+impl<T: Scalar> Kernels<T> for SpmmFamily<T> {
+    fn values(&self) -> Values<'_, T> {
+        Values::csr_order(&self.a.values)
     }
 }
 

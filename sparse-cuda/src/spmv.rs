@@ -19,8 +19,8 @@ use crate::kernel::{
     c_type, kernel_params, Entry, Kernel, KernelParams, KernelSource, KernelSpec, MutPtr, Ptr,
 };
 use crate::matrix::DeviceCsr;
-use crate::operand::{to_u32, Bound};
-use crate::plan::{CudaPlan, Phase, PlanBase, PlanClock, SpmvKernels, Values};
+use crate::operand::{to_u32, Run, SpmvDense, SpmvOperands};
+use crate::plan::{CudaPlan, Kernels, Phase, PlanBase, PlanClock, SpmvKernels, Values};
 
 /// Threads per block of every SpMV kernel (`SPMV_BLOCK`).
 const BLOCK: u32 = 256;
@@ -40,18 +40,14 @@ kernel_params! {
         row_ptr: ptr(u32),
         col_idx: ptr(u32),
         values: ptr(T),
-        x: ptr(T),
-        incx: u32,
-        y: out(T),
-        incy: u32,
-        alpha: acc,
-        beta: acc,
+        dense: sub(SpmvDense),
         long_row: u32,
     }
 }
 
 kernel_params! {
-    /// `spmv_long_segments`: one warp per segment of a long row, its sum to `partial`.
+    /// `spmv_long_segments`: one warp per segment of a long row, its sum to `partial` (y
+    /// unused).
     pub(crate) struct SpmvSegments<T> {
         segments: u32,
         segment_length: u32,
@@ -60,23 +56,19 @@ kernel_params! {
         row_ptr: ptr(u32),
         col_idx: ptr(u32),
         values: ptr(T),
-        x: ptr(T),
-        incx: u32,
         partial: out(acc),
+        dense: sub(SpmvDense),
     }
 }
 
 kernel_params! {
-    /// `spmv_long_rows`: one warp per long row adds its segments' partials in order.
+    /// `spmv_long_rows`: one warp per long row adds its segments' partials in order (x unused).
     pub(crate) struct SpmvLongRows<T> {
         long_rows: u32,
         long_row: ptr(u32),
         first_segment: ptr(u32),
         partial: ptr(acc),
-        y: out(T),
-        incy: u32,
-        alpha: acc,
-        beta: acc,
+        dense: sub(SpmvDense),
     }
 }
 
@@ -106,15 +98,12 @@ kernel_params! {
 }
 
 kernel_params! {
-    /// `spmv_merge_fixup`: the rows split between merge-path threads.
+    /// `spmv_merge_fixup`: the rows split between merge-path threads (x unused).
     pub(crate) struct SpmvMergeFixup<T> {
         slots: u32,
         partial_row: ptr(u32),
         partial_sum: ptr(acc),
-        y: out(T),
-        incy: u32,
-        alpha: acc,
-        beta: acc,
+        dense: sub(SpmvDense),
     }
 }
 
@@ -128,17 +117,13 @@ kernel_params! {
 }
 
 kernel_params! {
-    /// `spmv_coo`: atomic adds into a y already scaled by beta.
+    /// `spmv_coo`: atomic adds into a y already scaled by beta (beta unused).
     pub(crate) struct SpmvCoo<T> {
         nnz: u32,
         row_idx: ptr(u32),
         col_idx: ptr(u32),
         values: ptr(T),
-        x: ptr(T),
-        incx: u32,
-        y: out(T),
-        incy: u32,
-        alpha: acc,
+        dense: sub(SpmvDense),
     }
 }
 
@@ -146,6 +131,7 @@ pub(crate) const SOURCE: KernelSource = KernelSource {
     name: "spmv",
     code: include_str!("../kernels/spmv.cu"),
     params: &[
+        <SpmvDense<f32> as KernelParams>::C_DECL,
         <SpmvCsr<f32> as KernelParams>::C_DECL,
         <SpmvSegments<f32> as KernelParams>::C_DECL,
         <SpmvLongRows<f32> as KernelParams>::C_DECL,
@@ -159,68 +145,72 @@ pub(crate) const SOURCE: KernelSource = KernelSource {
 };
 
 /// The entries of this file for storage type `T`: the names Rust can form, each built once here.
-struct Entries;
+struct Entries<T: Scalar> {
+    scalar: Entry<SpmvCsr<T>>,
+    /// One per [`VECTOR_LANES`].
+    vector: Vec<Entry<SpmvCsr<T>>>,
+    segments: Entry<SpmvSegments<T>>,
+    long_rows: Entry<SpmvLongRows<T>>,
+    partition: Entry<MergePartition>,
+    merge: Entry<SpmvMerge<T>>,
+    fixup: Entry<SpmvMergeFixup<T>>,
+    coo_rows: Entry<CooRows>,
+    coo: Entry<SpmvCoo<T>>,
+}
 
-impl Entries {
-    fn scalar<T: Scalar>() -> Result<Entry<SpmvCsr<T>>> {
-        Entry::new(&SOURCE, "spmv_csr_scalar", &[&c_type(T::DTYPE)?])
-    }
-    fn vector<T: Scalar>(lanes: u32) -> Result<Entry<SpmvCsr<T>>> {
-        if !VECTOR_LANES.contains(&lanes) {
-            return Err(Error::internal(format!("no vector SpMV of {lanes} lanes")));
-        }
-        Entry::new(&SOURCE, "spmv_csr_vector", &[&c_type(T::DTYPE)?, &lanes])
-    }
-    fn segments<T: Scalar>() -> Result<Entry<SpmvSegments<T>>> {
-        Entry::new(&SOURCE, "spmv_long_segments", &[&c_type(T::DTYPE)?])
-    }
-    fn long_rows<T: Scalar>() -> Result<Entry<SpmvLongRows<T>>> {
-        Entry::new(&SOURCE, "spmv_long_rows", &[&c_type(T::DTYPE)?])
-    }
-    fn partition() -> Result<Entry<MergePartition>> {
-        Entry::new(&SOURCE, "spmv_merge_partition", &[])
-    }
-    fn merge<T: Scalar>() -> Result<Entry<SpmvMerge<T>>> {
-        Entry::new(&SOURCE, "spmv_csr_merge", &[&c_type(T::DTYPE)?])
-    }
-    fn fixup<T: Scalar>() -> Result<Entry<SpmvMergeFixup<T>>> {
-        Entry::new(&SOURCE, "spmv_merge_fixup", &[&c_type(T::DTYPE)?])
-    }
-    fn coo_rows() -> Result<Entry<CooRows>> {
-        Entry::new(&SOURCE, "coo_rows", &[])
-    }
-    fn coo<T: Scalar>() -> Result<Entry<SpmvCoo<T>>> {
-        Entry::new(&SOURCE, "spmv_coo", &[&c_type(T::DTYPE)?])
+impl<T: Scalar> Entries<T> {
+    fn new() -> Result<Self> {
+        let t = c_type(T::DTYPE)?;
+        Ok(Entries {
+            scalar: Entry::new(&SOURCE, "spmv_csr_scalar", &[&t])?,
+            vector: VECTOR_LANES
+                .iter()
+                .map(|lanes| Entry::new(&SOURCE, "spmv_csr_vector", &[&t, lanes]))
+                .collect::<Result<_>>()?,
+            segments: Entry::new(&SOURCE, "spmv_long_segments", &[&t])?,
+            long_rows: Entry::new(&SOURCE, "spmv_long_rows", &[&t])?,
+            partition: Entry::over_params(&SOURCE, "spmv_merge_partition")?,
+            merge: Entry::new(&SOURCE, "spmv_csr_merge", &[&t])?,
+            fixup: Entry::new(&SOURCE, "spmv_merge_fixup", &[&t])?,
+            coo_rows: Entry::over_params(&SOURCE, "coo_rows")?,
+            coo: Entry::new(&SOURCE, "spmv_coo", &[&t])?,
+        })
     }
 
-    /// Every entry of storage type `T` (the COO kernel only where atomics add `T`).
-    fn all<T: Scalar>() -> Result<Vec<KernelSpec>> {
+    fn vector(&self, lanes: u32) -> Result<&Entry<SpmvCsr<T>>> {
+        VECTOR_LANES
+            .iter()
+            .position(|&l| l == lanes)
+            .map(|i| &self.vector[i])
+            .ok_or_else(|| Error::internal(format!("no vector SpMV of {lanes} lanes")))
+    }
+
+    /// Every entry of storage type `T` (the COO kernel only where atomics add `T`), with the
+    /// ones that take no `T` when `untyped`.
+    fn specs(&self, untyped: bool) -> Vec<KernelSpec> {
         let mut specs = vec![
-            Self::scalar::<T>()?.spec().clone(),
-            Self::segments::<T>()?.spec().clone(),
-            Self::long_rows::<T>()?.spec().clone(),
-            Self::merge::<T>()?.spec().clone(),
-            Self::fixup::<T>()?.spec().clone(),
+            self.scalar.spec(),
+            self.segments.spec(),
+            self.long_rows.spec(),
+            self.merge.spec(),
+            self.fixup.spec(),
         ];
-        for lanes in VECTOR_LANES {
-            specs.push(Self::vector::<T>(lanes)?.spec().clone());
-        }
+        specs.extend(self.vector.iter().map(Entry::spec));
         if coo_atomics(T::DTYPE) {
-            specs.push(Self::coo::<T>()?.spec().clone());
+            specs.push(self.coo.spec());
         }
-        Ok(specs)
+        if untyped {
+            specs.extend([self.partition.spec(), self.coo_rows.spec()]);
+        }
+        specs.into_iter().cloned().collect()
     }
 }
 
 /// Every kernel of this file Rust can ask for.
 pub(crate) fn all_specs() -> Result<Vec<KernelSpec>> {
-    let mut specs = vec![
-        Entries::partition()?.spec().clone(),
-        Entries::coo_rows()?.spec().clone(),
-    ];
-    specs.extend(Entries::all::<f64>()?);
-    specs.extend(Entries::all::<f32>()?);
-    specs.extend(Entries::all::<half::f16>()?);
+    let mut specs = Entries::<f64>::new()?.specs(true);
+    specs.extend(Entries::<f32>::new()?.specs(false));
+    specs.extend(Entries::<half::f16>::new()?.specs(false));
     Ok(specs)
 }
 
@@ -277,7 +267,11 @@ struct LongRows<T: Scalar> {
 
 impl<T: Scalar> LongRows<T> {
     /// The segments of every row longer than [`LONG_ROW`], or `None` when there is none.
-    fn new<I: SpIndex>(device: &Arc<Device>, a: CsrRef<'_, T, I>) -> Result<Option<Self>> {
+    fn new<I: SpIndex>(
+        device: &Arc<Device>,
+        entries: &Entries<T>,
+        a: CsrRef<'_, T, I>,
+    ) -> Result<Option<Self>> {
         let (mut segment_row, mut segment_start, mut long_row, mut first_segment) =
             (Vec::new(), Vec::new(), Vec::new(), vec![0u32]);
         for i in 0..a.rows() {
@@ -306,8 +300,8 @@ impl<T: Scalar> LongRows<T> {
                 segment_row.len() * size_of::<T::Acc>(),
                 "allocating long-row partials",
             )?,
-            segment_kernel: device.kernel(&Entries::segments::<T>()?)?,
-            row_kernel: device.kernel(&Entries::long_rows::<T>()?)?,
+            segment_kernel: device.kernel(&entries.segments)?,
+            row_kernel: device.kernel(&entries.long_rows)?,
         }))
     }
 
@@ -331,7 +325,7 @@ struct MergePath<T: Scalar> {
 
 impl<T: Scalar> MergePath<T> {
     /// Partitions the merge path once, on the device, and sizes the partial sums.
-    fn new(device: &Arc<Device>, a: &DeviceCsr<T>) -> Result<Self> {
+    fn new(device: &Arc<Device>, entries: &Entries<T>, a: &DeviceCsr<T>) -> Result<Self> {
         let items = u64::from(a.rows) + u64::from(a.nnz);
         let threads = to_u32(
             "merge-path threads",
@@ -339,8 +333,8 @@ impl<T: Scalar> MergePath<T> {
         )?;
         let slots = 2 * threads as usize;
         let merge = MergePath {
-            kernel: device.kernel(&Entries::merge::<T>()?)?,
-            fixup: device.kernel(&Entries::fixup::<T>()?)?,
+            kernel: device.kernel(&entries.merge)?,
+            fixup: device.kernel(&entries.fixup)?,
             threads,
             start_row: device.alloc_zeros(threads as usize + 1, "allocating the merge path")?,
             start_entry: device.alloc_zeros(threads as usize + 1, "allocating the merge path")?,
@@ -363,7 +357,7 @@ impl<T: Scalar> MergePath<T> {
         // thread of the launch (threads + 1 of them).
         unsafe {
             device
-                .kernel(&Entries::partition()?)?
+                .kernel(&entries.partition)?
                 .launch(grid(u64::from(threads) + 1)?, &params)?
         };
         Ok(merge)
@@ -409,28 +403,23 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
         }
         _ => 1,
     };
+    let entries = Entries::<T>::new()?;
     let mut specs = Vec::new();
     let csr_entry = match (format, algorithm) {
-        (Format::Csr, Algorithm::Scalar) => Some(Entries::scalar::<T>()?),
-        (Format::Csr, Algorithm::Vector | Algorithm::VectorSplit) => {
-            Some(Entries::vector::<T>(lanes)?)
-        }
+        (Format::Csr, Algorithm::Scalar) => Some(&entries.scalar),
+        (Format::Csr, Algorithm::Vector | Algorithm::VectorSplit) => Some(entries.vector(lanes)?),
         _ => None,
     };
-    let others: Vec<KernelSpec> = match (format, algorithm) {
-        (Format::Csr, Algorithm::VectorSplit) => vec![
-            Entries::segments::<T>()?.spec().clone(),
-            Entries::long_rows::<T>()?.spec().clone(),
-        ],
+    let others: Vec<&KernelSpec> = match (format, algorithm) {
+        (Format::Csr, Algorithm::VectorSplit) => {
+            vec![entries.segments.spec(), entries.long_rows.spec()]
+        }
         (Format::Csr, Algorithm::MergePath) => vec![
-            Entries::partition()?.spec().clone(),
-            Entries::merge::<T>()?.spec().clone(),
-            Entries::fixup::<T>()?.spec().clone(),
+            entries.partition.spec(),
+            entries.merge.spec(),
+            entries.fixup.spec(),
         ],
-        (Format::Coo, Algorithm::Atomic) => vec![
-            Entries::coo_rows()?.spec().clone(),
-            Entries::coo::<T>()?.spec().clone(),
-        ],
+        (Format::Coo, Algorithm::Atomic) => vec![entries.coo_rows.spec(), entries.coo.spec()],
         (Format::Csr, Algorithm::Scalar | Algorithm::Vector) => Vec::new(),
         (format, other) => {
             return Err(Error::internal(format!(
@@ -439,7 +428,7 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
         }
     };
     specs.extend(csr_entry.iter().map(|e| e.spec()));
-    specs.extend(others.iter());
+    specs.extend(others);
     let info = PlanInfo::new(
         BackendKind::Cuda,
         OpKind::Spmv,
@@ -448,22 +437,23 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
         algorithm,
         algorithm != Algorithm::Atomic,
     );
-    let (mut base, mut clock) =
-        PlanBase::<T>::new(device, (a.rows(), a.cols(), a.nnz()), info, &specs, clock)?;
+    let (base, mut clock) = PlanBase::new(device, a, info, &specs, clock)?;
     clock.lap(device, Phase::Host)?;
     let dev = DeviceCsr::upload(device, a)?;
     clock.lap(device, Phase::Transfer)?;
     let kind = match csr_entry {
         Some(entry) => Kind::Csr {
-            kernel: device.kernel(&entry)?,
+            kernel: device.kernel(entry)?,
             lanes,
             long: if algorithm == Algorithm::VectorSplit {
-                LongRows::new(device, a)?
+                LongRows::new(device, &entries, a)?
             } else {
                 None
             },
         },
-        None if algorithm == Algorithm::MergePath => Kind::Merge(MergePath::new(device, &dev)?),
+        None if algorithm == Algorithm::MergePath => {
+            Kind::Merge(MergePath::new(device, &entries, &dev)?)
+        }
         None => {
             let row_idx = device.alloc_zeros::<u32>(a.nnz(), "allocating COO row indices")?;
             let params = CooRows {
@@ -475,11 +465,11 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
             // row_idx holds.
             unsafe {
                 device
-                    .kernel(&Entries::coo_rows()?)?
+                    .kernel(&entries.coo_rows)?
                     .launch(grid(u64::from(dev.rows) * 32)?, &params)?
             };
             Kind::Coo {
-                kernel: device.kernel(&Entries::coo::<T>()?)?,
+                kernel: device.kernel(&entries.coo)?,
                 row_idx,
             }
         }
@@ -491,11 +481,8 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
         Kind::Csr { long: Some(l), .. } => l.bytes(),
         Kind::Csr { long: None, .. } => 0,
     };
-    base.finish(clock, dev.bytes() + extra);
-    Ok(CudaPlan {
-        base,
-        kernels: SpmvFamily { a: dev, kind },
-    })
+    let bytes = dev.bytes() + extra;
+    Ok(base.into_plan(clock, bytes, SpmvFamily { a: dev, kind }))
 }
 
 /// Number of rows longer than [`LONG_ROW`] and the entries they hold.
@@ -507,34 +494,15 @@ fn long_rows_and_entries<T, I: SpIndex>(a: CsrRef<'_, T, I>) -> (usize, usize) {
 }
 
 impl<T: Scalar> SpmvKernels<T> for SpmvFamily<T> {
-    fn values(&self) -> Values<'_, T> {
-        Values {
-            buffer: &self.a.values,
-            slots: None,
-        }
-    }
-
-    fn run(
-        &mut self,
-        base: &PlanBase<T>,
-        x: &Bound,
-        y: &Bound,
-        alpha: T::Acc,
-        beta: T::Acc,
-    ) -> Result<()> {
-        let device = &base.device;
-        let a = &self.a;
+    fn run(&mut self, base: &PlanBase<T>, run: &Run<SpmvOperands, T::Acc>) -> Result<()> {
+        let (device, a, dense) = (&base.device, &self.a, SpmvDense::new(run));
+        let (row_ptr, col_idx, values) = a.pointers(device);
         let csr = |long_row: u32| SpmvCsr {
             rows: a.rows,
-            row_ptr: Ptr::of(&a.row_ptr, device),
-            col_idx: Ptr::of(&a.col_idx, device),
-            values: Ptr::of_buffer(&a.values),
-            x: x.input(),
-            incx: x.increment(),
-            y: y.output(),
-            incy: y.increment(),
-            alpha,
-            beta,
+            row_ptr,
+            col_idx,
+            values,
+            dense,
             long_row,
         };
         match &self.kind {
@@ -555,12 +523,11 @@ impl<T: Scalar> SpmvKernels<T> for SpmvFamily<T> {
                         segment_length: LONG_ROW,
                         segment_row: Ptr::of(&l.segment_row, device),
                         segment_start: Ptr::of(&l.segment_start, device),
-                        row_ptr: Ptr::of(&a.row_ptr, device),
-                        col_idx: Ptr::of(&a.col_idx, device),
-                        values: Ptr::of_buffer(&a.values),
-                        x: x.input(),
-                        incx: x.increment(),
+                        row_ptr,
+                        col_idx,
+                        values,
                         partial: MutPtr::of_bytes(&l.partial, device),
+                        dense,
                     };
                     // SAFETY: segments lie inside their rows; partial holds one value per
                     // segment; one warp per segment.
@@ -573,10 +540,7 @@ impl<T: Scalar> SpmvKernels<T> for SpmvFamily<T> {
                         long_row: Ptr::of(&l.long_row, device),
                         first_segment: Ptr::of(&l.first_segment, device),
                         partial: Ptr::of_bytes(&l.partial, device),
-                        y: y.output(),
-                        incy: y.increment(),
-                        alpha,
-                        beta,
+                        dense,
                     };
                     // SAFETY: first_segment holds rows + 1 offsets into the partials written
                     // above (stream order); long rows are rows of y.
@@ -604,30 +568,29 @@ impl<T: Scalar> SpmvKernels<T> for SpmvFamily<T> {
                     slots,
                     partial_row: Ptr::of(&m.partial_row, device),
                     partial_sum: Ptr::of_bytes(&m.partial_sum, device),
-                    y: y.output(),
-                    incy: y.increment(),
-                    alpha,
-                    beta,
+                    dense,
                 };
                 // SAFETY: the partials were written by the kernel above, in stream order.
                 unsafe { m.fixup.launch(grid(u64::from(slots))?, &params) }
             }
             Kind::Coo { kernel, row_idx } => {
-                base.scale(y, beta)?;
+                base.scale(&run.ops.y, run.beta)?;
                 let params = SpmvCoo {
                     nnz: a.nnz,
                     row_idx: Ptr::of(row_idx, device),
-                    col_idx: Ptr::of(&a.col_idx, device),
-                    values: Ptr::of_buffer(&a.values),
-                    x: x.input(),
-                    incx: x.increment(),
-                    y: y.output(),
-                    incy: y.increment(),
-                    alpha,
+                    col_idx,
+                    values,
+                    dense,
                 };
                 // SAFETY: row and column indices are in range; y was scaled by beta above.
                 unsafe { kernel.launch(grid(u64::from(a.nnz))?, &params) }
             }
         }
+    }
+}
+
+impl<T: Scalar> Kernels<T> for SpmvFamily<T> {
+    fn values(&self) -> Values<'_, T> {
+        Values::csr_order(&self.a.values)
     }
 }

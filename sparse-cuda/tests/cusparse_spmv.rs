@@ -11,12 +11,13 @@
 
 mod common;
 
-use common::{acc, available, layouts, value, Failures, Host, SddmmCase, SpmmCase};
+use common::{
+    acc, available, collect, layouts, value, Case, Failures, Host, SddmmCase, SpmmCase, SpmvCase,
+};
 use sparse_core::{
     Algorithm, BackendKind, Dense, Error, Executor, Format, Layout, OpKind, Precision, Scalar,
-    SddmmDesc, SpmmDesc, SpmvDesc, SpmvPlan, Support,
+    SddmmDesc, SpmmDesc, SpmvDesc, Support,
 };
-use sparse_cpu::bound::{self, Expectation};
 use sparse_cuda::CusparseBackend;
 use sparse_formats::{csr_from_dense, Csr};
 
@@ -47,46 +48,6 @@ const SCALARS: &[(f64, f64, bool)] = &[
     (0.0, 0.5, false),
     (0.0, 0.0, true),
 ];
-
-/// The operands of one `y = alpha*A*x + beta*y`, on the host.
-struct SpmvCase<T> {
-    alpha: f64,
-    x: Host<T>,
-    beta: f64,
-    y: Host<T>,
-}
-
-impl<T: Scalar<Out = T>> SpmvCase<T> {
-    /// Runs `plan` on copies of x and y uploaded to `backend`; y downloaded.
-    fn run(
-        &self,
-        backend: &CusparseBackend,
-        plan: &mut dyn SpmvPlan<T>,
-    ) -> Result<Dense<T>, Error> {
-        let xd = backend.upload(self.x.view())?;
-        let mut yd = backend.upload(self.y.view())?;
-        plan.run(
-            acc::<T>(self.alpha),
-            xd.as_ref(),
-            acc::<T>(self.beta),
-            yd.as_mut(),
-        )?;
-        backend.download(&yd)
-    }
-
-    /// What the oracle expects of y for `a` at `precision`.
-    fn expected(&self, a: &Csr<T>, precision: Precision) -> Expectation {
-        bound::spmv(
-            a.as_ref(),
-            precision,
-            self.alpha,
-            self.x.view(),
-            self.beta,
-            Some(self.y.view()),
-        )
-        .expect("oracle")
-    }
-}
 
 /// The algorithms the backend plans for (op, format) at `precision`: each plans or refuses
 /// with Unsupported, and refuses everything when capability says Unsupported.
@@ -130,13 +91,9 @@ fn spmv<T: Scalar<Out = T>>(b: &CusparseBackend, precision: Precision, failures:
             let info = plan.info().clone();
             assert_eq!(info.backend, BackendKind::Cusparse);
             assert_ne!(info.algorithm, Algorithm::Auto);
+            let what = format!("spmv {format} {} {precision}", info.algorithm);
             for ((x_layout, y_layout), pad) in layouts().zip([PAD, 0, PAD, 0]) {
                 for &(alpha, beta, nan) in SCALARS {
-                    let what = format!(
-                        "spmv {format} {} {precision} x {x_layout} y {y_layout} pad {pad} \
-                         alpha {alpha} beta {beta}",
-                        info.algorithm
-                    );
                     let case = SpmvCase {
                         alpha,
                         x: Host::new((a.cols(), 1), x_layout, pad, |i, _| value(i, 5)),
@@ -149,9 +106,7 @@ fn spmv<T: Scalar<Out = T>>(b: &CusparseBackend, precision: Precision, failures:
                             }
                         }),
                     };
-                    let ran = case.run(b, plan.as_mut());
-                    let expected = case.expected(&a, precision);
-                    failures.check_run(&what, &expected, &case.y, ran);
+                    case.check(&what, b, plan.as_mut(), &a, precision, failures);
                 }
             }
         }
@@ -166,22 +121,12 @@ fn spmm<T: Scalar<Out = T>>(b: &CusparseBackend, precision: Precision, failures:
         let mut plan = b
             .plan_spmm(a.as_ref(), &desc.algorithm(alg))
             .expect("planned above");
-        let info = plan.info().clone();
+        let what = format!("spmm csr {} {precision}", plan.info().algorithm);
         for n in [33, 8, 1] {
-            for ((b_layout, c_layout), pad) in layouts().flat_map(|l| [(l, 0), (l, PAD)]) {
-                for &(alpha, beta, nan) in SCALARS {
-                    let what = format!(
-                        "spmm csr {} {precision} n {n} B {b_layout} C {c_layout} pad {pad} \
-                         alpha {alpha} beta {beta}",
-                        info.algorithm
-                    );
-                    let case = SpmmCase::from_values(
-                        (a.rows(), a.cols()),
-                        n,
-                        (b_layout, c_layout),
-                        pad,
-                        (alpha, beta, nan),
-                    );
+            for (layouts, pad) in layouts().flat_map(|l| [(l, 0), (l, PAD)]) {
+                for &scalars in SCALARS {
+                    let case =
+                        SpmmCase::from_values((a.rows(), a.cols()), n, layouts, pad, scalars);
                     let ran = case.run(b, plan.as_mut());
                     // The table's guard against an algorithm that faults on odd leading
                     // dimensions: a typed refusal, never a poisoned context.
@@ -190,8 +135,7 @@ fn spmm<T: Scalar<Out = T>>(b: &CusparseBackend, precision: Precision, failures:
                     {
                         continue;
                     }
-                    let expected = case.expected(&a, precision);
-                    failures.check_run(&what, &expected, &case.c, ran);
+                    case.check_ran(&what, ran, &a, precision, failures);
                 }
             }
         }
@@ -213,6 +157,7 @@ fn sddmm<T: Scalar<Out = T>>(b: &CusparseBackend, precision: Precision, failures
         let mut plan = b
             .plan_sddmm(s.as_ref(), &desc.algorithm(alg))
             .expect("planned above");
+        let what = format!("sddmm csr {precision}");
         for k in [8, 1] {
             for ((x_layout, y_layout), pad) in layouts().zip([PAD, 0, PAD, 0]) {
                 let c_layout = if pad > 0 {
@@ -220,17 +165,10 @@ fn sddmm<T: Scalar<Out = T>>(b: &CusparseBackend, precision: Precision, failures
                 } else {
                     Layout::ColMajor
                 };
-                for &(alpha, beta, nan) in SCALARS {
-                    let what = format!(
-                        "sddmm csr {precision} k {k} X {x_layout} Y {y_layout} C {c_layout} \
-                         pad {pad} alpha {alpha} beta {beta}"
-                    );
-                    let layouts = (x_layout, y_layout, c_layout);
-                    let case =
-                        SddmmCase::from_values(&s, k, layouts, pad, (alpha, beta, nan), false);
-                    let ran = case.run(b, plan.as_mut());
-                    let expected = case.expected(&s, precision);
-                    failures.check_run(&what, &expected, &case.c, ran);
+                let layouts = (x_layout, y_layout, c_layout);
+                for &scalars in SCALARS {
+                    let case = SddmmCase::from_values(&s, k, layouts, pad, scalars, false);
+                    case.check(&what, b, plan.as_mut(), &s, precision, failures);
                 }
             }
         }
@@ -242,10 +180,7 @@ fn gemm<T: Scalar<Out = T>>(b: &CusparseBackend, precision: Precision, failures:
     for (a_layout, b_layout) in layouts() {
         for (c_layout, pad) in [(Layout::RowMajor, PAD), (Layout::ColMajor, 0)] {
             for &(alpha, beta, nan) in SCALARS {
-                let what = format!(
-                    "gemm {precision} A {a_layout} B {b_layout} C {c_layout} pad {pad} \
-                     alpha {alpha} beta {beta}"
-                );
+                let what = format!("gemm {precision} A {a_layout} pad {pad}");
                 let ah = Host::<T>::new((m, k), a_layout, pad, |i, j| value(i, j) + 0.125);
                 let case =
                     SpmmCase::from_values((m, k), n, (b_layout, c_layout), pad, (alpha, beta, nan));
@@ -263,8 +198,7 @@ fn gemm<T: Scalar<Out = T>>(b: &CusparseBackend, precision: Precision, failures:
                     b.download(&cd)
                 })();
                 let dense_a: Csr<T> = csr_from_dense(ah.view()).expect("dense A");
-                let expected = case.expected(&dense_a, precision);
-                failures.check_run(&what, &expected, &case.c, ran);
+                case.check_ran(&what, ran, &dense_a, precision, failures);
             }
         }
     }
@@ -272,29 +206,27 @@ fn gemm<T: Scalar<Out = T>>(b: &CusparseBackend, precision: Precision, failures:
 
 #[test]
 fn spmv_spmm_sddmm_match_the_oracle() {
-    let Some(b) = backend() else { return };
-    eprintln!("{}", b.description());
-    let mut failures = Failures::default();
-    spmv::<f64>(&b, Precision::F64, &mut failures);
-    spmv::<f32>(&b, Precision::F32, &mut failures);
-    spmv::<half::f16>(&b, Precision::F16, &mut failures);
-    spmm::<f64>(&b, Precision::F64, &mut failures);
-    spmm::<f32>(&b, Precision::F32, &mut failures);
-    spmm::<half::f16>(&b, Precision::F16, &mut failures);
-    sddmm::<f64>(&b, Precision::F64, &mut failures);
-    sddmm::<f32>(&b, Precision::F32, &mut failures);
-    sddmm::<half::f16>(&b, Precision::F16, &mut failures);
-    failures.assert_none();
+    collect(backend(), |b, failures| {
+        eprintln!("{}", b.description());
+        spmv::<f64>(b, Precision::F64, failures);
+        spmv::<f32>(b, Precision::F32, failures);
+        spmv::<half::f16>(b, Precision::F16, failures);
+        spmm::<f64>(b, Precision::F64, failures);
+        spmm::<f32>(b, Precision::F32, failures);
+        spmm::<half::f16>(b, Precision::F16, failures);
+        sddmm::<f64>(b, Precision::F64, failures);
+        sddmm::<f32>(b, Precision::F32, failures);
+        sddmm::<half::f16>(b, Precision::F16, failures);
+    });
 }
 
 #[test]
 fn cublas_gemm_matches_the_oracle() {
-    let Some(b) = backend() else { return };
-    let mut failures = Failures::default();
-    gemm::<f64>(&b, Precision::F64, &mut failures);
-    gemm::<f32>(&b, Precision::F32, &mut failures);
-    gemm::<half::f16>(&b, Precision::F16, &mut failures);
-    failures.assert_none();
+    collect(backend(), |b, failures| {
+        gemm::<f64>(b, Precision::F64, failures);
+        gemm::<f32>(b, Precision::F32, failures);
+        gemm::<half::f16>(b, Precision::F16, failures);
+    });
 }
 
 #[test]
@@ -335,50 +267,47 @@ fn deterministic_algorithms_repeat_bit_for_bit() {
 
 #[test]
 fn empty_operands_only_scale_the_output() {
-    let Some(b) = backend() else { return };
-    let mut failures = Failures::default();
-    let (alpha, beta) = (2.0, 0.5);
-    // A without entries (and without rows): y = beta*y, A never read.
-    for a in [Csr::<f32>::zeros(5, 4), Csr::<f32>::zeros(0, 4)] {
-        let case = SpmvCase {
+    collect(backend(), |b, failures| {
+        let (alpha, beta) = (2.0, 0.5);
+        // A without entries (and without rows): y = beta*y, A never read.
+        for a in [Csr::<f32>::zeros(5, 4), Csr::<f32>::zeros(0, 4)] {
+            let case = SpmvCase {
+                alpha,
+                x: Host::new((4, 1), Layout::ColMajor, 0, |i, _| value(i, 0)),
+                beta,
+                y: Host::new((a.rows(), 1), Layout::RowMajor, PAD, |i, _| value(i, 1)),
+            };
+            let ran = b
+                .plan_spmv(a.as_ref(), &SpmvDesc::new(Precision::F32))
+                .and_then(|mut plan| case.run(b, plan.as_mut()));
+            let what = format!("spmv {}x4 without entries", a.rows());
+            case.check_ran(&what, ran, &a, Precision::F32, failures);
+        }
+        // SDDMM with k = 0: every dot product is empty, C = beta*C.
+        let s = matrix::<f32>();
+        let case = SddmmCase {
             alpha,
-            x: Host::new((4, 1), Layout::ColMajor, 0, |i, _| value(i, 0)),
+            x: Host::new((s.rows(), 0), Layout::RowMajor, 0, value),
+            y: Host::new((s.cols(), 0), Layout::ColMajor, 0, value),
             beta,
-            y: Host::new((a.rows(), 1), Layout::RowMajor, PAD, |i, _| value(i, 1)),
+            c: Host::new((s.nnz(), 1), Layout::RowMajor, PAD, |e, _| value(e, 2)),
+            scale_by_values: false,
         };
         let ran = b
-            .plan_spmv(a.as_ref(), &SpmvDesc::new(Precision::F32))
-            .and_then(|mut plan| case.run(&b, plan.as_mut()));
-        let what = format!("spmv {}x4 without entries", a.rows());
-        let expected = case.expected(&a, Precision::F32);
-        failures.check_run(&what, &expected, &case.y, ran);
-    }
-    // SDDMM with k = 0: every dot product is empty, C = beta*C.
-    let s = matrix::<f32>();
-    let case = SddmmCase {
-        alpha,
-        x: Host::new((s.rows(), 0), Layout::RowMajor, 0, value),
-        y: Host::new((s.cols(), 0), Layout::ColMajor, 0, value),
-        beta,
-        c: Host::new((s.nnz(), 1), Layout::RowMajor, PAD, |e, _| value(e, 2)),
-        scale_by_values: false,
-    };
-    let ran = b
-        .plan_sddmm(s.as_ref(), &SddmmDesc::new(Precision::F32))
-        .and_then(|mut plan| case.run(&b, plan.as_mut()));
-    let expected = case.expected(&s, Precision::F32);
-    failures.check_run("sddmm k = 0", &expected, &case.c, ran);
-    // SpMM with n = 0 has no output element: it must simply succeed.
-    let result = (|| {
-        let mut plan = b.plan_spmm(s.as_ref(), &SpmmDesc::new(Precision::F32))?;
-        let bd = b.zeros::<f32>(s.cols(), 0, Layout::RowMajor)?;
-        let mut cd = b.zeros::<f32>(s.rows(), 0, Layout::RowMajor)?;
-        plan.run(alpha as f32, bd.as_ref(), beta as f32, cd.as_mut())
-    })();
-    if let Err(e) = result {
-        failures.error("spmm n = 0", e);
-    }
-    failures.assert_none();
+            .plan_sddmm(s.as_ref(), &SddmmDesc::new(Precision::F32))
+            .and_then(|mut plan| case.run(b, plan.as_mut()));
+        case.check_ran("sddmm k = 0", ran, &s, Precision::F32, failures);
+        // SpMM with n = 0 has no output element: it must simply succeed.
+        let result = (|| {
+            let mut plan = b.plan_spmm(s.as_ref(), &SpmmDesc::new(Precision::F32))?;
+            let bd = b.zeros::<f32>(s.cols(), 0, Layout::RowMajor)?;
+            let mut cd = b.zeros::<f32>(s.rows(), 0, Layout::RowMajor)?;
+            plan.run(alpha as f32, bd.as_ref(), beta as f32, cd.as_mut())
+        })();
+        if let Err(e) = result {
+            failures.error("spmm n = 0", e);
+        }
+    });
 }
 
 /// `a` with other values on the same pattern, and those values as an nnz x 1 host operand.
@@ -401,137 +330,140 @@ fn bits(d: &Dense<f32>) -> Vec<u32> {
 
 #[test]
 fn updated_values_give_what_a_fresh_plan_gives() {
-    let Some(b) = backend() else { return };
-    let mut failures = Failures::default();
-    let a = matrix::<f32>();
-    let (new_a, new_values) = revalued(&a);
-    let precision = Precision::F32;
-    for format in [Format::Csr, Format::Coo] {
-        for alg in [Algorithm::Auto, Algorithm::VendorAlg2] {
-            let desc = SpmvDesc::new(precision).format(format).algorithm(alg);
-            let what = format!("spmv {format} {alg} after update_values");
-            let case = SpmvCase {
-                alpha: 1.25,
-                x: Host::new((a.cols(), 1), Layout::RowMajor, PAD, |i, _| value(i, 5)),
-                beta: 0.5,
-                y: Host::new((a.rows(), 1), Layout::ColMajor, 0, |i, _| value(i, 2)),
-            };
-            let runs = (|| {
-                let mut updated = b.plan_spmv(a.as_ref(), &desc)?;
-                // A run before the update, so that cuSPARSE's analysis of the old values exists.
-                case.run(&b, updated.as_mut())?;
-                updated.update_values(new_values.view())?;
-                let mut fresh = b.plan_spmv(new_a.as_ref(), &desc)?;
-                let deterministic = fresh.info().deterministic;
-                Ok((
-                    case.run(&b, updated.as_mut())?,
-                    case.run(&b, fresh.as_mut())?,
-                    deterministic,
-                ))
-            })();
-            match runs {
-                Ok((updated, fresh, deterministic)) => {
-                    if deterministic && bits(&updated) != bits(&fresh) {
-                        failures
-                            .0
-                            .push(format!("{what}: differs from a fresh plan"));
+    collect(backend(), |b, failures| {
+        let a = matrix::<f32>();
+        let (new_a, new_values) = revalued(&a);
+        let precision = Precision::F32;
+        for format in [Format::Csr, Format::Coo] {
+            for alg in [Algorithm::Auto, Algorithm::VendorAlg2] {
+                let desc = SpmvDesc::new(precision).format(format).algorithm(alg);
+                let what = format!("spmv {format} {alg} after update_values");
+                let case = SpmvCase {
+                    alpha: 1.25,
+                    x: Host::new((a.cols(), 1), Layout::RowMajor, PAD, |i, _| value(i, 5)),
+                    beta: 0.5,
+                    y: Host::new((a.rows(), 1), Layout::ColMajor, 0, |i, _| value(i, 2)),
+                };
+                let runs = (|| {
+                    let mut updated = b.plan_spmv(a.as_ref(), &desc)?;
+                    // A run before the update, so that cuSPARSE's analysis of the old values exists.
+                    case.run(b, updated.as_mut())?;
+                    updated.update_values(new_values.view())?;
+                    let mut fresh = b.plan_spmv(new_a.as_ref(), &desc)?;
+                    let deterministic = fresh.info().deterministic;
+                    Ok((
+                        case.run(b, updated.as_mut())?,
+                        case.run(b, fresh.as_mut())?,
+                        deterministic,
+                    ))
+                })();
+                match runs {
+                    Ok((updated, fresh, deterministic)) => {
+                        if deterministic && bits(&updated) != bits(&fresh) {
+                            failures
+                                .0
+                                .push(format!("{what}: differs from a fresh plan"));
+                        }
+                        case.check_ran(&what, Ok(updated), &new_a, precision, failures);
                     }
-                    let expected = case.expected(&new_a, precision);
-                    failures.check_run(&what, &expected, &case.y, Ok(updated));
+                    Err(e) => failures.error(&what, e),
                 }
-                Err(e) => failures.error(&what, e),
             }
         }
-    }
-    // SpMM, the new values uploaded to the device first.
-    let case = SpmmCase::from_values(
-        (a.rows(), a.cols()),
-        8,
-        (Layout::RowMajor, Layout::RowMajor),
-        0,
-        (1.5, -0.5, false),
-    );
-    let ran = (|| {
-        let mut plan = b.plan_spmm(a.as_ref(), &SpmmDesc::new(precision))?;
-        case.run(&b, plan.as_mut())?;
-        let on_device = b.upload(new_values.view())?;
-        plan.update_values(on_device.as_ref())?;
-        case.run(&b, plan.as_mut())
-    })();
-    let expected = case.expected(&new_a, precision);
-    failures.check_run("spmm after update_values", &expected, &case.c, ran);
-    // SDDMM multiplies by S's pattern only: an update changes nothing, and must break nothing.
-    let case = SddmmCase::from_values(
-        &a,
-        8,
-        (Layout::RowMajor, Layout::ColMajor, Layout::RowMajor),
-        PAD,
-        (1.5, -0.5, false),
-        false,
-    );
-    let ran = (|| {
-        let mut plan = b.plan_sddmm(a.as_ref(), &SddmmDesc::new(precision))?;
-        case.run(&b, plan.as_mut())?;
-        plan.update_values(new_values.view())?;
-        case.run(&b, plan.as_mut())
-    })();
-    let expected = case.expected(&new_a, precision);
-    failures.check_run("sddmm after update_values", &expected, &case.c, ran);
-    failures.assert_none();
+        // SpMM, the new values uploaded to the device first.
+        let case = SpmmCase::from_values(
+            (a.rows(), a.cols()),
+            8,
+            (Layout::RowMajor, Layout::RowMajor),
+            0,
+            (1.5, -0.5, false),
+        );
+        let ran = (|| {
+            let mut plan = b.plan_spmm(a.as_ref(), &SpmmDesc::new(precision))?;
+            case.run(b, plan.as_mut())?;
+            let on_device = b.upload(new_values.view())?;
+            plan.update_values(on_device.as_ref())?;
+            case.run(b, plan.as_mut())
+        })();
+        case.check_ran("spmm after update_values", ran, &new_a, precision, failures);
+        // SDDMM multiplies by S's pattern only: an update changes nothing, and must break nothing.
+        let case = SddmmCase::from_values(
+            &a,
+            8,
+            (Layout::RowMajor, Layout::ColMajor, Layout::RowMajor),
+            PAD,
+            (1.5, -0.5, false),
+            false,
+        );
+        let ran = (|| {
+            let mut plan = b.plan_sddmm(a.as_ref(), &SddmmDesc::new(precision))?;
+            case.run(b, plan.as_mut())?;
+            plan.update_values(new_values.view())?;
+            case.run(b, plan.as_mut())
+        })();
+        case.check_ran(
+            "sddmm after update_values",
+            ran,
+            &new_a,
+            precision,
+            failures,
+        );
+    });
 }
 
 #[test]
 fn runs_past_the_reservation_wait_for_reserve() {
-    let Some(b) = backend() else { return };
-    let mut failures = Failures::default();
-    let a = matrix::<f32>();
-    let precision = Precision::F32;
-    let (narrow, wide) = (8, 40);
-    let width_exceeded =
-        |ran: Result<Dense<f32>, Error>, what: &str, failures: &mut Failures| match ran {
-            Err(Error::WidthExceeded {
-                width, reserved, ..
-            }) if (width, reserved) == (wide, narrow) => {}
-            Err(e) => failures.error(&format!("{what} past the reservation"), e),
-            Ok(_) => failures
-                .0
-                .push(format!("{what}: a run past the reservation ran")),
-        };
-    let layouts = (Layout::RowMajor, Layout::ColMajor);
-    let spmm = SpmmCase::from_values((a.rows(), a.cols()), wide, layouts, 0, (1.0, 0.5, false));
-    let mut plan = b
-        .plan_spmm(a.as_ref(), &SpmmDesc::new(precision).max_width(narrow))
-        .expect("spmm plan");
-    assert_eq!(plan.info().reserved_width, narrow);
-    width_exceeded(spmm.run(&b, plan.as_mut()), "spmm", &mut failures);
-    let before = plan.info().bytes;
-    plan.reserve(wide).expect("reserve");
-    assert_eq!(plan.info().reserved_width, wide);
-    assert!(plan.info().bytes >= before);
-    let ran = spmm.run(&b, plan.as_mut());
-    failures.check_run(
-        "spmm after reserve",
-        &spmm.expected(&a, precision),
-        &spmm.c,
-        ran,
-    );
+    collect(backend(), |b, failures| {
+        let a = matrix::<f32>();
+        let precision = Precision::F32;
+        let (narrow, wide) = (8, 40);
+        let width_exceeded =
+            |ran: Result<Dense<f32>, Error>, what: &str, failures: &mut Failures| match ran {
+                Err(Error::WidthExceeded {
+                    width, reserved, ..
+                }) if (width, reserved) == (wide, narrow) => {}
+                Err(e) => failures.error(&format!("{what} past the reservation"), e),
+                Ok(_) => failures
+                    .0
+                    .push(format!("{what}: a run past the reservation ran")),
+            };
+        let layouts = (Layout::RowMajor, Layout::ColMajor);
+        let spmm = SpmmCase::from_values((a.rows(), a.cols()), wide, layouts, 0, (1.0, 0.5, false));
+        let mut plan = b
+            .plan_spmm(a.as_ref(), &SpmmDesc::new(precision).max_width(narrow))
+            .expect("spmm plan");
+        assert_eq!(plan.info().reserved_width, narrow);
+        width_exceeded(spmm.run(b, plan.as_mut()), "spmm", failures);
+        let before = plan.info().bytes;
+        plan.reserve(wide).expect("reserve");
+        assert_eq!(plan.info().reserved_width, wide);
+        assert!(plan.info().bytes >= before);
+        spmm.check(
+            "spmm after reserve",
+            b,
+            plan.as_mut(),
+            &a,
+            precision,
+            failures,
+        );
 
-    let layouts = (Layout::ColMajor, Layout::RowMajor, Layout::ColMajor);
-    let sddmm = SddmmCase::from_values(&a, wide, layouts, 0, (1.0, 0.5, false), false);
-    let mut plan = b
-        .plan_sddmm(a.as_ref(), &SddmmDesc::new(precision).max_width(narrow))
-        .expect("sddmm plan");
-    width_exceeded(sddmm.run(&b, plan.as_mut()), "sddmm", &mut failures);
-    plan.reserve(wide).expect("reserve");
-    assert_eq!(plan.info().reserved_width, wide);
-    let ran = sddmm.run(&b, plan.as_mut());
-    failures.check_run(
-        "sddmm after reserve",
-        &sddmm.expected(&a, precision),
-        &sddmm.c,
-        ran,
-    );
-    failures.assert_none();
+        let layouts = (Layout::ColMajor, Layout::RowMajor, Layout::ColMajor);
+        let sddmm = SddmmCase::from_values(&a, wide, layouts, 0, (1.0, 0.5, false), false);
+        let mut plan = b
+            .plan_sddmm(a.as_ref(), &SddmmDesc::new(precision).max_width(narrow))
+            .expect("sddmm plan");
+        width_exceeded(sddmm.run(b, plan.as_mut()), "sddmm", failures);
+        plan.reserve(wide).expect("reserve");
+        assert_eq!(plan.info().reserved_width, wide);
+        sddmm.check(
+            "sddmm after reserve",
+            b,
+            plan.as_mut(),
+            &a,
+            precision,
+            failures,
+        );
+    });
 }
 
 #[test]

@@ -10,11 +10,9 @@
 //! Needs a GPU; without one each test prints `skipped: <reason>` and passes, unless
 //! `SPARSE_REQUIRE_GPU=1`.
 
-// Each test crate uses a part of the shared scaffolding.
-#[allow(dead_code)]
 mod common;
 
-use common::available;
+use common::{available, collect, Failures};
 use sparse_core::{
     Algorithm, BackendKind, Dense, DenseRef, Error, Executor, Layout, OpKind, Precision, Scalar,
     SddmmDesc, SddmmPlan, SpmmDesc, SpmmPlan,
@@ -105,14 +103,14 @@ fn get<T: Scalar>(d: &DenseRef<'_, T>, i: usize, j: usize) -> f64 {
     data[at].to_f64()
 }
 
-/// |got - want| within what f32 accumulation and the output rounding allow.
+/// |got - want| within what f32 accumulation and the output rounding (`dtype_eps`: `F16_EPS`,
+/// `TF32_EPS`) allow.
 fn close(got: f64, want: f64, magnitude: f64, dtype_eps: f64) -> bool {
     (got - want).abs() <= 1e-5 * magnitude + dtype_eps * want.abs() + 1e-6
 }
 
-fn precisions() -> [(Precision, f64); 2] {
-    [(Precision::F16, 1e-3), (Precision::TF32, 1e-6)]
-}
+const F16_EPS: f64 = 1e-3;
+const TF32_EPS: f64 = 1e-6;
 
 #[test]
 fn device_built_me_bcrs_equals_the_host_conversion() {
@@ -140,7 +138,7 @@ fn spmm_case<T: Scalar<Acc = f32, Out = T>>(
     b: &CudaBackend,
     precision: Precision,
     eps: f64,
-    failures: &mut Vec<String>,
+    failures: &mut Failures,
 ) {
     for (name, a64) in matrices() {
         let a = a64.cast::<T>();
@@ -170,7 +168,9 @@ fn spmm_case<T: Scalar<Acc = f32, Out = T>>(
                 let got = match got {
                     Ok(g) => g,
                     Err(e) => {
-                        failures.push(format!("spmm {name} {algorithm} {precision} n={n}: {e}"));
+                        failures
+                            .0
+                            .push(format!("spmm {name} {algorithm} {precision} n={n}: {e}"));
                         continue;
                     }
                 };
@@ -189,7 +189,7 @@ fn spmm_case<T: Scalar<Acc = f32, Out = T>>(
                         let want = f64::from(alpha) * sum + f64::from(beta) * get(&cv, i, j);
                         if !close(get(&gv, i, j), want, mag + get(&cv, i, j).abs(), eps) {
                             if bad < 3 {
-                                failures.push(format!(
+                                failures.0.push(format!(
                                     "spmm {name} {algorithm} {precision} n={n} {layouts:?}: \
                                      C[{i}][{j}] = {} , want {want}",
                                     get(&gv, i, j)
@@ -206,23 +206,17 @@ fn spmm_case<T: Scalar<Acc = f32, Out = T>>(
 
 #[test]
 fn spmm_agrees_with_the_f64_product() {
-    let Some(b) = backend() else { return };
-    let mut failures = Vec::new();
-    for (precision, eps) in precisions() {
-        if precision == Precision::F16 {
-            spmm_case::<sparse_core::f16>(&b, precision, eps, &mut failures);
-        } else {
-            spmm_case::<f32>(&b, precision, eps, &mut failures);
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    collect(backend(), |b, failures| {
+        spmm_case::<sparse_core::f16>(b, Precision::F16, F16_EPS, failures);
+        spmm_case::<f32>(b, Precision::TF32, TF32_EPS, failures);
+    });
 }
 
 fn sddmm_case<T: Scalar<Acc = f32, Out = T>>(
     b: &CudaBackend,
     precision: Precision,
     eps: f64,
-    failures: &mut Vec<String>,
+    failures: &mut Failures,
 ) {
     for (name, a64) in matrices() {
         let s = a64.cast::<T>();
@@ -267,6 +261,7 @@ fn sddmm_case<T: Scalar<Acc = f32, Out = T>>(
                         Ok(g) => g,
                         Err(e) => {
                             failures
+                                .0
                                 .push(format!("sddmm {name} {algorithm} {precision} k={k}: {e}"));
                             continue;
                         }
@@ -279,7 +274,7 @@ fn sddmm_case<T: Scalar<Acc = f32, Out = T>>(
                         let Some(e) = order.entry(slot) else {
                             let want = 0.0;
                             if g != want && bad < 3 {
-                                failures.push(format!(
+                                failures.0.push(format!(
                                     "sddmm {name} {algorithm} {precision} k={k}: padding slot \
                                      {slot} = {g}, want {want}"
                                 ));
@@ -299,7 +294,7 @@ fn sddmm_case<T: Scalar<Acc = f32, Out = T>>(
                         let before = before.to_f64();
                         let want = f64::from(alpha) * dot * v + f64::from(beta) * before;
                         if !close(g, want, mag + before.abs(), eps) && bad < 3 {
-                            failures.push(format!(
+                            failures.0.push(format!(
                                 "sddmm {name} {algorithm} {precision} k={k} scaled={scaled}: \
                                  slot {slot} (entry {e}: {i},{j}) = {g}, want {want}"
                             ));
@@ -314,16 +309,10 @@ fn sddmm_case<T: Scalar<Acc = f32, Out = T>>(
 
 #[test]
 fn sddmm_agrees_with_the_f64_product_in_slot_order() {
-    let Some(b) = backend() else { return };
-    let mut failures = Vec::new();
-    for (precision, eps) in precisions() {
-        if precision == Precision::F16 {
-            sddmm_case::<sparse_core::f16>(&b, precision, eps, &mut failures);
-        } else {
-            sddmm_case::<f32>(&b, precision, eps, &mut failures);
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    collect(backend(), |b, failures| {
+        sddmm_case::<sparse_core::f16>(b, Precision::F16, F16_EPS, failures);
+        sddmm_case::<f32>(b, Precision::TF32, TF32_EPS, failures);
+    });
 }
 
 #[test]
@@ -370,10 +359,48 @@ fn bits<T: Scalar>(b: &CudaBackend, c: &Dense<T>) -> Vec<u64> {
         .collect()
 }
 
+/// Records, as `what`, where new values given to a plan differ, bit for bit, from what a plan
+/// made with them gives: `plans` are one made with `first`'s values and one with `second`'s
+/// (`fresh`); the first is given `second`'s from the host, then `first`'s back from the device.
+/// `run` runs a plan and returns C's bits; `update` gives a plan new values.
+fn check_updates<T: Scalar, P: ?Sized>(
+    what: &str,
+    b: &CudaBackend,
+    (first, second): (&Csr<T>, &Csr<T>),
+    plans: sparse_core::Result<(Box<P>, Box<P>)>,
+    run: impl Fn(&mut P) -> sparse_core::Result<Vec<u64>>,
+    update: impl Fn(&mut P, DenseRef<'_, T>) -> sparse_core::Result<()>,
+    failures: &mut Failures,
+) {
+    let outcome = plans.and_then(|(mut plan, mut fresh)| {
+        let before = run(&mut plan)?;
+        let want = run(&mut fresh)?;
+        let mut wrong = Vec::new();
+        update(&mut plan, column(second.values()).as_ref())?;
+        if run(&mut plan)? != want {
+            wrong.push("values from the host");
+        }
+        let on_device = b.upload(column(first.values()).as_ref())?;
+        update(&mut plan, on_device.as_ref())?;
+        if run(&mut plan)? != before {
+            wrong.push("values from the device");
+        }
+        Ok(wrong)
+    });
+    match outcome {
+        Ok(wrong) => failures.0.extend(
+            wrong
+                .into_iter()
+                .map(|w| format!("{what}: {w} differ from a fresh plan")),
+        ),
+        Err(e) => failures.error(what, e),
+    }
+}
+
 fn spmm_updates<T: Scalar<Acc = f32, Out = T>>(
     b: &CudaBackend,
     precision: Precision,
-    failures: &mut Vec<String>,
+    failures: &mut Failures,
 ) {
     for (name, a64) in matrices() {
         let (first, second) = (a64.cast::<T>(), revalued(&a64).cast::<T>());
@@ -384,39 +411,23 @@ fn spmm_updates<T: Scalar<Acc = f32, Out = T>>(
             let desc = SpmmDesc::new(precision)
                 .format(sparse_core::Format::MeBcrs)
                 .algorithm(algorithm);
-            let run = |plan: &mut dyn SpmmPlan<T>| -> sparse_core::Result<Vec<u64>> {
-                let bd = b.upload(bh.as_ref())?;
-                let mut cd = b.upload(c0.as_ref())?;
-                plan.run(1.5, bd.as_ref(), 0.5, cd.as_mut())?;
-                Ok(bits(b, &cd))
-            };
-            let outcome = (|| -> sparse_core::Result<Vec<String>> {
-                let mut plan = b.plan_spmm(first.as_ref(), &desc)?;
-                let before = run(plan.as_mut())?;
-                let mut fresh = b.plan_spmm(second.as_ref(), &desc)?;
-                let want = run(fresh.as_mut())?;
-                let mut wrong = Vec::new();
-                // New values from the host, then the first ones back from the device.
-                plan.update_values(column(second.values()).as_ref())?;
-                if run(plan.as_mut())? != want {
-                    wrong.push("values from the host");
-                }
-                let on_device = b.upload(column(first.values()).as_ref())?;
-                plan.update_values(on_device.as_ref())?;
-                if run(plan.as_mut())? != before {
-                    wrong.push("values from the device");
-                }
-                Ok(wrong
-                    .into_iter()
-                    .map(|w| {
-                        format!("spmm {name} {algorithm} {precision}: {w} differ from a fresh plan")
-                    })
-                    .collect())
-            })();
-            match outcome {
-                Ok(wrong) => failures.extend(wrong),
-                Err(e) => failures.push(format!("spmm {name} {algorithm} {precision}: {e}")),
-            }
+            let plans = b
+                .plan_spmm(first.as_ref(), &desc)
+                .and_then(|plan| Ok((plan, b.plan_spmm(second.as_ref(), &desc)?)));
+            check_updates(
+                &format!("spmm {name} {algorithm} {precision}"),
+                b,
+                (&first, &second),
+                plans,
+                |plan| {
+                    let bd = b.upload(bh.as_ref())?;
+                    let mut cd = b.upload(c0.as_ref())?;
+                    plan.run(1.5, bd.as_ref(), 0.5, cd.as_mut())?;
+                    Ok(bits(b, &cd))
+                },
+                |plan, values| plan.update_values(values),
+                failures,
+            );
         }
     }
 }
@@ -424,7 +435,7 @@ fn spmm_updates<T: Scalar<Acc = f32, Out = T>>(
 fn sddmm_updates<T: Scalar<Acc = f32, Out = T>>(
     b: &CudaBackend,
     precision: Precision,
-    failures: &mut Vec<String>,
+    failures: &mut Failures,
 ) {
     for (name, s64) in matrices() {
         let (first, second) = (s64.cast::<T>(), revalued(&s64).cast::<T>());
@@ -436,55 +447,37 @@ fn sddmm_updates<T: Scalar<Acc = f32, Out = T>>(
                 .format(sparse_core::Format::MeBcrs)
                 .algorithm(algorithm)
                 .scale_by_values(true);
-            let run = |plan: &mut dyn SddmmPlan<T>| -> sparse_core::Result<Vec<u64>> {
-                let slots = plan.value_order().map_or(0, |o| o.len());
-                let xd = b.upload(xh.as_ref())?;
-                let yd = b.upload(yh.as_ref())?;
-                let mut cd = b.zeros::<T>(slots, 1, Layout::ColMajor)?;
-                plan.run(1.0, xd.as_ref(), yd.as_ref(), 0.0, cd.as_mut())?;
-                Ok(bits(b, &cd))
-            };
-            let outcome = (|| -> sparse_core::Result<Vec<String>> {
-                let mut plan = b.plan_sddmm(first.as_ref(), &desc)?;
-                let before = run(plan.as_mut())?;
-                let mut fresh = b.plan_sddmm(second.as_ref(), &desc)?;
-                let want = run(fresh.as_mut())?;
-                let mut wrong = Vec::new();
-                plan.update_values(column(second.values()).as_ref())?;
-                if run(plan.as_mut())? != want {
-                    wrong.push("values from the host");
-                }
-                let on_device = b.upload(column(first.values()).as_ref())?;
-                plan.update_values(on_device.as_ref())?;
-                if run(plan.as_mut())? != before {
-                    wrong.push("values from the device");
-                }
-                Ok(wrong
-                    .into_iter()
-                    .map(|w| {
-                        format!(
-                            "sddmm {name} {algorithm} {precision}: {w} differ from a fresh plan"
-                        )
-                    })
-                    .collect())
-            })();
-            match outcome {
-                Ok(wrong) => failures.extend(wrong),
-                Err(e) => failures.push(format!("sddmm {name} {algorithm} {precision}: {e}")),
-            }
+            let plans = b
+                .plan_sddmm(first.as_ref(), &desc)
+                .and_then(|plan| Ok((plan, b.plan_sddmm(second.as_ref(), &desc)?)));
+            check_updates(
+                &format!("sddmm {name} {algorithm} {precision}"),
+                b,
+                (&first, &second),
+                plans,
+                |plan| {
+                    let slots = plan.value_order().map_or(0, |o| o.len());
+                    let xd = b.upload(xh.as_ref())?;
+                    let yd = b.upload(yh.as_ref())?;
+                    let mut cd = b.zeros::<T>(slots, 1, Layout::ColMajor)?;
+                    plan.run(1.0, xd.as_ref(), yd.as_ref(), 0.0, cd.as_mut())?;
+                    Ok(bits(b, &cd))
+                },
+                |plan, values| plan.update_values(values),
+                failures,
+            );
         }
     }
 }
 
 #[test]
 fn updated_values_give_what_a_fresh_plan_gives() {
-    let Some(b) = backend() else { return };
-    let mut failures = Vec::new();
-    spmm_updates::<sparse_core::f16>(&b, Precision::F16, &mut failures);
-    spmm_updates::<f32>(&b, Precision::TF32, &mut failures);
-    sddmm_updates::<sparse_core::f16>(&b, Precision::F16, &mut failures);
-    sddmm_updates::<f32>(&b, Precision::TF32, &mut failures);
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    collect(backend(), |b, failures| {
+        spmm_updates::<sparse_core::f16>(b, Precision::F16, failures);
+        spmm_updates::<f32>(b, Precision::TF32, failures);
+        sddmm_updates::<sparse_core::f16>(b, Precision::F16, failures);
+        sddmm_updates::<f32>(b, Precision::TF32, failures);
+    });
 }
 
 #[test]

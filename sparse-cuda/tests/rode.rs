@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::{acc, available, layouts, value, Failures, Host, SddmmCase, SpmmCase};
+use common::{acc, available, collect, layouts, value, Case, Failures, Host, SddmmCase, SpmmCase};
 use sparse_core::{
     Algorithm, BackendKind, Dense, Error, Executor, Layout, Precision, Scalar, SddmmDesc, SpmmDesc,
 };
@@ -111,25 +111,14 @@ fn spmm_cases<T: Scalar<Out = T>>(
             info.algorithm
         ));
     }
+    let what = format!("spmm {} {precision}", info.algorithm);
     for &n in widths {
-        for (b_layout, c_layout) in layouts() {
+        for layouts in layouts() {
             for pad in paddings(n) {
-                for &(alpha, beta, nan) in SCALARS {
-                    let what = format!(
-                        "spmm {} {precision} n {n} B {b_layout} C {c_layout} pad {pad} \
-                         alpha {alpha} beta {beta}",
-                        info.algorithm
-                    );
-                    let case = SpmmCase::from_values(
-                        (a.rows(), a.cols()),
-                        n,
-                        (b_layout, c_layout),
-                        pad,
-                        (alpha, beta, nan),
-                    );
-                    let ran = case.run(b, plan.as_mut());
-                    let expected = case.expected(a, precision);
-                    failures.check_run(&what, &expected, &case.c, ran);
+                for &scalars in SCALARS {
+                    let case =
+                        SpmmCase::from_values((a.rows(), a.cols()), n, layouts, pad, scalars);
+                    case.check(&what, b, plan.as_mut(), a, precision, failures);
                 }
             }
         }
@@ -157,6 +146,7 @@ fn sddmm_cases<T: Scalar<Out = T>>(
                 plan.info()
             ));
         }
+        let what = format!("sddmm {algorithm} {precision}");
         for k in WIDTHS {
             for (x_layout, y_layout) in layouts() {
                 for pad in paddings(k) {
@@ -165,24 +155,11 @@ fn sddmm_cases<T: Scalar<Out = T>>(
                     } else {
                         Layout::RowMajor
                     };
-                    for &(alpha, beta, nan) in SCALARS {
-                        let what = format!(
-                            "sddmm {algorithm} {precision} k {k} X {x_layout} Y {y_layout} \
-                             C {c_layout} pad {pad} scale {scale_by_values} alpha {alpha} \
-                             beta {beta}"
-                        );
-                        let layouts = (x_layout, y_layout, c_layout);
-                        let case = SddmmCase::from_values(
-                            s,
-                            k,
-                            layouts,
-                            pad,
-                            (alpha, beta, nan),
-                            scale_by_values,
-                        );
-                        let ran = case.run(b, plan.as_mut());
-                        let expected = case.expected(s, precision);
-                        failures.check_run(&what, &expected, &case.c, ran);
+                    let layouts = (x_layout, y_layout, c_layout);
+                    for &scalars in SCALARS {
+                        let case =
+                            SddmmCase::from_values(s, k, layouts, pad, scalars, scale_by_values);
+                        case.check(&what, b, plan.as_mut(), s, precision, failures);
                     }
                 }
             }
@@ -200,13 +177,12 @@ fn every_case<T: Scalar<Out = T>>(b: &CudaBackend, precision: Precision, failure
 
 #[test]
 fn rode_spmm_and_sddmm_match_the_oracle() {
-    let Some(b) = backend() else { return };
-    eprintln!("{}", b.description());
-    let mut failures = Failures::default();
-    every_case::<f64>(&b, Precision::F64, &mut failures);
-    every_case::<f32>(&b, Precision::F32, &mut failures);
-    every_case::<half::f16>(&b, Precision::F16, &mut failures);
-    failures.assert_none();
+    collect(backend(), |b, failures| {
+        eprintln!("{}", b.description());
+        every_case::<f64>(b, Precision::F64, failures);
+        every_case::<f32>(b, Precision::F32, failures);
+        every_case::<half::f16>(b, Precision::F16, failures);
+    });
 }
 
 /// Records a disagreement unless `auto` planned `expected` for `op` on `a`.
@@ -229,57 +205,42 @@ fn check_auto_choice(
 
 #[test]
 fn auto_picks_rode_for_long_rows_and_small_matrices() {
-    let Some(b) = backend() else { return };
-    let mut failures = Failures::default();
-    // 20000 rows of 0 to 28 entries and one of 6000; 120k entries in rows of 0 to 24; 120k in
-    // rows of 60; 3000 in rows of 0 to 20.
-    let skewed = csr::<f32>(20_000, 8_000, |i| if i == 77 { 6000 } else { i % 29 });
-    let short = csr::<f32>(10_000, 2100, |i| i % 25);
-    let even = csr::<f32>(2_000, 2100, |_| 60);
-    let small = csr::<f32>(300, 2100, |i| i % 21);
-    let rode = Algorithm::RodeDeterministic;
-    for (a, spmm, sddmm) in [
-        (&skewed, rode, rode),
-        (&short, Algorithm::Vector, Algorithm::Vector),
-        (&even, Algorithm::Vector, rode),
-        (&small, rode, rode),
-    ] {
-        let chose = b
-            .plan_spmm(a.as_ref(), &SpmmDesc::new(Precision::F32))
-            .map(|plan| plan.info().algorithm);
-        check_auto_choice("spmm", a, chose, spmm, &mut failures);
-        let chose = b
-            .plan_sddmm(a.as_ref(), &SddmmDesc::new(Precision::F32))
-            .map(|plan| plan.info().algorithm);
-        check_auto_choice("sddmm", a, chose, sddmm, &mut failures);
-    }
-    spmm_cases(
-        &b,
-        &skewed,
-        Precision::F32,
-        Algorithm::Auto,
-        &[32],
-        &mut failures,
-    );
-    spmm_cases(
-        &b,
-        &skewed,
-        Precision::F32,
-        Algorithm::Rode,
-        &[128],
-        &mut failures,
-    );
-    // Every row split in several segments, combined by f64 atomics.
-    let even64 = csr::<f64>(1000, 2100, |_| 600);
-    spmm_cases(
-        &b,
-        &even64,
-        Precision::F64,
-        Algorithm::Rode,
-        &[7],
-        &mut failures,
-    );
-    failures.assert_none();
+    collect(backend(), |b, failures| {
+        // 20000 rows of 0 to 28 entries and one of 6000; 120k entries in rows of 0 to 24; 120k in
+        // rows of 60; 3000 in rows of 0 to 20.
+        let skewed = csr::<f32>(20_000, 8_000, |i| if i == 77 { 6000 } else { i % 29 });
+        let short = csr::<f32>(10_000, 2100, |i| i % 25);
+        let even = csr::<f32>(2_000, 2100, |_| 60);
+        let small = csr::<f32>(300, 2100, |i| i % 21);
+        let rode = Algorithm::RodeDeterministic;
+        for (a, spmm, sddmm) in [
+            (&skewed, rode, rode),
+            (&short, Algorithm::Vector, Algorithm::Vector),
+            (&even, Algorithm::Vector, rode),
+            (&small, rode, rode),
+        ] {
+            let chose = b
+                .plan_spmm(a.as_ref(), &SpmmDesc::new(Precision::F32))
+                .map(|plan| plan.info().algorithm);
+            check_auto_choice("spmm", a, chose, spmm, failures);
+            let chose = b
+                .plan_sddmm(a.as_ref(), &SddmmDesc::new(Precision::F32))
+                .map(|plan| plan.info().algorithm);
+            check_auto_choice("sddmm", a, chose, sddmm, failures);
+        }
+        spmm_cases(b, &skewed, Precision::F32, Algorithm::Auto, &[32], failures);
+        spmm_cases(
+            b,
+            &skewed,
+            Precision::F32,
+            Algorithm::Rode,
+            &[128],
+            failures,
+        );
+        // Every row split in several segments, combined by f64 atomics.
+        let even64 = csr::<f64>(1000, 2100, |_| 600);
+        spmm_cases(b, &even64, Precision::F64, Algorithm::Rode, &[7], failures);
+    });
 }
 
 /// C from one run of `plan` over fresh operands, as bits.
@@ -347,47 +308,45 @@ fn deterministic_plans_repeat_bit_for_bit() {
 
 #[test]
 fn operands_without_entries_only_scale_the_output() {
-    let Some(b) = backend() else { return };
-    let mut failures = Failures::default();
-    let (alpha, beta) = (2.0, 0.5);
-    for algorithm in RODE {
-        // A without entries, and without rows: C = beta*C, A never read.
-        for a in [Csr::<f32>::zeros(5, 4), Csr::<f32>::zeros(0, 4)] {
-            let case = SpmmCase {
-                alpha,
-                b: Host::new((4, 7), Layout::RowMajor, 0, value),
-                beta,
-                c: Host::new((a.rows(), 7), Layout::ColMajor, 3, value),
-            };
-            let desc = SpmmDesc::new(Precision::F32).algorithm(algorithm);
-            let ran = b
-                .plan_spmm(a.as_ref(), &desc)
-                .and_then(|mut plan| case.run(&b, plan.as_mut()));
-            let what = format!("spmm {algorithm} on {}x4 without entries", a.rows());
-            let expected = case.expected(&a, Precision::F32);
-            failures.check_run(&what, &expected, &case.c, ran);
+    collect(backend(), |b, failures| {
+        let (alpha, beta) = (2.0, 0.5);
+        for algorithm in RODE {
+            // A without entries, and without rows: C = beta*C, A never read.
+            for a in [Csr::<f32>::zeros(5, 4), Csr::<f32>::zeros(0, 4)] {
+                let case = SpmmCase {
+                    alpha,
+                    b: Host::new((4, 7), Layout::RowMajor, 0, value),
+                    beta,
+                    c: Host::new((a.rows(), 7), Layout::ColMajor, 3, value),
+                };
+                let desc = SpmmDesc::new(Precision::F32).algorithm(algorithm);
+                let ran = b
+                    .plan_spmm(a.as_ref(), &desc)
+                    .and_then(|mut plan| case.run(b, plan.as_mut()));
+                let what = format!("spmm {algorithm} on {}x4 without entries", a.rows());
+                case.check_ran(&what, ran, &a, Precision::F32, failures);
+            }
+            // SpMM with n = 0 and SDDMM on S without entries have no output element.
+            let s = Csr::<f32>::zeros(6, 5);
+            let result = (|| {
+                let a = matrix::<f32>();
+                let desc = SpmmDesc::new(Precision::F32).algorithm(algorithm);
+                let mut plan = b.plan_spmm(a.as_ref(), &desc)?;
+                let bd = b.zeros::<f32>(a.cols(), 0, Layout::RowMajor)?;
+                let mut cd = b.zeros::<f32>(a.rows(), 0, Layout::RowMajor)?;
+                plan.run(1.0, bd.as_ref(), 0.0, cd.as_mut())?;
+                let desc = SddmmDesc::new(Precision::F32).algorithm(algorithm);
+                let mut plan = b.plan_sddmm(s.as_ref(), &desc)?;
+                let xd = b.zeros::<f32>(6, 3, Layout::RowMajor)?;
+                let yd = b.zeros::<f32>(5, 3, Layout::RowMajor)?;
+                let mut cd = b.zeros::<f32>(0, 1, Layout::ColMajor)?;
+                plan.run(1.0, xd.as_ref(), yd.as_ref(), 0.0, cd.as_mut())
+            })();
+            if let Err(e) = result {
+                failures.error(&format!("{algorithm} with no output element"), e);
+            }
         }
-        // SpMM with n = 0 and SDDMM on S without entries have no output element.
-        let s = Csr::<f32>::zeros(6, 5);
-        let result = (|| {
-            let a = matrix::<f32>();
-            let desc = SpmmDesc::new(Precision::F32).algorithm(algorithm);
-            let mut plan = b.plan_spmm(a.as_ref(), &desc)?;
-            let bd = b.zeros::<f32>(a.cols(), 0, Layout::RowMajor)?;
-            let mut cd = b.zeros::<f32>(a.rows(), 0, Layout::RowMajor)?;
-            plan.run(1.0, bd.as_ref(), 0.0, cd.as_mut())?;
-            let desc = SddmmDesc::new(Precision::F32).algorithm(algorithm);
-            let mut plan = b.plan_sddmm(s.as_ref(), &desc)?;
-            let xd = b.zeros::<f32>(6, 3, Layout::RowMajor)?;
-            let yd = b.zeros::<f32>(5, 3, Layout::RowMajor)?;
-            let mut cd = b.zeros::<f32>(0, 1, Layout::ColMajor)?;
-            plan.run(1.0, xd.as_ref(), yd.as_ref(), 0.0, cd.as_mut())
-        })();
-        if let Err(e) = result {
-            failures.error(&format!("{algorithm} with no output element"), e);
-        }
-    }
-    failures.assert_none();
+    });
 }
 
 /// Records a disagreement unless `ran` holds the same bits as `fresh`.
@@ -491,12 +450,11 @@ fn updated_values<T: Scalar<Out = T>>(
 
 #[test]
 fn updated_values_give_what_a_fresh_plan_gives() {
-    let Some(b) = backend() else { return };
-    let mut failures = Failures::default();
-    updated_values::<f64>(&b, Precision::F64, &mut failures);
-    updated_values::<f32>(&b, Precision::F32, &mut failures);
-    updated_values::<half::f16>(&b, Precision::F16, &mut failures);
-    failures.assert_none();
+    collect(backend(), |b, failures| {
+        updated_values::<f64>(b, Precision::F64, failures);
+        updated_values::<f32>(b, Precision::F32, failures);
+        updated_values::<half::f16>(b, Precision::F16, failures);
+    });
 }
 
 /// Whether `ran` failed as a run of `width` past a reservation of `reserved` must.
@@ -545,14 +503,8 @@ fn reservations<T: Scalar<Out = T>>(
             ));
         }
         for n in [33, 128] {
-            let case = case(n);
-            let ran = case.run(b, plan.as_mut());
-            failures.check_run(
-                &format!("{what} n {n} after reserve"),
-                &case.expected(&a, precision),
-                &case.c,
-                ran,
-            );
+            let what = format!("{what} after reserve");
+            case(n).check(&what, b, plan.as_mut(), &a, precision, failures);
         }
 
         let what = format!("sddmm {precision} {algorithm}");
@@ -580,23 +532,16 @@ fn reservations<T: Scalar<Out = T>>(
             return failures.error(&format!("{what} reserve"), e);
         }
         for k in [33, 128] {
-            let case = case(k);
-            let ran = case.run(b, plan.as_mut());
-            failures.check_run(
-                &format!("{what} k {k} after reserve"),
-                &case.expected(&a, precision),
-                &case.c,
-                ran,
-            );
+            let what = format!("{what} after reserve");
+            case(k).check(&what, b, plan.as_mut(), &a, precision, failures);
         }
     }
 }
 
 #[test]
 fn runs_past_the_reservation_fail_until_reserve() {
-    let Some(b) = backend() else { return };
-    let mut failures = Failures::default();
-    reservations::<f32>(&b, Precision::F32, &mut failures);
-    reservations::<half::f16>(&b, Precision::F16, &mut failures);
-    failures.assert_none();
+    collect(backend(), |b, failures| {
+        reservations::<f32>(b, Precision::F32, failures);
+        reservations::<half::f16>(b, Precision::F16, failures);
+    });
 }

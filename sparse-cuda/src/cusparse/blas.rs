@@ -1,8 +1,8 @@
 //! cuBLAS GEMM: the dense product the benchmarks put beside the sparse kernels (the density at
 //! which a sparse kernel stops paying).
 //!
-//! cuBLAS is loaded and its handle made on the first [`Blas::gemm`], so a machine with cuSPARSE
-//! but no cuBLAS still runs every sparse plan.
+//! cuBLAS is loaded and its handle made on the first [`CusparseBackend::gemm`], so a machine
+//! with cuSPARSE but no cuBLAS still runs every sparse plan.
 
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -12,6 +12,7 @@ use sparse_core::{Accumulator, DType, DenseMut, DenseRef, Error, Layout, Result,
 
 use super::library::{bind, status_error, unavailable, VendorStatus};
 use super::plan::scalar_ptr;
+use super::CusparseBackend;
 use crate::device::Device;
 use crate::libraries::ensure_loaded;
 use crate::operand::{bind_input, bind_output, Bound};
@@ -111,8 +112,12 @@ impl Blas {
             handle: Mutex::new(None),
         }
     }
+}
 
-    /// `C = alpha*A*B + beta*C` for dense matrices on this device, each in either layout.
+impl CusparseBackend {
+    /// Dense `C = alpha*A*B + beta*C` through cuBLAS (`cublasGemmEx`), for device matrices of
+    /// this backend in either layout: f64, f32, and f16 with f32 compute. `alpha == 0` reads
+    /// neither A nor B; `beta == 0` does not read C (as cuBLAS documents).
     pub fn gemm<T: Scalar>(
         &self,
         alpha: T::Acc,
@@ -130,7 +135,7 @@ impl Blas {
                 T::DTYPE
             )));
         };
-        let device = &self.device;
+        let Blas { device, handle } = &*self.blas;
         let (a, b, c) = (
             bind_input(&a, device, "gemm A")?,
             bind_input(&b, device, "gemm B")?,
@@ -168,7 +173,7 @@ impl Blas {
             int("leading dimension of C", c.ld as usize)?,
         );
         load()?;
-        let mut handle = self.handle.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut handle = handle.lock().unwrap_or_else(PoisonError::into_inner);
         bind(device)?;
         if handle.is_none() {
             let raw = cudarc::cublas::result::create_handle().map_err(|e| {

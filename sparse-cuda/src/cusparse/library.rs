@@ -228,6 +228,11 @@ impl Handle {
         Ok(handle)
     }
 
+    /// The device whose stream the handle is bound to.
+    pub fn device(&self) -> &Arc<Device> {
+        &self.device
+    }
+
     /// e.g. `12.6.3`.
     pub fn version_name(&self) -> String {
         let v = self.version;
@@ -254,106 +259,124 @@ impl Drop for Handle {
     }
 }
 
-/// A sparse-matrix descriptor (host memory describing device arrays it does not own).
-pub(super) struct SpMat(sys::cusparseSpMatDescr_t);
+/// A cuSPARSE descriptor type owned by the struct `$name`: host memory describing device arrays
+/// it does not own, re-pointed at other values by `set_values` and destroyed on drop.
+macro_rules! descriptor {
+    ($(#[$meta:meta])* $name:ident($raw:ty), $set_values:ident, $destroy:ident) => {
+        $(#[$meta])*
+        pub(super) struct $name($raw);
 
-// SAFETY: the descriptor is host memory owned by this value alone; cuSPARSE ties it to no thread.
-unsafe impl Send for SpMat {}
+        // SAFETY: the descriptor is host memory owned by this value alone; cuSPARSE ties it to
+        // no thread.
+        unsafe impl Send for $name {}
+
+        impl $name {
+            /// Points the descriptor at `values`.
+            ///
+            /// # Safety
+            /// `values` addresses as many elements on the device as the descriptor describes;
+            /// cuSPARSE reads or writes them only in calls made while that holds.
+            pub unsafe fn set_values(&mut self, device: &Device, values: u64) -> Result<()> {
+                call!(device, $set_values(self.0, values as *mut c_void))
+            }
+
+            pub fn raw(&self) -> $raw {
+                self.0
+            }
+        }
+
+        impl Drop for $name {
+            fn drop(&mut self) {
+                // SAFETY: made by the descriptor's cusparseCreate function; this is its only
+                // destruction. A failure to free host memory leaves nothing to do.
+                let _ = unsafe { sys::$destroy(self.0) };
+            }
+        }
+    };
+}
+
+descriptor!(
+    /// A sparse-matrix descriptor.
+    SpMat(sys::cusparseSpMatDescr_t),
+    cusparseSpMatSetValues,
+    cusparseDestroySpMat
+);
+descriptor!(
+    /// A dense-vector descriptor of fixed length, pointed at each run's operand.
+    DnVec(sys::cusparseDnVecDescr_t),
+    cusparseDnVecSetValues,
+    cusparseDestroyDnVec
+);
+descriptor!(
+    /// A dense-matrix descriptor.
+    DnMat(sys::cusparseDnMatDescr_t),
+    cusparseDnMatSetValues,
+    cusparseDestroyDnMat
+);
+
+/// Where a sparse descriptor finds its rows: CSR's row offsets (rows + 1 of them) or COO's row
+/// index of every entry (sorted).
+pub(super) enum Rows {
+    Offsets(u64),
+    Indices(u64),
+}
 
 impl SpMat {
-    /// A zero-based CSR descriptor with 32-bit indices.
+    /// A zero-based CSR or COO descriptor with 32-bit indices.
     ///
     /// # Safety
-    /// `row_ptr`, `col_idx` and `values` address `shape.0 + 1`, `nnz` and `nnz` elements on the
-    /// device that outlive every use of the descriptor.
-    pub unsafe fn csr(
+    /// `rows`, `col_idx` and `values` address their elements on the device (`nnz` each, but
+    /// `shape.0 + 1` row offsets), which outlive every use of the descriptor.
+    pub unsafe fn new(
         device: &Device,
         (rows, cols, nnz): (i64, i64, i64),
-        row_ptr: u64,
+        row_array: Rows,
         col_idx: u64,
         values: u64,
         dtype: sys::cudaDataType,
     ) -> Result<Self> {
         let mut raw = std::ptr::null_mut();
-        call!(
-            device,
-            cusparseCreateCsr(
-                &mut raw,
-                rows,
-                cols,
-                nnz,
-                row_ptr as *mut c_void,
-                col_idx as *mut c_void,
-                values as *mut c_void,
-                sys::cusparseIndexType_t::CUSPARSE_INDEX_32I,
-                sys::cusparseIndexType_t::CUSPARSE_INDEX_32I,
-                sys::cusparseIndexBase_t::CUSPARSE_INDEX_BASE_ZERO,
-                dtype,
-            )
-        )?;
+        let (col_idx, values) = (col_idx as *mut c_void, values as *mut c_void);
+        let (index, base) = (
+            sys::cusparseIndexType_t::CUSPARSE_INDEX_32I,
+            sys::cusparseIndexBase_t::CUSPARSE_INDEX_BASE_ZERO,
+        );
+        match row_array {
+            Rows::Offsets(row_ptr) => call!(
+                device,
+                cusparseCreateCsr(
+                    &mut raw,
+                    rows,
+                    cols,
+                    nnz,
+                    row_ptr as *mut c_void,
+                    col_idx,
+                    values,
+                    index,
+                    index,
+                    base,
+                    dtype,
+                )
+            )?,
+            Rows::Indices(row_idx) => call!(
+                device,
+                cusparseCreateCoo(
+                    &mut raw,
+                    rows,
+                    cols,
+                    nnz,
+                    row_idx as *mut c_void,
+                    col_idx,
+                    values,
+                    index,
+                    base,
+                    dtype,
+                )
+            )?,
+        }
         Ok(SpMat(raw))
     }
-
-    /// A zero-based COO descriptor with 32-bit indices (entries sorted by row).
-    ///
-    /// # Safety
-    /// The three arrays address `nnz` elements each on the device and outlive every use.
-    pub unsafe fn coo(
-        device: &Device,
-        (rows, cols, nnz): (i64, i64, i64),
-        row_idx: u64,
-        col_idx: u64,
-        values: u64,
-        dtype: sys::cudaDataType,
-    ) -> Result<Self> {
-        let mut raw = std::ptr::null_mut();
-        call!(
-            device,
-            cusparseCreateCoo(
-                &mut raw,
-                rows,
-                cols,
-                nnz,
-                row_idx as *mut c_void,
-                col_idx as *mut c_void,
-                values as *mut c_void,
-                sys::cusparseIndexType_t::CUSPARSE_INDEX_32I,
-                sys::cusparseIndexBase_t::CUSPARSE_INDEX_BASE_ZERO,
-                dtype,
-            )
-        )?;
-        Ok(SpMat(raw))
-    }
-
-    /// Points the values at `values`.
-    ///
-    /// # Safety
-    /// `values` addresses nnz elements that outlive every use of the descriptor.
-    pub unsafe fn set_values(&mut self, device: &Device, values: u64) -> Result<()> {
-        call!(
-            device,
-            cusparseSpMatSetValues(self.0, values as *mut c_void)
-        )
-    }
-
-    pub fn raw(&self) -> sys::cusparseSpMatDescr_t {
-        self.0
-    }
 }
-
-impl Drop for SpMat {
-    fn drop(&mut self) {
-        // SAFETY: made by cusparseCreate{Csr,Coo}; this is its only destruction. A failure to
-        // free host memory leaves nothing to do.
-        let _ = unsafe { sys::cusparseDestroySpMat(self.0) };
-    }
-}
-
-/// A dense-vector descriptor of fixed length, re-pointed at each run's operand.
-pub(super) struct DnVec(sys::cusparseDnVecDescr_t);
-
-// SAFETY: as for SpMat.
-unsafe impl Send for DnVec {}
 
 impl DnVec {
     /// # Safety
@@ -371,26 +394,6 @@ impl DnVec {
             cusparseCreateDnVec(&mut raw, len, values as *mut c_void, dtype)
         )?;
         Ok(DnVec(raw))
-    }
-
-    /// # Safety
-    /// As for [`DnVec::new`].
-    pub unsafe fn point(&mut self, device: &Device, values: u64) -> Result<()> {
-        call!(
-            device,
-            cusparseDnVecSetValues(self.0, values as *mut c_void)
-        )
-    }
-
-    pub fn raw(&self) -> sys::cusparseDnVecDescr_t {
-        self.0
-    }
-}
-
-impl Drop for DnVec {
-    fn drop(&mut self) {
-        // SAFETY: made by cusparseCreateDnVec; this is its only destruction.
-        let _ = unsafe { sys::cusparseDestroyDnVec(self.0) };
     }
 }
 
@@ -459,18 +462,10 @@ impl DnShape {
     }
 }
 
-struct DnMat {
-    raw: sys::cusparseDnMatDescr_t,
-    shape: DnShape,
-}
-
 /// A dense-matrix descriptor kept across runs: re-pointed while the shape stays, remade when it
 /// changes (descriptors are cheap; the workspace, sized per shape, is what plans keep apart).
 #[derive(Default)]
-pub(super) struct DnSlot(Option<DnMat>);
-
-// SAFETY: as for SpMat.
-unsafe impl Send for DnSlot {}
+pub(super) struct DnSlot(Option<(DnMat, DnShape)>);
 
 impl DnSlot {
     /// The descriptor of `shape` over `values`.
@@ -485,12 +480,11 @@ impl DnSlot {
         values: u64,
         dtype: sys::cudaDataType,
     ) -> Result<sys::cusparseDnMatDescr_t> {
-        match &self.0 {
-            Some(m) if m.shape == shape => {
-                call!(device, cusparseDnMatSetValues(m.raw, values as *mut c_void))?;
-            }
+        match &mut self.0 {
+            Some((m, kept)) if *kept == shape => m.set_values(device, values)?,
             _ => {
-                self.release();
+                // The previous descriptor, if any, is destroyed first.
+                self.0 = None;
                 let mut raw = std::ptr::null_mut();
                 call!(
                     device,
@@ -504,23 +498,13 @@ impl DnSlot {
                         shape.order(),
                     )
                 )?;
-                self.0 = Some(DnMat { raw, shape });
+                self.0 = Some((DnMat(raw), shape));
             }
         }
-        Ok(self.0.as_ref().map_or(std::ptr::null_mut(), |m| m.raw))
-    }
-
-    fn release(&mut self) {
-        if let Some(m) = self.0.take() {
-            // SAFETY: made by cusparseCreateDnMat; taken out of the slot, so destroyed once.
-            let _ = unsafe { sys::cusparseDestroyDnMat(m.raw) };
-        }
-    }
-}
-
-impl Drop for DnSlot {
-    fn drop(&mut self) {
-        self.release();
+        Ok(self
+            .0
+            .as_ref()
+            .map_or(std::ptr::null_mut(), |(m, _)| m.raw()))
     }
 }
 

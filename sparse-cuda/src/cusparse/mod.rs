@@ -23,16 +23,16 @@ mod table;
 use std::sync::Arc;
 
 use sparse_core::{
-    check_offered, Algorithm, AttentionDesc, AttentionPlan, BackendKind, CsrRef, Dense, DenseMut,
-    DenseRef, Error, Executor, Format, Layout, Offer, OpKind, Precision, Result, Scalar, SddmmDesc,
-    SddmmPlan, SpIndex, SpmmDesc, SpmmPlan, SpmvDesc, SpmvPlan,
+    AttentionDesc, AttentionPlan, BackendKind, CsrRef, Dense, DenseRef, Error, Executor, Format,
+    Layout, Offer, OpKind, Precision, Result, Scalar, SddmmDesc, SddmmPlan, SpIndex, SpmmDesc,
+    SpmmPlan, SpmvDesc, SpmvPlan,
 };
 
-use crate::device::Device;
 use crate::executor::CudaBackend;
-use crate::plan::PlanClock;
+use crate::plan::{check_request, Desc, PlanClock, Request, WidthDesc};
 use blas::Blas;
 use library::Handle;
+use plan::Started;
 use table::Entry;
 
 /// cuSPARSE and cuBLAS on one device. Operands must be device memory of this backend (or of
@@ -103,52 +103,30 @@ impl CusparseBackend {
         self.handle.version_name()
     }
 
-    fn device(&self) -> &Arc<Device> {
-        self.cuda.device()
-    }
-
-    /// Dense `C = alpha*A*B + beta*C` through cuBLAS (`cublasGemmEx`), for device matrices of
-    /// this backend in either layout: f64, f32, and f16 with f32 compute. `alpha == 0` reads
-    /// neither A nor B; `beta == 0` does not read C (as cuBLAS documents).
-    pub fn gemm<T: Scalar>(
-        &self,
-        alpha: T::Acc,
-        a: DenseRef<'_, T>,
-        b: DenseRef<'_, T>,
-        beta: T::Acc,
-        c: DenseMut<'_, T>,
-    ) -> Result<()> {
-        self.blas.gemm(alpha, a, b, beta, c)
-    }
-
     /// The table row that runs a request (`auto` resolved), or the typed error saying what
     /// runs instead.
-    fn select<T: Scalar>(
-        op: OpKind,
-        format: Format,
-        precision: Precision,
-        algorithm: Algorithm,
-    ) -> Result<&'static Entry> {
-        if precision.storage != T::DTYPE {
-            return Err(Error::invalid(format!(
-                "{op}: the descriptor asks for {precision} but the matrix holds {}",
-                T::DTYPE
-            )));
-        }
-        check_offered(
-            BackendKind::Cusparse,
-            Self::table,
-            op,
-            format,
-            precision,
-            algorithm,
-        )?;
+    fn select<T: Scalar>(request: Request) -> Result<&'static Entry> {
+        check_request::<T>(BackendKind::Cusparse, Self::table, request)?;
+        let (op, format, precision, algorithm) = request;
         table::find(op, format, precision, algorithm).ok_or_else(|| {
             Error::internal(format!(
                 "the cusparse table offers {algorithm} for {op} on {format} in {precision} \
                  but has no row for it"
             ))
         })
+    }
+
+    /// A plan of `a` for `request` started on its table row, reserving `width`.
+    fn start<T: Scalar, I: SpIndex>(
+        &self,
+        a: CsrRef<'_, T, I>,
+        request: Request,
+        width: usize,
+    ) -> Result<Started<T>> {
+        let clock = PlanClock::start();
+        let entry = Self::select::<T>(request)?;
+        let (_, _, precision, _) = request;
+        plan::start(&self.handle, a, entry, precision, width, clock)
     }
 }
 
@@ -174,16 +152,8 @@ impl Executor for CusparseBackend {
         a: CsrRef<'a, T, I>,
         desc: &SpmvDesc,
     ) -> Result<Box<dyn SpmvPlan<T> + 'a>> {
-        let clock = PlanClock::start();
-        let entry = Self::select::<T>(OpKind::Spmv, desc.format, desc.precision, desc.algorithm)?;
-        Ok(Box::new(ops::plan_spmv(
-            self.device(),
-            &self.handle,
-            a,
-            entry,
-            desc.precision,
-            clock,
-        )?))
+        let started = self.start(a, desc.request(), 0)?;
+        Ok(Box::new(ops::plan_spmv(started)?))
     }
 
     fn plan_spmm<'a, T: Scalar, I: SpIndex>(
@@ -191,16 +161,8 @@ impl Executor for CusparseBackend {
         a: CsrRef<'a, T, I>,
         desc: &SpmmDesc,
     ) -> Result<Box<dyn SpmmPlan<T> + 'a>> {
-        let clock = PlanClock::start();
-        let entry = Self::select::<T>(OpKind::Spmm, desc.format, desc.precision, desc.algorithm)?;
-        Ok(Box::new(ops::plan_spmm(
-            self.device(),
-            &self.handle,
-            a,
-            entry,
-            (desc.precision, desc.reserved_width()),
-            clock,
-        )?))
+        let started = self.start(a, desc.request(), desc.width())?;
+        Ok(Box::new(ops::plan_dense::<_, ops::Spmm>(started)?))
     }
 
     fn plan_sddmm<'a, T: Scalar, I: SpIndex>(
@@ -208,28 +170,20 @@ impl Executor for CusparseBackend {
         s: CsrRef<'a, T, I>,
         desc: &SddmmDesc,
     ) -> Result<Box<dyn SddmmPlan<T> + 'a>> {
-        let clock = PlanClock::start();
-        let entry = Self::select::<T>(OpKind::Sddmm, desc.format, desc.precision, desc.algorithm)?;
         if desc.scale_by_values {
             return Err(Error::Unsupported {
                 op: OpKind::Sddmm,
                 format: desc.format,
                 precision: desc.precision,
-                algorithm: Some(entry.algorithm),
+                algorithm: Some(Self::select::<T>(desc.request())?.algorithm),
                 backend: BackendKind::Cusparse,
                 supported: "sddmm without scale_by_values (cuSPARSE's SDDMM multiplies X*Y^T by \
                             the pattern of S, never by its values)"
                     .to_string(),
             });
         }
-        Ok(Box::new(ops::plan_sddmm(
-            self.device(),
-            &self.handle,
-            s,
-            entry,
-            (desc.precision, desc.reserved_width()),
-            clock,
-        )?))
+        let started = self.start(s, desc.request(), desc.width())?;
+        Ok(Box::new(ops::plan_dense::<_, ops::Sddmm>(started)?))
     }
 
     fn plan_attention<'a, T: Scalar, I: SpIndex>(
@@ -237,12 +191,7 @@ impl Executor for CusparseBackend {
         _a: CsrRef<'a, T, I>,
         desc: &AttentionDesc,
     ) -> Result<Box<dyn AttentionPlan<T> + 'a>> {
-        let entry = Self::select::<T>(
-            OpKind::Attention,
-            desc.format,
-            desc.precision,
-            desc.algorithm,
-        )?;
+        let entry = Self::select::<T>(desc.request())?;
         Err(Error::internal(format!(
             "the cusparse table lists attention ({}) but no plan runs it",
             entry.vendor.name()

@@ -13,22 +13,17 @@
 //!   `update_values` (except in SDDMM, which reads only S's pattern).
 
 use std::ffi::c_void;
-use std::sync::Arc;
 
 use cudarc::cusparse::sys;
-use sparse_core::{
-    Accumulator, BackendKind, CsrRef, Error, Layout, Precision, Result, Scalar, SpIndex,
-};
+use sparse_core::{Accumulator, BackendKind, Error, Layout, Result, Scalar};
 
-use super::library::{call, check, index, DnShape, DnSlot, DnVec, Handle};
-use super::plan::{
-    scalar_ptr, start, unit_stride, write_back, Matrix, Started, Vendor, NON_TRANSPOSE,
-};
+use super::library::{call, check, index, DnShape, DnSlot, DnVec};
+use super::plan::{scalar_ptr, unit_stride, write_back, Matrix, Started, Vendor, NON_TRANSPOSE};
 use super::table::{Entry, VendorAlg};
 use crate::device::{CudaBuffer, Device};
-use crate::operand::{Bound, SddmmOperands, SpmmOperands};
+use crate::operand::{Bound, Run, SddmmOperands, SpmmOperands, SpmvOperands};
 use crate::plan::{
-    CudaPlan, Phase, PlanBase, PlanClock, SddmmKernels, SpmmKernels, SpmvKernels, Values,
+    CudaPlan, Kernels, Phase, PlanBase, SddmmKernels, SpmmKernels, SpmvKernels, Values,
 };
 
 fn wrong_algorithm(entry: &Entry) -> Error {
@@ -68,23 +63,19 @@ impl<T: Scalar> SpmvCall<T> {
     }
 }
 
-pub(super) fn plan_spmv<T: Scalar, I: SpIndex>(
-    device: &Arc<Device>,
-    handle: &Arc<Handle>,
-    a: CsrRef<'_, T, I>,
-    entry: &Entry,
-    precision: Precision,
-    clock: PlanClock,
-) -> Result<CudaPlan<T, SpmvFamily<T>>> {
-    let VendorAlg::Spmv(alg) = entry.vendor else {
-        return Err(wrong_algorithm(entry));
+/// The SpMV plan started as `started`.
+pub(super) fn plan_spmv<T: Scalar>(started: Started<T>) -> Result<CudaPlan<T, SpmvFamily<T>>> {
+    let VendorAlg::Spmv(alg) = started.entry.vendor else {
+        return Err(wrong_algorithm(started.entry));
     };
     let Started {
-        mut base,
+        base,
         mut clock,
         a,
         vendor,
-    } = start(device, handle, a, entry, precision, 0, clock)?;
+        ..
+    } = started;
+    let device = &base.device;
     let call = match vendor {
         None => None,
         Some(mut vendor) => {
@@ -135,14 +126,11 @@ pub(super) fn plan_spmv<T: Scalar, I: SpIndex>(
         }
     };
     clock.lap(device, Phase::Device)?;
-    base.finish(clock, a.bytes() + call.as_ref().map_or(0, SpmvCall::bytes));
-    Ok(CudaPlan {
-        base,
-        kernels: SpmvFamily { call, a },
-    })
+    let bytes = a.bytes() + call.as_ref().map_or(0, SpmvCall::bytes);
+    Ok(base.into_plan(clock, bytes, SpmvFamily { call, a }))
 }
 
-impl<T: Scalar> SpmvKernels<T> for SpmvFamily<T> {
+impl<T: Scalar> Kernels<T> for SpmvFamily<T> {
     fn values(&self) -> Values<'_, T> {
         self.a.values()
     }
@@ -152,22 +140,18 @@ impl<T: Scalar> SpmvKernels<T> for SpmvFamily<T> {
             call.preprocessed = false;
         }
     }
+}
 
-    fn run(
-        &mut self,
-        base: &PlanBase<T>,
-        x: &Bound,
-        y: &Bound,
-        alpha: T::Acc,
-        beta: T::Acc,
-    ) -> Result<()> {
+impl<T: Scalar> SpmvKernels<T> for SpmvFamily<T> {
+    fn run(&mut self, base: &PlanBase<T>, run: &Run<SpmvOperands, T::Acc>) -> Result<()> {
+        let (x, y, alpha, beta) = (run.ops.x, run.ops.y, run.alpha, run.beta);
         let Some(call) = self.call.as_mut() else {
-            return base.scale(y, beta);
+            return base.scale(&y, beta);
         };
         let device = &base.device;
         let zero_beta = beta == T::Acc::ZERO;
-        let x_unit = unit_stride(device, x, &call.x_staging, true)?;
-        let y_unit = unit_stride(device, y, &call.y_staging, !zero_beta)?;
+        let x_unit = unit_stride(device, &x, &call.x_staging, true)?;
+        let y_unit = unit_stride(device, &y, &call.y_staging, !zero_beta)?;
         let handle = call.vendor.handle.clone();
         handle.with(|h| {
             // SAFETY: x_unit and y_unit address cols and rows contiguous elements on this
@@ -175,8 +159,8 @@ impl<T: Scalar> SpmvKernels<T> for SpmvFamily<T> {
             // ordered on the handle's stream; the workspace was sized by _bufferSize for these
             // descriptors.
             unsafe {
-                call.x.point(device, x_unit.address)?;
-                call.y.point(device, y_unit.address)?;
+                call.x.set_values(device, x_unit.address)?;
+                call.y.set_values(device, y_unit.address)?;
                 let (a, xd, yd) = (
                     call.vendor.mat.raw().cast_const(),
                     call.x.raw().cast_const(),
@@ -184,30 +168,10 @@ impl<T: Scalar> SpmvKernels<T> for SpmvFamily<T> {
                 );
                 let (alpha, beta_ptr) = (scalar_ptr(&alpha), scalar_ptr(&beta));
                 let (compute, workspace) = (call.vendor.compute, call.vendor.workspace(device));
-                if !call.preprocessed {
-                    call!(
-                        device,
-                        cusparseSpMV_preprocess(
-                            h,
-                            NON_TRANSPOSE,
-                            alpha,
-                            a,
-                            xd,
-                            beta_ptr,
-                            yd,
-                            compute,
-                            call.alg,
-                            workspace
-                        )
-                    )?;
-                    call.preprocessed = true;
-                }
-                if zero_beta {
-                    base.scale(&y_unit, beta)?;
-                }
-                call!(
-                    device,
-                    cusparseSpMV(
+                let alg = call.alg;
+                // The analysis and the product take the same arguments.
+                let spmv = |name, f: unsafe fn(_, _, _, _, _, _, _, _, _, _) -> _| {
+                    let status = f(
                         h,
                         NON_TRANSPOSE,
                         alpha,
@@ -216,13 +180,22 @@ impl<T: Scalar> SpmvKernels<T> for SpmvFamily<T> {
                         beta_ptr,
                         yd,
                         compute,
-                        call.alg,
-                        workspace
-                    )
-                )
+                        alg,
+                        workspace,
+                    );
+                    check(name, status, device)
+                };
+                if !call.preprocessed {
+                    spmv("cusparseSpMV_preprocess", sys::cusparseSpMV_preprocess)?;
+                    call.preprocessed = true;
+                }
+                if zero_beta {
+                    base.scale(&y_unit, beta)?;
+                }
+                spmv("cusparseSpMV", sys::cusparseSpMV)
             }
         })?;
-        write_back::<T>(device, &y_unit, y)
+        write_back::<T>(device, &y_unit, &y)
     }
 }
 
@@ -237,9 +210,16 @@ type Scalars = (*const c_void, *const c_void);
 ///
 /// The `unsafe` methods take descriptors of dense matrices that lie on the device, live
 /// through the call, and a workspace sized by `buffer_size` for them (which reads no element).
-pub(super) trait DenseOp: Send {
+pub(super) trait DenseOp: Send + Sized {
     /// The names of the dense operands, for errors.
     const OPERANDS: (&'static str, &'static str);
+
+    /// Whether `_preprocess` reads A's values, so that a value update must run it again (SDDMM
+    /// reads only S's pattern).
+    const ANALYSES_VALUES: bool;
+
+    /// The operation running the algorithm of a table row, or `None` for another operation's.
+    fn of(vendor: VendorAlg) -> Option<Self>;
 
     /// The dense operands' shapes, in `layouts` with the smallest leading dimensions, for a
     /// sparse matrix of `rows x cols` at `width` (N or K).
@@ -283,111 +263,104 @@ pub(super) enum Step {
     Compute,
 }
 
-/// A [`DenseOp`]'s calls of its three entry points, which take the same arguments but the last:
-/// the three matrices are given as `|vendor, descriptors| (first, second, third)`, in the order
-/// of cuSPARSE's signature.
-macro_rules! entry_points {
+/// A [`DenseOp`]: the struct holding its cuSPARSE algorithm and the table's variant of it, the
+/// names of its dense operands, whether its analysis reads A's values, its dense shapes
+/// (`tight`), and its calls of its three entry points, which take the same arguments but the
+/// last: the three matrices are given as `|vendor, descriptors| (first, second, third)`, in the
+/// order of cuSPARSE's signature.
+macro_rules! dense_op {
     (
-        $buffer_size:ident, $preprocess:ident, $compute:ident,
+        $(#[$meta:meta])*
+        $name:ident($alg:ty) from $variant:ident, operands $operands:expr, analyses values $analyses:expr,
+        tight |$rows:ident, $cols:ident, $width:ident, ($l1:ident, $l2:ident)| $tight:expr,
+        entry points $buffer_size:ident, $preprocess:ident, $compute:ident,
         |$v:ident, $d:ident| ($first:expr, $second:expr, $third:expr)
     ) => {
-        unsafe fn buffer_size(
-            &self,
-            h: sys::cusparseHandle_t,
-            device: &Device,
-            $v: &Vendor,
-            $d: Descriptors,
-            (alpha, beta): Scalars,
-        ) -> Result<usize> {
-            let ((a, b, c), n, mut bytes) = (($first, $second, $third), NON_TRANSPOSE, 0);
-            call!(
-                device,
-                $buffer_size(h, n, n, alpha, a, b, beta, c, $v.compute, self.0, &mut bytes)
-            )?;
-            Ok(bytes)
-        }
+        $(#[$meta])*
+        pub(super) struct $name($alg);
 
-        unsafe fn enqueue(
-            &self,
-            step: Step,
-            h: sys::cusparseHandle_t,
-            device: &Device,
-            $v: &Vendor,
-            $d: Descriptors,
-            (alpha, beta): Scalars,
-        ) -> Result<()> {
-            // The two take the same arguments, so one fn pointer type holds either.
-            let (name, f): (&str, unsafe fn(_, _, _, _, _, _, _, _, _, _, _) -> _) = match step {
-                Step::Preprocess => (stringify!($preprocess), sys::$preprocess),
-                Step::Compute => (stringify!($compute), sys::$compute),
-            };
-            let ((a, b, c), n, w) = (
-                ($first, $second, $third),
-                NON_TRANSPOSE,
-                $v.workspace(device),
-            );
-            check(
-                name,
-                f(h, n, n, alpha, a, b, beta, c, $v.compute, self.0, w),
-                device,
-            )
+        impl DenseOp for $name {
+            const OPERANDS: (&'static str, &'static str) = $operands;
+            const ANALYSES_VALUES: bool = $analyses;
+
+            fn of(vendor: VendorAlg) -> Option<Self> {
+                match vendor {
+                    VendorAlg::$variant(alg) => Some($name(alg)),
+                    _ => None,
+                }
+            }
+
+            fn tight(
+                $rows: usize,
+                $cols: usize,
+                $width: usize,
+                ($l1, $l2): (Layout, Layout),
+            ) -> Result<(DnShape, DnShape)> {
+                Ok($tight)
+            }
+
+            unsafe fn buffer_size(
+                &self,
+                h: sys::cusparseHandle_t,
+                device: &Device,
+                $v: &Vendor,
+                $d: Descriptors,
+                (alpha, beta): Scalars,
+            ) -> Result<usize> {
+                let ((a, b, c), n, mut bytes) = (($first, $second, $third), NON_TRANSPOSE, 0);
+                call!(
+                    device,
+                    $buffer_size(h, n, n, alpha, a, b, beta, c, $v.compute, self.0, &mut bytes)
+                )?;
+                Ok(bytes)
+            }
+
+            unsafe fn enqueue(
+                &self,
+                step: Step,
+                h: sys::cusparseHandle_t,
+                device: &Device,
+                $v: &Vendor,
+                $d: Descriptors,
+                (alpha, beta): Scalars,
+            ) -> Result<()> {
+                // The two take the same arguments, so one fn pointer type holds either.
+                let (name, f): (&str, unsafe fn(_, _, _, _, _, _, _, _, _, _, _) -> _) = match step {
+                    Step::Preprocess => (stringify!($preprocess), sys::$preprocess),
+                    Step::Compute => (stringify!($compute), sys::$compute),
+                };
+                let ((a, b, c), n, w) = (
+                    ($first, $second, $third),
+                    NON_TRANSPOSE,
+                    $v.workspace(device),
+                );
+                check(
+                    name,
+                    f(h, n, n, alpha, a, b, beta, c, $v.compute, self.0, w),
+                    device,
+                )
+            }
         }
     };
 }
 
-/// `C = alpha*A*B + beta*C`: B and C as they are, in either layout.
-pub(super) struct Spmm(sys::cusparseSpMMAlg_t);
+dense_op!(
+    /// `C = alpha*A*B + beta*C`: B and C as they are, in either layout.
+    Spmm(sys::cusparseSpMMAlg_t) from Spmm, operands ("B", "C"), analyses values true,
+    tight |rows, cols, width, (b, c)| (DnShape::tight((cols, width), b, "B")?, DnShape::tight((rows, width), c, "C")?),
+    entry points cusparseSpMM_bufferSize, cusparseSpMM_preprocess, cusparseSpMM,
+    |v, d| (v.mat.raw().cast_const(), d.0.cast_const(), d.1)
+);
 
-impl DenseOp for Spmm {
-    const OPERANDS: (&'static str, &'static str) = ("B", "C");
-
-    fn tight(
-        rows: usize,
-        cols: usize,
-        width: usize,
-        (b, c): (Layout, Layout),
-    ) -> Result<(DnShape, DnShape)> {
-        Ok((
-            DnShape::tight((cols, width), b, "B")?,
-            DnShape::tight((rows, width), c, "C")?,
-        ))
-    }
-
-    entry_points!(
-        cusparseSpMM_bufferSize,
-        cusparseSpMM_preprocess,
-        cusparseSpMM,
-        |v, d| (v.mat.raw().cast_const(), d.0.cast_const(), d.1)
-    );
-}
-
-/// `C = alpha*(X*Y^T) ∘ spy(S) + beta*C`, C being the values of S's descriptor. Y^T is handed
-/// to cuSPARSE as Y's memory read in the other order, so both dense operands are
-/// non-transposed whatever their layouts.
-pub(super) struct Sddmm(sys::cusparseSDDMMAlg_t);
-
-impl DenseOp for Sddmm {
-    const OPERANDS: (&'static str, &'static str) = ("X", "Y^T");
-
-    fn tight(
-        rows: usize,
-        cols: usize,
-        width: usize,
-        (x, y): (Layout, Layout),
-    ) -> Result<(DnShape, DnShape)> {
-        Ok((
-            DnShape::tight((rows, width), x, "X")?,
-            DnShape::tight((cols, width), y, "Y")?.transposed(),
-        ))
-    }
-
-    entry_points!(
-        cusparseSDDMM_bufferSize,
-        cusparseSDDMM_preprocess,
-        cusparseSDDMM,
-        |v, d| (d.0.cast_const(), d.1.cast_const(), v.mat.raw())
-    );
-}
+dense_op!(
+    /// `C = alpha*(X*Y^T) ∘ spy(S) + beta*C`, C being the values of S's descriptor. Y^T is
+    /// handed to cuSPARSE as Y's memory read in the other order, so both dense operands are
+    /// non-transposed whatever their layouts. Its analysis reads only S's pattern.
+    Sddmm(sys::cusparseSDDMMAlg_t) from Sddmm, operands ("X", "Y^T"), analyses values false,
+    tight |rows, cols, width, (x, y)| (DnShape::tight((rows, width), x, "X")?, DnShape::tight((cols, width), y, "Y")?.transposed()),
+    entry points cusparseSDDMM_bufferSize, cusparseSDDMM_preprocess, cusparseSDDMM,
+    |v, d| (d.0.cast_const(), d.1.cast_const(), v.mat.raw())
+);
 
 /// The cuSPARSE state of an SpMM or SDDMM plan whose matrix has entries.
 struct DenseCall<O> {
@@ -527,10 +500,21 @@ pub(super) struct DenseFamily<T: Scalar, O> {
     entry: &'static Entry,
 }
 
-impl<T: Scalar, O: DenseOp> DenseFamily<T, O> {
-    /// Grows the workspace for `width`, and to what a refused run asked for; returns the
-    /// bytes it grew by.
-    fn reserve_for(&mut self, base: &PlanBase<T>, width: usize) -> Result<usize> {
+/// S's values are never read by SDDMM (cuSPARSE's multiplies by S's pattern), so there the
+/// plan's value buffer, which `update_values` writes, also serves as the staging of a strided C.
+impl<T: Scalar, O: DenseOp> Kernels<T> for DenseFamily<T, O> {
+    fn values(&self) -> Values<'_, T> {
+        self.a.values()
+    }
+
+    fn values_updated(&mut self) {
+        if let Some(call) = self.call.as_mut().filter(|_| O::ANALYSES_VALUES) {
+            call.prepared = None;
+        }
+    }
+
+    /// Grows the workspace for `width`, and to what a refused run asked for.
+    fn reserve(&mut self, base: &PlanBase<T>, width: usize) -> Result<usize> {
         let Some(call) = &mut self.call else {
             return Ok(0);
         };
@@ -546,21 +530,19 @@ impl<T: Scalar, O: DenseOp> DenseFamily<T, O> {
     }
 }
 
-fn plan_dense<T: Scalar, I: SpIndex, O: DenseOp>(
-    device: &Arc<Device>,
-    handle: &Arc<Handle>,
-    a: CsrRef<'_, T, I>,
-    entry: &'static Entry,
-    (precision, width): (Precision, usize),
-    op: O,
-    clock: PlanClock,
+/// The SpMM or SDDMM plan (`O` says which) started as `started`.
+pub(super) fn plan_dense<T: Scalar, O: DenseOp>(
+    started: Started<T>,
 ) -> Result<CudaPlan<T, DenseFamily<T, O>>> {
+    let op = O::of(started.entry.vendor).ok_or_else(|| wrong_algorithm(started.entry))?;
     let Started {
-        mut base,
+        entry,
+        base,
         mut clock,
         a,
         vendor,
-    } = start(device, handle, a, entry, precision, width, clock)?;
+    } = started;
+    let device = &base.device;
     let mut family = DenseFamily {
         call: vendor.map(|vendor| DenseCall {
             op,
@@ -573,89 +555,23 @@ fn plan_dense<T: Scalar, I: SpIndex, O: DenseOp>(
         a,
         entry,
     };
-    let workspace = family.reserve_for(&base, width)?;
+    let workspace = family.reserve(&base, base.info.reserved_width)?;
     clock.lap(device, Phase::Device)?;
-    base.finish(clock, family.a.bytes() + workspace);
-    Ok(CudaPlan {
-        base,
-        kernels: family,
-    })
+    let bytes = family.a.bytes() + workspace;
+    Ok(base.into_plan(clock, bytes, family))
 }
 
 pub(super) type SpmmFamily<T> = DenseFamily<T, Spmm>;
 pub(super) type SddmmFamily<T> = DenseFamily<T, Sddmm>;
 
-pub(super) fn plan_spmm<T: Scalar, I: SpIndex>(
-    device: &Arc<Device>,
-    handle: &Arc<Handle>,
-    a: CsrRef<'_, T, I>,
-    entry: &'static Entry,
-    (precision, width): (Precision, usize),
-    clock: PlanClock,
-) -> Result<CudaPlan<T, SpmmFamily<T>>> {
-    let VendorAlg::Spmm(alg) = entry.vendor else {
-        return Err(wrong_algorithm(entry));
-    };
-    plan_dense(
-        device,
-        handle,
-        a,
-        entry,
-        (precision, width),
-        Spmm(alg),
-        clock,
-    )
-}
-
-pub(super) fn plan_sddmm<T: Scalar, I: SpIndex>(
-    device: &Arc<Device>,
-    handle: &Arc<Handle>,
-    s: CsrRef<'_, T, I>,
-    entry: &'static Entry,
-    (precision, width): (Precision, usize),
-    clock: PlanClock,
-) -> Result<CudaPlan<T, SddmmFamily<T>>> {
-    let VendorAlg::Sddmm(alg) = entry.vendor else {
-        return Err(wrong_algorithm(entry));
-    };
-    plan_dense(
-        device,
-        handle,
-        s,
-        entry,
-        (precision, width),
-        Sddmm(alg),
-        clock,
-    )
-}
-
 impl<T: Scalar> SpmmKernels<T> for SpmmFamily<T> {
-    fn values(&self) -> Values<'_, T> {
-        self.a.values()
-    }
-
-    fn values_updated(&mut self) {
-        if let Some(call) = &mut self.call {
-            call.prepared = None;
-        }
-    }
-
-    fn reserve(&mut self, base: &PlanBase<T>, width: usize) -> Result<usize> {
-        self.reserve_for(base, width)
-    }
-
-    fn run(
-        &mut self,
-        base: &PlanBase<T>,
-        ops: &SpmmOperands,
-        alpha: T::Acc,
-        beta: T::Acc,
-    ) -> Result<()> {
+    fn run(&mut self, base: &PlanBase<T>, run: &Run<SpmmOperands, T::Acc>) -> Result<()> {
+        let Run { ops, alpha, beta } = *run;
         let Some(call) = self.call.as_mut() else {
             return base.scale(&ops.c, beta);
         };
         let entry = self.entry;
-        if entry.refuses_odd_ld(T::DTYPE, ops) {
+        if entry.refuses_odd_ld(T::DTYPE, &ops) {
             return Err(Error::Unsupported {
                 op: entry.op,
                 format: entry.format,
@@ -686,24 +602,9 @@ impl<T: Scalar> SpmmKernels<T> for SpmmFamily<T> {
     }
 }
 
-/// S's values are never read (cuSPARSE's SDDMM multiplies by S's pattern), so the plan's value
-/// buffer, which `update_values` writes, also serves as the staging of a strided C.
 impl<T: Scalar> SddmmKernels<T> for SddmmFamily<T> {
-    fn values(&self) -> Values<'_, T> {
-        self.a.values()
-    }
-
-    fn reserve(&mut self, base: &PlanBase<T>, width: usize) -> Result<usize> {
-        self.reserve_for(base, width)
-    }
-
-    fn run(
-        &mut self,
-        base: &PlanBase<T>,
-        ops: &SddmmOperands,
-        alpha: T::Acc,
-        beta: T::Acc,
-    ) -> Result<()> {
+    fn run(&mut self, base: &PlanBase<T>, run: &Run<SddmmOperands, T::Acc>) -> Result<()> {
+        let Run { ops, alpha, beta } = *run;
         let Some(call) = self.call.as_mut().filter(|_| ops.k > 0) else {
             return base.scale(&ops.c, beta);
         };

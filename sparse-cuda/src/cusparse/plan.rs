@@ -21,7 +21,7 @@ use sparse_core::{
     SpIndex,
 };
 
-use super::library::{bind, compute_type, index, value_type, Handle, SpMat};
+use super::library::{bind, compute_type, index, value_type, Handle, Rows, SpMat};
 use super::table::Entry;
 use crate::device::{CudaBuffer, Device};
 use crate::matrix::DeviceCsr;
@@ -69,10 +69,7 @@ impl<T: Scalar> Matrix<T> {
     }
 
     pub fn values(&self) -> Values<'_, T> {
-        Values {
-            buffer: &self.csr.values,
-            slots: None,
-        }
+        Values::csr_order(&self.csr.values)
     }
 
     /// The values buffer itself (nnz elements).
@@ -95,32 +92,14 @@ impl<T: Scalar> Matrix<T> {
             index("number of columns", csr.cols as usize)?,
             index("number of entries", csr.nnz as usize)?,
         );
+        let rows = match &self.row_idx {
+            Some(rows) => Rows::Indices(rows.device_ptr(stream).0),
+            None => Rows::Offsets(csr.row_ptr.device_ptr(stream).0),
+        };
         let (cols, values) = (csr.col_idx.device_ptr(stream).0, csr.values.address());
-        match &self.row_idx {
-            // SAFETY: row and column indices and values hold nnz elements each, in `self`.
-            Some(rows) => unsafe {
-                SpMat::coo(
-                    device,
-                    shape,
-                    rows.device_ptr(stream).0,
-                    cols,
-                    values,
-                    dtype,
-                )
-            },
-            // SAFETY: the row pointer holds rows + 1 offsets, indices and values nnz elements,
-            // in `self`.
-            None => unsafe {
-                SpMat::csr(
-                    device,
-                    shape,
-                    csr.row_ptr.device_ptr(stream).0,
-                    cols,
-                    values,
-                    dtype,
-                )
-            },
-        }
+        // SAFETY: the row pointer holds rows + 1 offsets, row indices (COO), column indices and
+        // values nnz elements each, in `self`.
+        unsafe { SpMat::new(device, shape, rows, cols, values, dtype) }
     }
 }
 
@@ -176,9 +155,11 @@ impl Vendor {
     }
 }
 
-/// A plan started: its description from the table row, the shared kernels loaded, and A on the
-/// device (with its descriptor when it has entries); the clock has counted the upload.
+/// A plan started: the table row it runs, its description from it, the shared kernels loaded,
+/// and A on the device (with its descriptor when it has entries); the clock has counted the
+/// upload.
 pub(super) struct Started<T: Scalar> {
+    pub entry: &'static Entry,
     pub base: PlanBase<T>,
     pub clock: PlanClock,
     pub a: Matrix<T>,
@@ -187,15 +168,17 @@ pub(super) struct Started<T: Scalar> {
     pub vendor: Option<Vendor>,
 }
 
+/// A plan of `a` running `entry` in `precision` with `reserved_width` on the handle's device,
+/// started.
 pub(super) fn start<T: Scalar, I: SpIndex>(
-    device: &Arc<Device>,
     handle: &Arc<Handle>,
     a: CsrRef<'_, T, I>,
-    entry: &Entry,
+    entry: &'static Entry,
     precision: Precision,
     reserved_width: usize,
     clock: PlanClock,
 ) -> Result<Started<T>> {
+    let device = handle.device();
     let info = PlanInfo {
         reserved_width,
         ..PlanInfo::new(
@@ -207,7 +190,7 @@ pub(super) fn start<T: Scalar, I: SpIndex>(
             entry.deterministic,
         )
     };
-    let (base, mut clock) = PlanBase::new(device, (a.rows(), a.cols(), a.nnz()), info, &[], clock)?;
+    let (base, mut clock) = PlanBase::new(device, a, info, &[], clock)?;
     let row_idx = match entry.format {
         Format::Coo => Some(row_indices(a)?),
         _ => None,
@@ -222,6 +205,7 @@ pub(super) fn start<T: Scalar, I: SpIndex>(
         None
     };
     Ok(Started {
+        entry,
         base,
         clock,
         a: matrix,

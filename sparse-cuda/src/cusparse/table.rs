@@ -196,23 +196,30 @@ mod tests {
 
     #[test]
     fn offers_and_errors_follow_the_table() {
-        let support = |op, format, precision| support_of(&algorithms(op, format, precision));
-        assert_eq!(
-            support(OpKind::Spmv, Format::Coo, Precision::F16),
-            Support::Native
-        );
-        assert_eq!(
-            support(OpKind::Spmm, Format::Csr, Precision::TF32),
-            Support::Unsupported
-        );
-        assert_eq!(
-            support(OpKind::Attention, Format::Csr, Precision::F32),
-            Support::Unsupported
-        );
-        assert_eq!(
-            support(OpKind::Spmv, Format::Bsr, Precision::F64),
-            Support::Unsupported
-        );
+        for (op, format, precision, support) in [
+            (OpKind::Spmv, Format::Coo, Precision::F16, Support::Native),
+            (
+                OpKind::Spmm,
+                Format::Csr,
+                Precision::TF32,
+                Support::Unsupported,
+            ),
+            (
+                OpKind::Attention,
+                Format::Csr,
+                Precision::F32,
+                Support::Unsupported,
+            ),
+            (
+                OpKind::Spmv,
+                Format::Bsr,
+                Precision::F64,
+                Support::Unsupported,
+            ),
+        ] {
+            let offers = algorithms(op, format, precision);
+            assert_eq!(support_of(&offers), support, "{op} {format} {precision}");
+        }
         let deterministic: Vec<Algorithm> = algorithms(OpKind::Spmv, Format::Csr, Precision::F32)
             .iter()
             .filter(|o| o.deterministic)

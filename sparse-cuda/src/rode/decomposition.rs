@@ -81,9 +81,9 @@ pub(crate) struct Preprocess {
 impl Preprocess {
     pub fn new() -> Result<Self> {
         Ok(Preprocess {
-            count: Entry::new(&SOURCE, "rode_preprocess_count", &[])?,
-            scan: Entry::new(&SOURCE, "rode_preprocess_scan", &[])?,
-            fill: Entry::new(&SOURCE, "rode_preprocess_fill", &[])?,
+            count: Entry::over_params(&SOURCE, "rode_preprocess_count")?,
+            scan: Entry::over_params(&SOURCE, "rode_preprocess_scan")?,
+            fill: Entry::over_params(&SOURCE, "rode_preprocess_fill")?,
         })
     }
 

@@ -1,10 +1,15 @@
 //! What the GPU tests against the oracle share: skipping without a GPU, host operands with
-//! NaN padding, SpMM and SDDMM cases run on a backend and on the oracle, and collecting every
-//! disagreement before failing.
+//! NaN padding, SpMV, SpMM and SDDMM cases run on a backend and on the oracle, and collecting
+//! every disagreement before failing.
+
+// Each test crate uses a part of the shared scaffolding.
+#![allow(dead_code)]
+
+use std::fmt;
 
 use sparse_core::{
     Accumulator, BackendKind, Dense, DenseRef, Error, Executor, Layout, Memory, Precision, Scalar,
-    SddmmPlan, SpmmPlan,
+    SddmmPlan, SpmmPlan, SpmvPlan,
 };
 use sparse_cpu::bound::{self, Expectation};
 use sparse_formats::Csr;
@@ -27,6 +32,14 @@ pub fn available<B>(kind: BackendKind, made: Result<B, Error>) -> Option<B> {
             None
         }
     }
+}
+
+/// Runs `cases` on `backend`, when there is one, and fails with every disagreement they record.
+pub fn collect<B>(backend: Option<B>, cases: impl FnOnce(&B, &mut Failures)) {
+    let Some(b) = backend else { return };
+    let mut failures = Failures::default();
+    cases(&b, &mut failures);
+    failures.assert_none();
 }
 
 /// Values in [-1.2, 1.4) that f16 (and f32) store inexactly, so rounding shows.
@@ -83,6 +96,15 @@ impl<T: Scalar> Host<T> {
         h
     }
 
+    /// Elements past the contiguous extent in every leading dimension.
+    fn pad(&self) -> usize {
+        let inner = match self.layout {
+            Layout::RowMajor => self.cols,
+            Layout::ColMajor => self.rows,
+        };
+        self.ld - inner.max(1)
+    }
+
     fn offset(&self, i: usize, j: usize) -> usize {
         match self.layout {
             Layout::RowMajor => i * self.ld + j,
@@ -122,6 +144,111 @@ impl<T: Scalar> Host<T> {
     }
 }
 
+/// The operands of one run of an operation on the host: what a plan of it computes from them,
+/// and what the oracle expects.
+pub trait Case<T: Scalar>: fmt::Display {
+    /// The plan that runs the case, borrowing its matrix for `'a`.
+    type Plan<'a>: ?Sized;
+
+    /// Runs `plan` on copies of the operands uploaded to `backend`; the output downloaded.
+    fn run(&self, backend: &impl Executor, plan: &mut Self::Plan<'_>) -> Result<Dense<T>, Error>;
+
+    /// What the oracle expects of the output for `a` at `precision`.
+    fn expected(&self, a: &Csr<T>, precision: Precision) -> Expectation;
+
+    /// The output operand before the run.
+    fn output(&self) -> &Host<T>;
+
+    /// Records, as `what` and the case, where the output of a run (`ran`) disagrees with the
+    /// oracle for `a`.
+    fn check_ran(
+        &self,
+        what: &str,
+        ran: Result<Dense<T>, Error>,
+        a: &Csr<T>,
+        precision: Precision,
+        failures: &mut Failures,
+    ) {
+        let expected = self.expected(a, precision);
+        failures.check_run(&format!("{what} {self}"), &expected, self.output(), ran);
+    }
+
+    /// Runs `plan` and records where its output disagrees with the oracle for `a`.
+    fn check(
+        &self,
+        what: &str,
+        backend: &impl Executor,
+        plan: &mut Self::Plan<'_>,
+        a: &Csr<T>,
+        precision: Precision,
+        failures: &mut Failures,
+    ) {
+        self.check_ran(what, self.run(backend, plan), a, precision, failures);
+    }
+}
+
+/// The operands of one `y = alpha*A*x + beta*y`, on the host.
+pub struct SpmvCase<T> {
+    pub alpha: f64,
+    pub x: Host<T>,
+    pub beta: f64,
+    pub y: Host<T>,
+}
+
+impl<T: Scalar<Out = T>> Case<T> for SpmvCase<T> {
+    type Plan<'a> = dyn SpmvPlan<T> + 'a;
+
+    /// Runs `plan` on copies of x and y uploaded to `backend`; y downloaded.
+    fn run(
+        &self,
+        backend: &impl Executor,
+        plan: &mut (dyn SpmvPlan<T> + '_),
+    ) -> Result<Dense<T>, Error> {
+        let xd = backend.upload(self.x.view())?;
+        let mut yd = backend.upload(self.y.view())?;
+        plan.run(
+            acc::<T>(self.alpha),
+            xd.as_ref(),
+            acc::<T>(self.beta),
+            yd.as_mut(),
+        )?;
+        backend.download(&yd)
+    }
+
+    /// What the oracle expects of y for `a` at `precision`.
+    fn expected(&self, a: &Csr<T>, precision: Precision) -> Expectation {
+        bound::spmv(
+            a.as_ref(),
+            precision,
+            self.alpha,
+            self.x.view(),
+            self.beta,
+            Some(self.y.view()),
+        )
+        .expect("oracle")
+    }
+
+    fn output(&self) -> &Host<T> {
+        &self.y
+    }
+}
+
+impl<T: Scalar> fmt::Display for SpmvCase<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (x, y) = (&self.x, &self.y);
+        write!(
+            f,
+            "x {} pad {} y {} pad {} alpha {} beta {}",
+            x.layout,
+            x.pad(),
+            y.layout,
+            y.pad(),
+            self.alpha,
+            self.beta
+        )
+    }
+}
+
 /// The operands of one `C = alpha*A*B + beta*C`, on the host.
 pub struct SpmmCase<T> {
     pub alpha: f64,
@@ -154,12 +281,16 @@ impl<T: Scalar<Out = T>> SpmmCase<T> {
             }),
         }
     }
+}
+
+impl<T: Scalar<Out = T>> Case<T> for SpmmCase<T> {
+    type Plan<'a> = dyn SpmmPlan<T> + 'a;
 
     /// Runs `plan` on copies of B and C uploaded to `backend`; C downloaded.
-    pub fn run(
+    fn run(
         &self,
         backend: &impl Executor,
-        plan: &mut dyn SpmmPlan<T>,
+        plan: &mut (dyn SpmmPlan<T> + '_),
     ) -> Result<Dense<T>, Error> {
         let bd = backend.upload(self.b.view())?;
         let mut cd = backend.upload(self.c.view())?;
@@ -173,7 +304,7 @@ impl<T: Scalar<Out = T>> SpmmCase<T> {
     }
 
     /// What the oracle expects of C for `a` at `precision`.
-    pub fn expected(&self, a: &Csr<T>, precision: Precision) -> Expectation {
+    fn expected(&self, a: &Csr<T>, precision: Precision) -> Expectation {
         bound::spmm(
             a.as_ref(),
             precision,
@@ -183,6 +314,27 @@ impl<T: Scalar<Out = T>> SpmmCase<T> {
             Some(self.c.view()),
         )
         .expect("oracle")
+    }
+
+    fn output(&self) -> &Host<T> {
+        &self.c
+    }
+}
+
+impl<T: Scalar> fmt::Display for SpmmCase<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (b, c) = (&self.b, &self.c);
+        write!(
+            f,
+            "n {} B {} pad {} C {} pad {} alpha {} beta {}",
+            b.cols,
+            b.layout,
+            b.pad(),
+            c.layout,
+            c.pad(),
+            self.alpha,
+            self.beta
+        )
     }
 }
 
@@ -225,12 +377,16 @@ impl<T: Scalar<Out = T>> SddmmCase<T> {
             scale_by_values,
         }
     }
+}
+
+impl<T: Scalar<Out = T>> Case<T> for SddmmCase<T> {
+    type Plan<'a> = dyn SddmmPlan<T> + 'a;
 
     /// Runs `plan` on copies of X, Y and C uploaded to `backend`; C downloaded.
-    pub fn run(
+    fn run(
         &self,
         backend: &impl Executor,
-        plan: &mut dyn SddmmPlan<T>,
+        plan: &mut (dyn SddmmPlan<T> + '_),
     ) -> Result<Dense<T>, Error> {
         let xd = backend.upload(self.x.view())?;
         let yd = backend.upload(self.y.view())?;
@@ -246,7 +402,7 @@ impl<T: Scalar<Out = T>> SddmmCase<T> {
     }
 
     /// What the oracle expects of C for `s` at `precision`.
-    pub fn expected(&self, s: &Csr<T>, precision: Precision) -> Expectation {
+    fn expected(&self, s: &Csr<T>, precision: Precision) -> Expectation {
         bound::sddmm(
             s.as_ref(),
             precision,
@@ -258,6 +414,30 @@ impl<T: Scalar<Out = T>> SddmmCase<T> {
             self.scale_by_values,
         )
         .expect("oracle")
+    }
+
+    fn output(&self) -> &Host<T> {
+        &self.c
+    }
+}
+
+impl<T: Scalar> fmt::Display for SddmmCase<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (x, y, c) = (&self.x, &self.y, &self.c);
+        write!(
+            f,
+            "k {} X {} pad {} Y {} pad {} C {} pad {} scale {} alpha {} beta {}",
+            x.cols,
+            x.layout,
+            x.pad(),
+            y.layout,
+            y.pad(),
+            c.layout,
+            c.pad(),
+            self.scale_by_values,
+            self.alpha,
+            self.beta
+        )
     }
 }
 
