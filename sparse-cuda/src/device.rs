@@ -339,7 +339,7 @@ impl Device {
         if held >= len {
             return Ok(0);
         }
-        *buffer = None;
+        // The new buffer before the old one goes: a failed allocation leaves the plan as it was.
         *buffer = Some(self.alloc_zeros::<E>(len, what)?);
         Ok((len - held) * size_of::<E>())
     }

@@ -270,12 +270,12 @@ impl<T: Scalar> PlanBase<T> {
         Ok((base, clock))
     }
 
-    /// Raises the reservation to `width`, growing the family's workspace by `grow`.
+    /// Raises the reservation to `width` (never lowers it), growing the family's workspace by
+    /// `grow`, which the family may also size for what a refused run needed.
     fn reserve(&mut self, width: usize, grow: impl FnOnce(&Self) -> Result<usize>) -> Result<()> {
-        if width > self.info.reserved_width {
-            self.info.bytes += grow(self)?;
-            self.info.reserved_width = width;
-        }
+        let width = width.max(self.info.reserved_width);
+        self.info.bytes += grow(self)?;
+        self.info.reserved_width = width;
         Ok(())
     }
 
@@ -441,6 +441,7 @@ impl<T: Scalar, K: Kernels<T>> CudaPlan<T, K> {
 
     fn reserve_width(&mut self, width: usize) -> Result<()> {
         let kernels = &mut self.kernels;
+        let width = width.max(self.base.info.reserved_width);
         self.base
             .reserve(width, |base| kernels.reserve(base, width))
     }

@@ -8,7 +8,8 @@
 //!   largest cuSPARSE asks for with the two dense operands in every pair of layouts and the
 //!   smallest leading dimensions. `reserve` grows it. A run asks cuSPARSE again only when its
 //!   dense shapes change; one that needs more workspace than the plan holds (larger leading
-//!   dimensions) is refused, and the next `reserve` grows the workspace to what it needed too.
+//!   dimensions) is refused with `Error::Unsupported`, and the next `reserve` (of any width)
+//!   grows the workspace to what it needed too.
 //! - `_preprocess` runs on the first run, again when the dense shapes change, and after
 //!   `update_values` (except in SDDMM, which reads only S's pattern).
 
@@ -475,7 +476,9 @@ impl<O: DenseOp> DenseCall<O> {
     }
 }
 
-/// A run refused because cuSPARSE asks for more workspace than the plan holds.
+/// A run refused because cuSPARSE asks for more workspace than the plan holds: a typed
+/// refusal of this operand layout (the vendor's workspace depends on the leading dimensions,
+/// which the plan could not know), which `reserve` lifts.
 fn short_workspace<O: DenseOp>(
     base: &PlanBase<impl Scalar>,
     shapes: (DnShape, DnShape),
@@ -483,12 +486,19 @@ fn short_workspace<O: DenseOp>(
     held: usize,
 ) -> Error {
     let (info, (first, second)) = (&base.info, O::OPERANDS);
-    Error::invalid(format!(
-        "{}: cuSPARSE asks for {need} bytes of workspace for {first} ({}) and {second} ({}), \
-         past the {held} bytes this plan holds (sized for widths up to {} with the smallest leading \
-         dimensions); reserve a width above {} first, which grows the workspace to this size too",
-        info.op, shapes.0, shapes.1, info.reserved_width, info.reserved_width
-    ))
+    Error::Unsupported {
+        op: info.op,
+        format: info.format,
+        precision: info.precision,
+        algorithm: Some(info.algorithm),
+        backend: BackendKind::Cusparse,
+        supported: format!(
+            "these operands only after the plan's reserve({}): cuSPARSE asks for {need} bytes \
+             of workspace for {first} ({}) and {second} ({}), past the {held} bytes planned for \
+             the smallest leading dimensions",
+            info.reserved_width, shapes.0, shapes.1
+        ),
+    }
 }
 
 /// An SpMM (`O` = [`Spmm`]) or SDDMM ([`Sddmm`]) through cuSPARSE.
