@@ -64,6 +64,13 @@
 template <typename T> struct rode_sub { static const int N = RODE_SUB; };
 template <> struct rode_sub<double> { static const int N = RODE_SUB / 2; };
 
+// Blocks of RODE_BLOCK threads per SM that the register budgets of rode_spmm and rode_sddmm
+// must allow: 4 (at most 128 registers a thread) keeps 16 warps per SM, which the latency of the
+// B and Y rows needs; left to itself ptxas takes up to 150 registers at V = 4, a quarter fewer
+// warps. f64 SDDMM at V = 4 needs more registers than that without spilling: 3 (at most 168).
+template <typename T> struct rode_blocks_per_sm { static const int SPMM = 4, SDDMM = 4; };
+template <> struct rode_blocks_per_sm<double> { static const int SPMM = 4, SDDMM = 3; };
+
 // ---------------------------------------------------------------------------------------------
 // Asynchronous copies to shared memory (sm_80+).
 
@@ -794,7 +801,7 @@ __device__ void rode_sddmm_residual(u32 cta, u32 lanes, u32 segments, u32 residu
 // uniform over it.
 
 template <typename T, int V>
-__global__ void __launch_bounds__(RODE_BLOCK) rode_spmm(const RodeSpmm<T> p) {
+__global__ void __launch_bounds__(RODE_BLOCK, rode_blocks_per_sm<T>::SPMM) rode_spmm(const RodeSpmm<T> p) {
     const RodeParts& g = p.parts;
     const Parts parts = {g.part_row, g.part_lo, g.part_hi};
     if (blockIdx.x < g.block_ctas)
@@ -806,7 +813,7 @@ __global__ void __launch_bounds__(RODE_BLOCK) rode_spmm(const RodeSpmm<T> p) {
 }
 
 template <typename T, int V>
-__global__ void __launch_bounds__(RODE_BLOCK) rode_sddmm(const RodeSddmm<T> p) {
+__global__ void __launch_bounds__(RODE_BLOCK, rode_blocks_per_sm<T>::SDDMM) rode_sddmm(const RodeSddmm<T> p) {
     const RodeParts& g = p.parts;
     const Parts parts = {g.part_row, g.part_lo, g.part_hi};
     if (blockIdx.x < g.block_ctas)
