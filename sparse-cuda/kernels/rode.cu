@@ -703,11 +703,12 @@ __device__ __forceinline__ void finish_entries(const RodeSddmm<T>& p, const Subw
 }
 
 // C for the entries lo <= e < hi of a tile of column indices in shared memory (entry e is entry
-// tile_begin + e of S), with the sub-block register pipeline of spmm_tile over Y rows.
+// tile_begin + e of S), with the sub-block register pipeline of spmm_tile over Y rows. WHOLE: V
+// divides K, so every lane's span of a Y row is whole or past K.
 template <typename T, int V, bool WHOLE>
-__device__ __forceinline__ void sddmm_tile_of(const RodeSddmm<T>& p, const Subwarp& w, const u32* cols, u32 lo, u32 hi,
-                                              u64 tile_begin, const T* x_row,
-                                              const typename acc_of<T>::type (&x_first)[V]) {
+__device__ __forceinline__ void sddmm_tile(const RodeSddmm<T>& p, const Subwarp& w, const u32* cols, u32 lo, u32 hi,
+                                           u64 tile_begin, const T* x_row,
+                                           const typename acc_of<T>::type (&x_first)[V]) {
     typedef typename acc_of<T>::type A;
     const SddmmDense<T>& g = p.dense;
     const int S = rode_sub<T>::N;
@@ -727,15 +728,6 @@ __device__ __forceinline__ void sddmm_tile_of(const RodeSddmm<T>& p, const Subwa
     }
 }
 
-// sddmm_tile_of with whole spans when V divides K (uniform over the launch).
-template <typename T, int V>
-__device__ __forceinline__ void sddmm_tile(const RodeSddmm<T>& p, const Subwarp& w, const u32* cols, u32 lo, u32 hi,
-                                           u64 tile_begin, const T* x_row,
-                                           const typename acc_of<T>::type (&x_first)[V]) {
-    if (p.dense.k % V == 0) sddmm_tile_of<T, V, true>(p, w, cols, lo, hi, tile_begin, x_row, x_first);
-    else sddmm_tile_of<T, V, false>(p, w, cols, lo, hi, tile_begin, x_row, x_first);
-}
-
 // This lane's V elements of the first W*V of X row `row`; returns the row.
 template <typename T, int V>
 __device__ __forceinline__ const T* load_x_row(const SddmmDense<T>& g, const Subwarp& w, u32 row,
@@ -748,7 +740,7 @@ __device__ __forceinline__ const T* load_x_row(const SddmmDense<T>& g, const Sub
 
 // One sub-warp per block segment, RODE_BLOCK / W segments for the block `cta` of the parts' grid,
 // its column-index tiles double-buffered as in rode_spmm_block.
-template <typename T, int V>
+template <typename T, int V, bool WHOLE>
 __device__ void rode_sddmm_block(u32 cta, u32 lanes, u32 segments, const Parts& parts, const RodeSddmm<T>& p) {
     typedef typename acc_of<T>::type A;
     const Subwarp w = subwarp_of(lanes);
@@ -766,15 +758,15 @@ __device__ void rode_sddmm_block(u32 cta, u32 lanes, u32 segments, const Parts& 
     cp_async_commit();
     for (u32 t = 0; t < tiles; ++t) {
         next_tile(t, tiles, w, stage);
-        sddmm_tile<T, V>(p, w, tile_cols(w, t & 1), tile_lo(seg, t), tile_hi(seg, t), seg.start + t * RODE_TILE,
-                         x_row, x_first);
+        sddmm_tile<T, V, WHOLE>(p, w, tile_cols(w, t & 1), tile_lo(seg, t), tile_hi(seg, t),
+                                seg.start + t * RODE_TILE, x_row, x_first);
         __syncwarp(w.mask);
     }
 }
 
 // One sub-warp per residual, as rode_sddmm_block over the residuals; the first tile of the
 // sub-warp's shared memory.
-template <typename T, int V>
+template <typename T, int V, bool WHOLE>
 __device__ void rode_sddmm_residual(u32 cta, u32 lanes, u32 segments, u32 residuals, const Parts& parts,
                                     const RodeSddmm<T>& p) {
     typedef typename acc_of<T>::type A;
@@ -789,12 +781,13 @@ __device__ void rode_sddmm_residual(u32 cta, u32 lanes, u32 segments, u32 residu
     u32* cols = tile_cols(w, 0);
     for (u32 e = w.lane; e < res.length; e += lanes) cols[e] = load(p.col_idx + res.begin + e);
     __syncwarp(w.mask);
-    sddmm_tile<T, V>(p, w, cols, 0, res.length, res.begin, x_row, x_first);
+    sddmm_tile<T, V, WHOLE>(p, w, cols, 0, res.length, res.begin, x_row, x_first);
 }
 
 // ---------------------------------------------------------------------------------------------
-// Entry points: rode_spmm<T, V> and rode_sddmm<T, V> (the sub-warp width W is `lanes`), and
-// rode_scale_rows<T> above.
+// Entry points: rode_spmm<T, V> and rode_sddmm<T, V, WHOLE> (the sub-warp width W is `lanes`;
+// rode.rs picks WHOLE where V divides K, two kernels that each compile in half the time of one
+// holding both paths), and rode_scale_rows<T> above.
 //
 // The parts' grid (RodeParts): blocks 0 .. block_ctas - 1 take the segments, RODE_BLOCK / W each, and the
 // blocks after them the residuals. A block is all segments or all residuals, so the branch is
@@ -812,12 +805,12 @@ __global__ void __launch_bounds__(RODE_BLOCK, rode_blocks_per_sm<T>::SPMM) rode_
                                  p.values, p.dense);
 }
 
-template <typename T, int V>
+template <typename T, int V, bool WHOLE>
 __global__ void __launch_bounds__(RODE_BLOCK, rode_blocks_per_sm<T>::SDDMM) rode_sddmm(const RodeSddmm<T> p) {
     const RodeParts& g = p.parts;
     const Parts parts = {g.part_row, g.part_lo, g.part_hi};
     if (blockIdx.x < g.block_ctas)
-        rode_sddmm_block<T, V>(blockIdx.x, g.lanes, g.segments, parts, p);
+        rode_sddmm_block<T, V, WHOLE>(blockIdx.x, g.lanes, g.segments, parts, p);
     else
-        rode_sddmm_residual<T, V>(blockIdx.x - g.block_ctas, g.lanes, g.segments, g.residuals, parts, p);
+        rode_sddmm_residual<T, V, WHOLE>(blockIdx.x - g.block_ctas, g.lanes, g.segments, g.residuals, parts, p);
 }

@@ -187,7 +187,7 @@ kernel_params! {
 }
 
 kernel_params! {
-    /// `rode_sddmm<T, V>`: the parts, and S's pattern and values.
+    /// `rode_sddmm<T, V, WHOLE>`: the parts, and S's pattern and values.
     pub(crate) struct RodeSddmm<T> {
         parts: plain(RodeParts),
         col_idx: ptr(u32),
@@ -229,8 +229,38 @@ fn spmm_entry<T: Scalar>(values: u32) -> Result<Entry<RodeSpmm<T>>> {
     Entry::new(&SOURCE, "rode_spmm", &[&c_type(T::DTYPE)?, &values])
 }
 
-fn sddmm_entry<T: Scalar>(values: u32) -> Result<Entry<RodeSddmm<T>>> {
-    Entry::new(&SOURCE, "rode_sddmm", &[&c_type(T::DTYPE)?, &values])
+fn sddmm_entry<T: Scalar>(shape: SddmmShape) -> Result<Entry<RodeSddmm<T>>> {
+    Entry::new(
+        &SOURCE,
+        "rode_sddmm",
+        &[&c_type(T::DTYPE)?, &shape.values, &shape.whole],
+    )
+}
+
+/// What picks an SDDMM kernel: V, and whether V divides K (`WHOLE` in rode.cu).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct SddmmShape {
+    values: u32,
+    whole: bool,
+}
+
+impl SddmmShape {
+    /// Every shape a run can take: for V = 1 spans are always whole.
+    fn all() -> impl Iterator<Item = SddmmShape> {
+        VECTORS.iter().flat_map(|&values| {
+            [true, false]
+                .into_iter()
+                .filter(move |&whole| whole || values > 1)
+                .map(move |whole| SddmmShape { values, whole })
+        })
+    }
+
+    fn of(lanes: Lanes, k: u32) -> Self {
+        SddmmShape {
+            values: lanes.values,
+            whole: k % lanes.values == 0,
+        }
+    }
 }
 
 fn scale_rows_entry<T: Scalar>() -> Result<Entry<RodeScaleRows<T>>> {
@@ -244,14 +274,14 @@ fn atomic_combine(dtype: DType) -> bool {
 }
 
 fn specs_of<T: Scalar>() -> Result<Vec<KernelSpec>> {
-    let mut specs: Vec<KernelSpec> = PerVector::entries(spmm_entry::<T>)?
+    let mut specs: Vec<KernelSpec> = Variants::entries(VECTORS.iter().copied(), spmm_entry::<T>)?
         .iter()
-        .map(|e| e.spec().clone())
+        .map(|(_, e)| e.spec().clone())
         .collect();
     specs.extend(
-        PerVector::entries(sddmm_entry::<T>)?
+        Variants::entries(SddmmShape::all(), sddmm_entry::<T>)?
             .iter()
-            .map(|e| e.spec().clone()),
+            .map(|(_, e)| e.spec().clone()),
     );
     if atomic_combine(T::DTYPE) {
         specs.push(scale_rows_entry::<T>()?.spec().clone());
@@ -268,28 +298,32 @@ pub(crate) fn all_specs() -> Result<Vec<KernelSpec>> {
     Ok(specs)
 }
 
-/// One kernel per values-per-lane V of [`VECTORS`]; the sub-warp width is a parameter.
-struct PerVector<P>(Vec<Kernel<P>>);
+/// One kernel per variant `K` of a template: SpMM's per V of [`VECTORS`], SDDMM's per
+/// [`SddmmShape`]; the sub-warp width is a parameter.
+struct Variants<K, P>(Vec<(K, Kernel<P>)>);
 
-impl<P: KernelParams> PerVector<P> {
-    fn entries(entry: impl Fn(u32) -> Result<Entry<P>>) -> Result<Vec<Entry<P>>> {
-        VECTORS.iter().map(|&v| entry(v)).collect()
+impl<K: Copy + PartialEq + std::fmt::Debug, P: KernelParams> Variants<K, P> {
+    fn entries(
+        keys: impl IntoIterator<Item = K>,
+        entry: impl Fn(K) -> Result<Entry<P>>,
+    ) -> Result<Vec<(K, Entry<P>)>> {
+        keys.into_iter().map(|k| Ok((k, entry(k)?))).collect()
     }
 
-    fn load(device: &Arc<Device>, entries: &[Entry<P>]) -> Result<Self> {
+    fn load(device: &Arc<Device>, entries: &[(K, Entry<P>)]) -> Result<Self> {
         entries
             .iter()
-            .map(|e| device.kernel(e))
+            .map(|(k, e)| Ok((*k, device.kernel(e)?)))
             .collect::<Result<_>>()
-            .map(PerVector)
+            .map(Variants)
     }
 
-    fn get(&self, values: u32) -> Result<&Kernel<P>> {
-        VECTORS
+    fn get(&self, key: K) -> Result<&Kernel<P>> {
+        self.0
             .iter()
-            .position(|&v| v == values)
-            .and_then(|i| self.0.get(i))
-            .ok_or_else(|| Error::internal(format!("no RoDe kernel of {values} values per lane")))
+            .find(|(k, _)| *k == key)
+            .map(|(_, kernel)| kernel)
+            .ok_or_else(|| Error::internal(format!("no RoDe kernel for {key:?}")))
     }
 }
 
@@ -459,7 +493,7 @@ pub(crate) struct RodeSpmmFamily<T: Scalar> {
     a: DeviceCsr<T>,
     parts: Decomposition,
     combine: Combine,
-    kernels: PerVector<RodeSpmm<T>>,
+    kernels: Variants<u32, RodeSpmm<T>>,
     split_rows: SplitRows<T>,
 }
 
@@ -478,10 +512,10 @@ pub(crate) fn spmm_plan<T: Scalar, I: SpIndex>(
         other => return Err(Error::internal(format!("{other} is not a RoDe algorithm"))),
     };
     let preprocess = Preprocess::new()?;
-    let entries = PerVector::entries(spmm_entry::<T>)?;
+    let entries = Variants::entries(VECTORS.iter().copied(), spmm_entry::<T>)?;
     let scale_rows = atomics.then(scale_rows_entry::<T>).transpose()?;
     let mut specs: Vec<&KernelSpec> = preprocess.specs().to_vec();
-    specs.extend(entries.iter().map(|e| e.spec()));
+    specs.extend(entries.iter().map(|(_, e)| e.spec()));
     specs.extend(scale_rows.iter().map(|e| e.spec()));
     let (mut base, mut clock) = PlanBase::new(device, a, desc.info(algorithm), &specs, clock)?;
     let seg_len = segment_length(a.nnz(), device.info.multiprocessors, MIN_SEGMENT);
@@ -496,7 +530,7 @@ pub(crate) fn spmm_plan<T: Scalar, I: SpIndex>(
         a: csr,
         parts,
         combine,
-        kernels: PerVector::load(device, &entries)?,
+        kernels: Variants::load(device, &entries)?,
         split_rows,
     };
     let workspace = family.reserve(&base, base.info.reserved_width)?;
@@ -589,7 +623,7 @@ impl<T: Scalar> SpmmKernels<T> for RodeSpmmFamily<T> {
 pub(crate) struct RodeSddmmFamily<T: Scalar> {
     s: DeviceCsr<T>,
     parts: Decomposition,
-    kernels: PerVector<RodeSddmm<T>>,
+    kernels: Variants<SddmmShape, RodeSddmm<T>>,
     scale_by_values: bool,
 }
 
@@ -608,9 +642,9 @@ pub(crate) fn sddmm_plan<T: Scalar, I: SpIndex>(
         )));
     }
     let preprocess = Preprocess::new()?;
-    let entries = PerVector::entries(sddmm_entry::<T>)?;
+    let entries = Variants::entries(SddmmShape::all(), sddmm_entry::<T>)?;
     let mut specs: Vec<&KernelSpec> = preprocess.specs().to_vec();
-    specs.extend(entries.iter().map(|e| e.spec()));
+    specs.extend(entries.iter().map(|(_, e)| e.spec()));
     let (base, mut clock) = PlanBase::new(device, s, desc.info(algorithm), &specs, clock)?;
     let seg_len = segment_length(s.nnz(), device.info.multiprocessors, SDDMM_MIN_SEGMENT);
     let csr = DeviceCsr::upload(device, s)?;
@@ -618,7 +652,7 @@ pub(crate) fn sddmm_plan<T: Scalar, I: SpIndex>(
     let family = RodeSddmmFamily {
         parts: Decomposition::for_sddmm(device, &preprocess, &csr, seg_len)?,
         s: csr,
-        kernels: PerVector::load(device, &entries)?,
+        kernels: Variants::load(device, &entries)?,
         scale_by_values: desc.scale_by_values,
     };
     clock.lap(device, Phase::Device)?;
@@ -647,7 +681,11 @@ impl<T: Scalar> SddmmKernels<T> for RodeSddmmFamily<T> {
         // elements at their strides (bound operands); V > 1 only when both X's and Y's rows
         // come in runs of V; W >= SDDMM_MIN_LANES lanes as the reduction needs; shared memory
         // is what the kernel carves for BLOCK / W sub-warps of BUFFERS column-index tiles.
-        unsafe { self.kernels.get(shape.values)?.launch(config, &params) }
+        unsafe {
+            self.kernels
+                .get(SddmmShape::of(shape, ops.k))?
+                .launch(config, &params)
+        }
     }
 }
 
