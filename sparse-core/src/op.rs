@@ -123,6 +123,9 @@ pub enum Algorithm {
     FlashSparse,
     /// FlashSparse's kernels on 16x1 vectors (the TC-GNN/DTC-SpMM granularity): an ablation.
     FlashSparse16x1,
+    /// GPU (TileSpMV, Tiled16): a warp per 16x16 tile, each tile's kernel chosen by its
+    /// stored format; deferred very sparse tiles added by a CSR kernel.
+    TileSpmv,
     /// The vendor library's default algorithm.
     VendorDefault,
     /// The vendor library's numbered algorithms (`CUSPARSE_SPMV_CSR_ALG1`, ...).
@@ -147,6 +150,7 @@ named_enum!(
         (RodeDeterministic, "rode-deterministic"),
         (FlashSparse, "flashsparse"),
         (FlashSparse16x1, "flashsparse-16x1"),
+        (TileSpmv, "tilespmv"),
         (VendorDefault, "vendor-default"),
         (VendorAlg1, "vendor-alg1"),
         (VendorAlg2, "vendor-alg2"),
