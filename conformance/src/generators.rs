@@ -187,6 +187,9 @@ pub fn patterns() -> Vec<(&'static str, Csr<f64>)> {
         ("no entries 7x67", Csr::zeros(7, 67)),
         ("one entry 1x1", dense(1, 1)),
         ("dense 7x33", dense(7, 33)),
+        // Each row and its end fill exactly one 1024-item tile of the CUDA merge-path SpMV, so
+        // no row crosses a tile edge.
+        ("dense 40x1023", dense(40, 1023)),
         ("empty rows 67x33", empty_rows(67, 33, 1)),
         ("banded 333 (-3..+3)", banded(333, 3, 3)),
         ("dense blocks 67x67", dense_blocks(67, 67, 5, 12, 2)),

@@ -149,11 +149,14 @@ pub struct PlanTime {
     pub device: Duration,
     /// Compiling and loading kernels (loading only, when they are cached).
     pub kernels: Duration,
+    /// Planning and timing the candidates that plan-time tuning rejected, and timing the one
+    /// it kept.
+    pub tuning: Duration,
 }
 
 impl PlanTime {
     pub fn total(&self) -> Duration {
-        self.host + self.transfer + self.device + self.kernels
+        self.host + self.transfer + self.device + self.kernels + self.tuning
     }
 }
 

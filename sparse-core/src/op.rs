@@ -253,6 +253,10 @@ pub struct SpmvDesc {
     pub algorithm: Algorithm,
     /// The block shape of a blocked format (see [`BlockShape`]).
     pub block: Option<BlockShape>,
+    /// With `auto`: time every candidate on the matrix while planning and keep the fastest
+    /// (its cost is [`PlanTime::tuning`](crate::PlanTime::tuning)), rather than choose by the
+    /// backend's rule from row statistics. Backends without candidates to time use the rule.
+    pub tune: bool,
 }
 
 impl SpmvDesc {
@@ -262,7 +266,12 @@ impl SpmvDesc {
             format: Format::Csr,
             algorithm: Algorithm::Auto,
             block: None,
+            tune: false,
         }
+    }
+    /// `auto` by timing the candidates on the matrix while planning (see [`SpmvDesc::tune`]).
+    pub fn tuned(self) -> Self {
+        SpmvDesc { tune: true, ..self }
     }
     pub fn format(self, format: Format) -> Self {
         SpmvDesc { format, ..self }

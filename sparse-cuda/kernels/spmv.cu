@@ -5,10 +5,12 @@
 // - scalar: one thread per row; best when rows are very short.
 // - vector<W>: W lanes per row (W = 2..32) with a shuffle reduction; W is chosen from the mean
 //   row length so lanes are not idle.
-// - merge: merge-path load balancing (Merrill & Garland): every thread consumes the same number
-//   of row ends plus entries, so one huge row is shared by many threads. Rows a thread starts but
-//   does not finish leave partial sums in a workspace; a second kernel adds each split row's
-//   partials in thread order and writes the row once, so results are deterministic.
+// - merge: merge-path load balancing (Merrill & Garland): every block consumes the same number
+//   of row ends plus entries (a tile), and every thread the same share of its tile, so one huge
+//   row is shared by many blocks and short rows stream through shared memory with coalesced
+//   loads. Rows split between threads are joined by a keyed scan over the block; rows split
+//   between blocks leave partial sums in a workspace that a second kernel adds in block order,
+//   writing each row once, so results are deterministic.
 // - split: the vector kernel for rows up to a length limit; longer rows are cut into segments
 //   of that length, one warp each, whose partial sums one warp per long row adds in order. Skewed
 //   matrices keep the vector kernel's coalesced loads and long rows use the whole GPU.
@@ -88,81 +90,208 @@ __global__ void __launch_bounds__(SPMV_BLOCK) spmv_long_rows(const SpmvLongRows<
     if (lane == 0) update(o.y + (u64)p.long_row[r] * o.incy, o.alpha, sum, o.beta);
 }
 
-// Where diagonal `d` of the merge path crosses: rows finished (first) and entries consumed.
-__device__ __forceinline__ void merge_search(u32 rows, u32 nnz, const u32* row_ptr, u64 d, u32* row, u32* entry) {
-    u64 lo = d > nnz ? d - nnz : 0;
+// Where diagonal `d` of the merge path of `rows` row ends (row_end(i)) and `entries` entries
+// crosses: the row ends consumed before it; the entries consumed are d minus that.
+template <typename RowEnd>
+__device__ __forceinline__ u64 merge_search(u64 rows, u64 entries, RowEnd row_end, u64 d) {
+    u64 lo = d > entries ? d - entries : 0;
     u64 hi = d < rows ? d : rows;
     while (lo < hi) {
-        u64 mid = (lo + hi) / 2;
-        if ((u64)load(row_ptr + mid + 1) < d - mid) lo = mid + 1; else hi = mid;
+        const u64 mid = (lo + hi) / 2;
+        if (row_end(mid) < d - mid) lo = mid + 1; else hi = mid;
     }
-    *row = (u32)lo;
-    *entry = (u32)(d - lo);
+    return lo;
 }
 
-// Path coordinates of every thread's start, computed once per plan: thread t starts at
-// diagonal t * items. Templated over its parameter struct, as coo_rows, so that a module compiled
-// for another kernel of this file holds neither.
+// Path coordinates of every tile's start, computed once per plan: tile t starts at diagonal
+// t * items. Templated over its parameter struct, as coo_rows, so that a module compiled for
+// another kernel of this file holds neither.
 template <typename P>
 __global__ void __launch_bounds__(SPMV_BLOCK) spmv_merge_partition(const P p) {
     const u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (t > p.threads) return;
     const u64 total = (u64)p.rows + p.nnz;
-    const u64 d = t * p.items;
-    merge_search(p.rows, p.nnz, p.row_ptr, d < total ? d : total, p.start_row + t, p.start_entry + t);
+    const u64 d = t * p.items < total ? t * p.items : total;
+    const u32* row_ptr = p.row_ptr;
+    const u64 row = merge_search(p.rows, p.nnz, [&](u64 i) { return (u64)load(row_ptr + i + 1); }, d);
+    p.start_row[t] = (u32)row;
+    p.start_entry[t] = (u32)(d - row);
 }
 
-// A slot's row, with this bit set when the slot holds the first partial of its row.
+// A slot's row, with these bits set when the slot holds the first or the last partial of its
+// row (rows stay below 2^30: the plan checks).
 #define FIRST_PARTIAL 0x80000000u
+#define LAST_PARTIAL 0x40000000u
 #define NO_PARTIAL 0xffffffffu
+#define PARTIAL_ROW 0x3fffffffu
+#define MERGE_TILE (MERGE_BLOCK * MERGE_ITEMS)
 
+// A run of equal keys and the sum over it: the element of a segmented (by key) scan. Keys are
+// path rows, non-decreasing over the threads of a block, so a sum never skips a key.
+template <typename A>
+struct KeyedSum {
+    u32 key;
+    A sum;
+};
+
+// a then b: b's sum extended by a's when a ends in b's key.
+template <typename A>
+__device__ __forceinline__ KeyedSum<A> keyed_add(KeyedSum<A> a, KeyedSum<A> b) {
+    if (a.key == b.key) b.sum += a.sum;
+    return b;
+}
+
+// The inclusive keyed scan over the threads of a block, in a fixed order.
+template <typename A>
+__device__ __forceinline__ KeyedSum<A> block_keyed_scan(KeyedSum<A> v, u32* warp_key, A* warp_sum) {
+    const u32 lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+#pragma unroll
+    for (int offset = 1; offset < 32; offset *= 2) {
+        KeyedSum<A> before;
+        before.key = __shfl_up_sync(0xffffffffu, v.key, offset);
+        before.sum = __shfl_up_sync(0xffffffffu, v.sum, offset);
+        if (lane >= offset) v = keyed_add(before, v);
+    }
+    if (lane == 31) {
+        warp_key[warp] = v.key;
+        warp_sum[warp] = v.sum;
+    }
+    __syncthreads();
+    if (warp > 0) {
+        KeyedSum<A> prefix = {warp_key[0], warp_sum[0]};
+        for (u32 w = 1; w < warp; ++w) prefix = keyed_add(prefix, KeyedSum<A>{warp_key[w], warp_sum[w]});
+        v = keyed_add(prefix, v);
+    }
+    return v;
+}
+
+// One block per tile of MERGE_TILE path items (row ends plus entries). The tile's products and
+// row ends are staged in shared memory by coalesced loads; each thread then walks MERGE_ITEMS
+// items of the tile. A row that ends in a thread but started in an earlier one adds the earlier
+// threads' sums from a keyed scan over the block. Rows that cross the tile's edges leave their
+// sums in the tile's two slots (2t: the row the tile starts inside and ends, 2t + 1: the row it
+// ends inside) for spmv_merge_fixup.
 template <typename T>
-__global__ void __launch_bounds__(SPMV_BLOCK) spmv_csr_merge(const SpmvMerge<T> m) {
+__global__ void __launch_bounds__(MERGE_BLOCK) spmv_csr_merge(const SpmvMerge<T> m) {
+    typedef typename acc_of<T>::type A;
     const SpmvCsr<T>& p = m.csr;
     const SpmvDense<T>& o = p.dense;
-    const u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= m.threads) return;
-    const u32 r0 = m.start_row[t], k0 = m.start_entry[t], r1 = m.start_row[t + 1], k1 = m.start_entry[t + 1];
-    u32 head_row = NO_PARTIAL, tail_row = NO_PARTIAL;
-    typename acc_of<T>::type head = 0, tail = 0;
-    u32 k = k0;
-    for (u32 row = r0; row < r1; ++row) {
-        const u32 end = load(p.row_ptr + row + 1);
-        const typename acc_of<T>::type sum = row_dot(p.col_idx, p.values, o.x, o.incx, k, end);
-        if (row == r0 && load(p.row_ptr + row) < k0) {
-            head_row = row;
-            head = sum;
-        } else {
-            update(o.y + (u64)row * o.incy, o.alpha, sum, o.beta);
+    // Row ends relative to the tile's first entry, and a sentinel past the last.
+    __shared__ u32 row_end[MERGE_TILE + 1];
+    __shared__ A product[MERGE_TILE];
+    __shared__ u32 warp_key[MERGE_BLOCK / 32];
+    __shared__ A warp_sum[MERGE_BLOCK / 32];
+    const u32 tile = blockIdx.x, t = threadIdx.x;
+    const u32 r0 = m.start_row[tile], k0 = m.start_entry[tile];
+    const u32 rows = m.start_row[tile + 1] - r0, entries = m.start_entry[tile + 1] - k0;
+    // Every load of the tile issued before the first use, so a thread has MERGE_ITEMS gathers of
+    // x in flight rather than one at a time.
+    u32 col[MERGE_ITEMS];
+    T value[MERGE_ITEMS];
+#pragma unroll
+    for (int n = 0; n < MERGE_ITEMS; ++n) {
+        const u32 e = t + n * MERGE_BLOCK;
+        if (e < entries) {
+            col[n] = load(p.col_idx + (u64)k0 + e);
+            value[n] = load(p.values + (u64)k0 + e);
         }
-        k = end;
     }
-    if (r1 < p.rows && k1 > k) {
-        tail = row_dot(p.col_idx, p.values, o.x, o.incx, k, k1);
-        tail_row = r1 | (load(p.row_ptr + r1) >= k0 ? FIRST_PARTIAL : 0u);
+#pragma unroll
+    for (int n = 0; n < MERGE_ITEMS; ++n) {
+        const u32 e = t + n * MERGE_BLOCK;
+        if (e < entries) product[e] = to_acc(value[n]) * to_acc(load(o.x + (u64)col[n] * o.incx));
     }
-    m.partial_row[2 * t] = head_row;
-    m.partial_sum[2 * t] = head;
-    m.partial_row[2 * t + 1] = tail_row;
-    m.partial_sum[2 * t + 1] = tail;
+#pragma unroll
+    for (int n = 0; n < MERGE_ITEMS; ++n) {
+        const u32 i = t + n * MERGE_BLOCK;
+        if (i < rows) row_end[i] = load(p.row_ptr + (u64)r0 + i + 1) - k0;
+    }
+    if (t == 0) row_end[rows] = NO_PARTIAL;
+    // The tile's first row began in an earlier tile.
+    const bool head_split = rows + entries > 0 && load(p.row_ptr + r0) < k0;
+    __syncthreads();
+
+    const u32 items = rows + entries;
+    const u32 d = t * MERGE_ITEMS < items ? t * MERGE_ITEMS : items;
+    u32 i = (u32)merge_search(rows, entries, [&](u64 r) { return (u64)row_end[r]; }, d);
+    u32 j = d - i;
+    const u32 start_row = i;
+    bool ended_start_row = false;
+    A run = 0, start_row_sum = 0;
+#pragma unroll
+    for (int n = 0; n < MERGE_ITEMS; ++n) {
+        if (i + j < items) {
+            if (j < row_end[i]) {
+                run += product[j];
+                ++j;
+            } else {
+                if (i == start_row) {
+                    start_row_sum = run;
+                    ended_start_row = true;
+                } else {
+                    update(o.y + (u64)(r0 + i) * o.incy, o.alpha, run, o.beta);
+                }
+                run = 0;
+                ++i;
+            }
+        }
+    }
+    const KeyedSum<A> mine = {i, run};
+    const KeyedSum<A> scanned = block_keyed_scan(mine, warp_key, warp_sum);
+    // The sums of the earlier threads on this thread's first row: the scan of the thread before.
+    KeyedSum<A> before;
+    before.key = __shfl_up_sync(0xffffffffu, scanned.key, 1);
+    before.sum = __shfl_up_sync(0xffffffffu, scanned.sum, 1);
+    if (t % 32 == 0 && t > 0) {
+        // The last thread of the previous warp: its inclusive scan is the prefix of the warps
+        // before plus that warp's own total.
+        KeyedSum<A> prefix = {warp_key[0], warp_sum[0]};
+        for (u32 w = 1; w < t / 32; ++w) prefix = keyed_add(prefix, KeyedSum<A>{warp_key[w], warp_sum[w]});
+        before = prefix;
+    }
+    if (ended_start_row) {
+        const A total = start_row_sum + (t > 0 && before.key == start_row ? before.sum : A(0));
+        if (start_row == 0 && head_split) {
+            m.partial_row[2 * tile] = r0 | LAST_PARTIAL;
+            m.partial_sum[2 * tile] = total;
+        } else {
+            update(o.y + (u64)(r0 + start_row) * o.incy, o.alpha, total, o.beta);
+        }
+    }
+    if (t == 0 && !(rows > 0 && head_split)) m.partial_row[2 * tile] = NO_PARTIAL;
+    if (t == MERGE_BLOCK - 1) {
+        // The row the tile ends inside holds entries of this tile when they follow the last row
+        // end (or, with no row end, when there are entries at all).
+        const u32 last_end = rows > 0 ? row_end[rows - 1] : 0;
+        const bool tail = entries > last_end;
+        m.partial_row[2 * tile + 1] = tail ? (r0 + rows) | (rows > 0 || !head_split ? FIRST_PARTIAL : 0u) : NO_PARTIAL;
+        m.partial_sum[2 * tile + 1] = scanned.sum;
+    }
 }
 
-// One thread per slot; the slot holding a row's first partial adds the following partials of
-// the same row in order and writes the row.
+// One warp per slot; the warp of a slot holding a row's first partial adds the row's partials
+// up to its last, in slot order, and writes the row.
 template <typename T>
 __global__ void __launch_bounds__(SPMV_BLOCK) spmv_merge_fixup(const SpmvMergeFixup<T> p) {
+    typedef typename acc_of<T>::type A;
     const SpmvDense<T>& o = p.dense;
-    const u64 s = (u64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (s >= p.slots || p.partial_row[s] == NO_PARTIAL || !(p.partial_row[s] & FIRST_PARTIAL)) return;
-    const u32 row = p.partial_row[s] & ~FIRST_PARTIAL;
-    typename acc_of<T>::type sum = p.partial_sum[s];
-    for (u64 next = s + 1; next < p.slots; ++next) {
-        const u32 r = p.partial_row[next];
-        if (r == NO_PARTIAL) continue;
-        if ((r & ~FIRST_PARTIAL) != row) break;
-        sum += p.partial_sum[next];
+    const u64 s = ((u64)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const u32 lane = threadIdx.x % 32;
+    if (s >= p.slots) return;  // whole warps leave together
+    const u32 first = p.partial_row[s];
+    if (first == NO_PARTIAL || !(first & FIRST_PARTIAL)) return;
+    A sum = lane == 0 ? p.partial_sum[s] : A(0);
+    for (u64 base = s + 1; base < p.slots; base += 32) {
+        const u64 n = base + lane;
+        const u32 r = n < p.slots ? p.partial_row[n] : NO_PARTIAL;
+        const unsigned last = __ballot_sync(0xffffffffu, r != NO_PARTIAL && (r & LAST_PARTIAL));
+        // Every partial between the first and the first last one belongs to this row.
+        const u32 stop = last ? __ffs(last) - 1 : 31;
+        if (lane <= stop && r != NO_PARTIAL) sum += p.partial_sum[n];
+        if (last) break;
     }
-    update(o.y + (u64)row * o.incy, o.alpha, sum, o.beta);
+    sum = subwarp_sum<32>(sum);
+    if (lane == 0) update(o.y + (u64)(first & PARTIAL_ROW) * o.incy, o.alpha, sum, o.beta);
 }
 
 // One warp per row writes the row's index into its entries' slots: the COO view of the CSR,

@@ -9,9 +9,11 @@ use sparse_core::{
 };
 
 use crate::blas1::Blas1Workspace;
+use crate::cusparse::CusparseBackend;
 use crate::device::{CudaBuffer, Device};
 use crate::plan::{check_request, Desc, PlanClock, Request};
 use crate::registry::{self, Family};
+use crate::spmv_auto::{self, Choice};
 use crate::{flashsparse, rode, sddmm, spmm, spmv};
 
 /// sparse-blas's CUDA kernels on one device. Plans hold the matrix on the device; operands
@@ -130,8 +132,33 @@ impl Executor for CudaBackend {
     ) -> Result<Box<dyn SpmvPlan<T> + 'a>> {
         let clock = PlanClock::start();
         let stats = a.row_stats();
+        let mut desc = *desc;
+        if desc.algorithm == Algorithm::Auto && desc.format == Format::Csr {
+            check_request::<T>(BackendKind::Cuda, Self::table, desc.request())?;
+            if desc.tune {
+                return spmv_auto::tuned(self, a, &desc);
+            }
+            let span = spmv_auto::column_span(a);
+            match spmv_auto::csr_choice(&stats, a.nnz(), span, desc.precision) {
+                Choice::Cuda(algorithm) => desc.algorithm = algorithm,
+                Choice::Vendor(format, algorithm) => match CusparseBackend::sharing(self) {
+                    Ok(vendor) => {
+                        return vendor.plan_spmv(
+                            a,
+                            &SpmvDesc {
+                                format,
+                                algorithm,
+                                ..desc
+                            },
+                        )
+                    }
+                    // Without cuSPARSE, the balanced kernel of our own.
+                    Err(_) => desc.algorithm = Algorithm::MergePath,
+                },
+            }
+        }
         let (family, algorithm) =
-            Self::resolve::<T>(desc.request(), || spmv::auto_algorithm(desc.format, &stats))?;
+            Self::resolve::<T>(desc.request(), || spmv::auto_algorithm(desc.format))?;
         match family {
             Family::Spmv => Ok(Box::new(spmv::plan(
                 &self.device,

@@ -23,6 +23,7 @@ mod rode;
 mod sddmm;
 mod spmm;
 mod spmv;
+mod spmv_auto;
 mod timing;
 
 pub use cusparse::CusparseBackend;

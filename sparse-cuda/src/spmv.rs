@@ -1,10 +1,4 @@
-//! SpMV plans on CUDA cores (`spmv.cu` has the kernels).
-//!
-//! The `auto` choice, from the row-length statistics:
-//! - a row longer than [`LONG_ROW`] entries: vector-split, so long rows are spread over many
-//!   warps while the others keep the vector kernel;
-//! - mean below 1.5 entries: scalar, one thread per row;
-//! - otherwise vector with W lanes per row, W the power of two nearest the mean, from 2 to 32.
+//! SpMV plans on CUDA cores (`spmv.cu` has the kernels). `auto` on CSR is `spmv_auto`'s.
 
 use std::sync::Arc;
 
@@ -22,10 +16,17 @@ use crate::matrix::DeviceCsr;
 use crate::operand::{to_u32, Run, SpmvDense, SpmvOperands};
 use crate::plan::{CudaPlan, Kernels, Phase, PlanBase, PlanClock, SpmvKernels, Values};
 
-/// Threads per block of every SpMV kernel (`SPMV_BLOCK`).
+/// Threads per block of every SpMV kernel but the merge-path product (`SPMV_BLOCK`).
 const BLOCK: u32 = 256;
-/// Merge-path items (row ends plus entries) per thread.
+/// Threads per block of the merge-path product (`MERGE_BLOCK`).
+const MERGE_BLOCK: u32 = 128;
+/// Merge-path items (row ends plus entries) per thread (`MERGE_ITEMS`).
 const MERGE_ITEMS: u32 = 8;
+/// Merge-path items per block: a tile.
+const MERGE_TILE: u32 = MERGE_BLOCK * MERGE_ITEMS;
+/// Rows of a merge-path plan stay below this: the partial slots keep two flag bits beside the
+/// row (`PARTIAL_ROW` in spmv.cu).
+const MERGE_MAX_ROWS: usize = 1 << 30;
 /// Lanes per row the vector kernel is instantiated for.
 const VECTOR_LANES: [u32; 5] = [2, 4, 8, 16, 32];
 
@@ -73,7 +74,7 @@ kernel_params! {
 }
 
 kernel_params! {
-    /// `spmv_merge_partition`: where each merge-path thread starts.
+    /// `spmv_merge_partition`: where each merge-path tile starts (`threads` tiles of `items`).
     pub(crate) struct MergePartition {
         rows: u32,
         nnz: u32,
@@ -86,10 +87,10 @@ kernel_params! {
 }
 
 kernel_params! {
-    /// `spmv_csr_merge`: the CSR product over the threads' merge-path shares.
+    /// `spmv_csr_merge`: the CSR product over the merge-path tiles, one block each; two partial
+    /// slots per tile.
     pub(crate) struct SpmvMerge<T> {
         csr: sub(SpmvCsr),
-        threads: u32,
         start_row: ptr(u32),
         start_entry: ptr(u32),
         partial_row: out(u32),
@@ -98,7 +99,7 @@ kernel_params! {
 }
 
 kernel_params! {
-    /// `spmv_merge_fixup`: the rows split between merge-path threads (x unused).
+    /// `spmv_merge_fixup`: the rows split between merge-path tiles (x unused).
     pub(crate) struct SpmvMergeFixup<T> {
         slots: u32,
         partial_row: ptr(u32),
@@ -141,7 +142,11 @@ pub(crate) const SOURCE: KernelSource = KernelSource {
         <CooRows as KernelParams>::C_DECL,
         <SpmvCoo<f32> as KernelParams>::C_DECL,
     ],
-    defines: &[("SPMV_BLOCK", BLOCK)],
+    defines: &[
+        ("SPMV_BLOCK", BLOCK),
+        ("MERGE_BLOCK", MERGE_BLOCK),
+        ("MERGE_ITEMS", MERGE_ITEMS),
+    ],
 };
 
 /// The entries of this file for storage type `T`: the names Rust can form, each built once here.
@@ -219,16 +224,11 @@ pub(crate) fn coo_atomics(dtype: sparse_core::DType) -> bool {
     matches!(dtype, sparse_core::DType::F32 | sparse_core::DType::F64)
 }
 
-/// The algorithm `auto` picks on `format` for a matrix with these row statistics.
-pub fn auto_algorithm(format: Format, stats: &RowStats) -> Algorithm {
-    if format == Format::Coo {
-        Algorithm::Atomic
-    } else if stats.max > LONG_ROW as usize {
-        Algorithm::VectorSplit
-    } else if stats.mean < 1.5 {
-        Algorithm::Scalar
-    } else {
-        Algorithm::Vector
+/// The algorithm `auto` picks on `format` other than CSR (whose choice is `spmv_auto`'s).
+pub fn auto_algorithm(format: Format) -> Algorithm {
+    match format {
+        Format::Coo => Algorithm::Atomic,
+        _ => Algorithm::MergePath,
     }
 }
 
@@ -311,33 +311,41 @@ impl<T: Scalar> LongRows<T> {
     }
 }
 
-/// The merge-path partition and the partial sums of the rows split between threads.
+/// The merge-path partition into tiles and the partial sums of the rows split between tiles.
 struct MergePath<T: Scalar> {
     kernel: Kernel<SpmvMerge<T>>,
     fixup: Kernel<SpmvMergeFixup<T>>,
-    threads: u32,
+    tiles: u32,
     start_row: CudaSlice<u32>,
     start_entry: CudaSlice<u32>,
     partial_row: CudaSlice<u32>,
-    /// Two accumulation values per thread.
+    /// Two accumulation values per tile.
     partial_sum: CudaSlice<u8>,
 }
 
 impl<T: Scalar> MergePath<T> {
     /// Partitions the merge path once, on the device, and sizes the partial sums.
     fn new(device: &Arc<Device>, entries: &Entries<T>, a: &DeviceCsr<T>) -> Result<Self> {
+        if a.rows as usize >= MERGE_MAX_ROWS {
+            return Err(Error::IndexOverflow {
+                what: "merge-path SpMV's row count".into(),
+                value: u128::from(a.rows),
+                index_type: "a merge-path partial slot",
+                max: MERGE_MAX_ROWS as u64 - 1,
+            });
+        }
         let items = u64::from(a.rows) + u64::from(a.nnz);
-        let threads = to_u32(
-            "merge-path threads",
-            items.div_ceil(u64::from(MERGE_ITEMS)).max(1) as usize,
+        let tiles = to_u32(
+            "merge-path tiles",
+            items.div_ceil(u64::from(MERGE_TILE)).max(1) as usize,
         )?;
-        let slots = 2 * threads as usize;
+        let slots = 2 * tiles as usize;
         let merge = MergePath {
             kernel: device.kernel(&entries.merge)?,
             fixup: device.kernel(&entries.fixup)?,
-            threads,
-            start_row: device.alloc_zeros(threads as usize + 1, "allocating the merge path")?,
-            start_entry: device.alloc_zeros(threads as usize + 1, "allocating the merge path")?,
+            tiles,
+            start_row: device.alloc_zeros(tiles as usize + 1, "allocating the merge path")?,
+            start_entry: device.alloc_zeros(tiles as usize + 1, "allocating the merge path")?,
             partial_row: device.alloc_zeros(slots, "allocating merge-path partials")?,
             partial_sum: device.alloc_zeros(
                 slots * size_of::<T::Acc>(),
@@ -348,23 +356,23 @@ impl<T: Scalar> MergePath<T> {
             rows: a.rows,
             nnz: a.nnz,
             row_ptr: Ptr::of(&a.row_ptr, device),
-            items: MERGE_ITEMS,
-            threads,
+            items: MERGE_TILE,
+            threads: tiles,
             start_row: MutPtr::of(&merge.start_row, device),
             start_entry: MutPtr::of(&merge.start_entry, device),
         };
-        // SAFETY: row_ptr holds rows + 1 offsets; the outputs hold threads + 1 entries, one per
-        // thread of the launch (threads + 1 of them).
+        // SAFETY: row_ptr holds rows + 1 offsets; the outputs hold tiles + 1 entries, one per
+        // thread of the launch past which threads write nothing.
         unsafe {
             device
                 .kernel(&entries.partition)?
-                .launch(grid(u64::from(threads) + 1)?, &params)?
+                .launch(grid(u64::from(tiles) + 1)?, &params)?
         };
         Ok(merge)
     }
 
     fn bytes(&self) -> usize {
-        (self.threads as usize + 1) * 8 + self.threads as usize * 2 * (4 + size_of::<T::Acc>())
+        (self.tiles as usize + 1) * 8 + self.tiles as usize * 2 * (4 + size_of::<T::Acc>())
     }
 }
 
@@ -554,24 +562,30 @@ impl<T: Scalar> SpmvKernels<T> for SpmvFamily<T> {
             Kind::Merge(m) => {
                 let params = SpmvMerge {
                     csr: csr(u32::MAX),
-                    threads: m.threads,
                     start_row: Ptr::of(&m.start_row, device),
                     start_entry: Ptr::of(&m.start_entry, device),
                     partial_row: MutPtr::of(&m.partial_row, device),
                     partial_sum: MutPtr::of_bytes(&m.partial_sum, device),
                 };
-                // SAFETY: as above; the partition holds threads + 1 points and the partials
-                // 2 * threads slots.
-                unsafe { m.kernel.launch(grid(u64::from(m.threads))?, &params)? };
-                let slots = 2 * m.threads;
+                let tiles = LaunchConfig {
+                    grid_dim: (m.tiles, 1, 1),
+                    block_dim: (MERGE_BLOCK, 1, 1),
+                    shared_mem_bytes: 0,
+                };
+                // SAFETY: as above; the partition holds tiles + 1 points, one block per tile,
+                // each covering at most MERGE_TILE items (the kernel's shared arrays), and the
+                // partials 2 * tiles slots.
+                unsafe { m.kernel.launch(tiles, &params)? };
+                let slots = 2 * m.tiles;
                 let params = SpmvMergeFixup {
                     slots,
                     partial_row: Ptr::of(&m.partial_row, device),
                     partial_sum: Ptr::of_bytes(&m.partial_sum, device),
                     dense,
                 };
-                // SAFETY: the partials were written by the kernel above, in stream order.
-                unsafe { m.fixup.launch(grid(u64::from(slots))?, &params) }
+                // SAFETY: the partials were written by the kernel above, in stream order; one
+                // warp per slot.
+                unsafe { m.fixup.launch(grid(u64::from(slots) * 32)?, &params) }
             }
             Kind::Coo { kernel, row_idx } => {
                 base.scale(&run.ops.y, run.beta)?;

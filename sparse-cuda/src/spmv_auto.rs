@@ -1,0 +1,258 @@
+//! `auto` for SpMV on CSR in the `cuda` backend, with cuSPARSE's CSR and COO algorithms among
+//! the candidates, so that `auto` is never the vendor's slower cousin.
+//!
+//! By default a rule from row statistics chooses (free). With [`SpmvDesc::tuned`], every
+//! candidate is planned and timed on the matrix itself and the fastest is kept; the time that
+//! took is `PlanTime::tuning`.
+//!
+//! The rule, calibrated on an H100 over the 49 corpus matrices and four generated ones of 26M to
+//! 34M entries in f64, f32 and f16 (`docs/results/spmv.md` has the figures):
+//! - skewed rows (one longer than [`LONG_ROW`] entries, or a coefficient of variation of the
+//!   row lengths above [`SKEWED_CV`]): cuSPARSE's COO SpMV in f64 and f32, where it was the
+//!   fastest on every such matrix; our merge-path in f16, where it was;
+//! - long rows (a mean of [`LONG_MEAN`] entries or more): `vector`, 32 lanes a row;
+//! - large, regular and local matrices (stencils, FEM: at least [`LARGE_NNZ`] entries, a
+//!   coefficient of variation at most [`REGULAR_CV`] and rows whose columns span at most
+//!   [`LOCAL_SPAN`] of the columns on average), or a mean below 1.5: `scalar`, one thread a row,
+//!   which streams the matrix at 90% or more of the copy bandwidth there;
+//! - otherwise `vector`, with lanes by the mean row length.
+
+use std::time::{Duration, Instant};
+
+use sparse_core::{
+    Algorithm, CsrRef, Dense, DenseRef, Executor, Format, Layout, OpKind, Precision, Result,
+    RowStats, Scalar, SpIndex, SpmvDesc, SpmvPlan,
+};
+
+use crate::cusparse::CusparseBackend;
+use crate::executor::CudaBackend;
+use crate::spmv::LONG_ROW;
+
+/// Row lengths whose standard deviation is more than this many means are skewed.
+pub const SKEWED_CV: f64 = 2.0;
+/// Rows of at least this many entries on average take a whole warp each.
+pub const LONG_MEAN: f64 = 24.0;
+/// Matrices from this many entries on stream past the L2 enough for `scalar` to pay.
+pub const LARGE_NNZ: usize = 500_000;
+/// Row lengths regular enough for one thread a row.
+pub const REGULAR_CV: f64 = 0.5;
+/// Rows local enough for `scalar`: their columns span this fraction of the columns on average.
+pub const LOCAL_SPAN: f64 = 0.05;
+
+/// Runs of a candidate timed by tuning, after two untimed ones.
+const TUNING_RUNS: u32 = 10;
+
+/// What `auto` runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Choice {
+    /// One of this backend's kernels on CSR.
+    Cuda(Algorithm),
+    /// cuSPARSE on this format.
+    Vendor(Format, Algorithm),
+}
+
+/// The mean over non-empty rows of the span of their columns (last minus first, plus one), as a
+/// fraction of the columns: small where a row's x entries lie close together.
+pub(crate) fn column_span<T, I: SpIndex>(a: CsrRef<'_, T, I>) -> f64 {
+    let cols = a.col_idx();
+    let (mut spans, mut rows) = (0.0, 0usize);
+    for i in 0..a.rows() {
+        let range = a.row_range(i);
+        if let (Some(first), Some(last)) = (cols.get(range.start), cols[range].last()) {
+            spans += (last.to_usize() - first.to_usize() + 1) as f64;
+            rows += 1;
+        }
+    }
+    if rows == 0 {
+        0.0
+    } else {
+        spans / rows as f64 / a.cols() as f64
+    }
+}
+
+/// The rule's choice for a CSR matrix of `nnz` entries with these row statistics and column
+/// span.
+pub(crate) fn csr_choice(stats: &RowStats, nnz: usize, span: f64, precision: Precision) -> Choice {
+    if stats.max > LONG_ROW as usize || stats.cv > SKEWED_CV {
+        if precision == Precision::F16 {
+            Choice::Cuda(Algorithm::MergePath)
+        } else {
+            Choice::Vendor(Format::Coo, Algorithm::VendorDefault)
+        }
+    } else if stats.mean >= LONG_MEAN {
+        Choice::Cuda(Algorithm::Vector)
+    } else if stats.mean < 1.5 || (nnz >= LARGE_NNZ && stats.cv <= REGULAR_CV && span <= LOCAL_SPAN)
+    {
+        Choice::Cuda(Algorithm::Scalar)
+    } else {
+        Choice::Cuda(Algorithm::Vector)
+    }
+}
+
+/// A plan chosen by tuning: the fastest candidate, with the tuning time in its account.
+struct Tuned<'a, T: Scalar> {
+    plan: Box<dyn SpmvPlan<T> + 'a>,
+    info: sparse_core::PlanInfo,
+}
+
+impl<T: Scalar> SpmvPlan<T> for Tuned<'_, T> {
+    fn info(&self) -> &sparse_core::PlanInfo {
+        &self.info
+    }
+
+    fn run(
+        &mut self,
+        alpha: T::Acc,
+        x: DenseRef<'_, T>,
+        beta: T::Acc,
+        y: sparse_core::DenseMut<'_, T::Out>,
+    ) -> Result<()> {
+        self.plan.run(alpha, x, beta, y)
+    }
+
+    fn update_values(&mut self, values: DenseRef<'_, T>) -> Result<()> {
+        self.plan.update_values(values)
+    }
+}
+
+/// Mean time of one run of `plan` on x of ones, y written (beta = 0).
+fn time_run<T: Scalar>(
+    backend: &CudaBackend,
+    plan: &mut dyn SpmvPlan<T>,
+    x: &Dense<T>,
+    y: &mut Dense<T::Out>,
+) -> Result<Duration> {
+    let (one, zero) = (
+        <T::Acc as sparse_core::Accumulator>::ONE,
+        <T::Acc as sparse_core::Accumulator>::ZERO,
+    );
+    for _ in 0..2 {
+        plan.run(one, x.as_ref(), zero, y.as_mut())?;
+    }
+    backend.synchronize()?;
+    let start = Instant::now();
+    for _ in 0..TUNING_RUNS {
+        plan.run(one, x.as_ref(), zero, y.as_mut())?;
+    }
+    backend.synchronize()?;
+    Ok(start.elapsed() / TUNING_RUNS)
+}
+
+/// Plans every candidate for `desc` (this backend's algorithms on its format and, on CSR,
+/// cuSPARSE's CSR and COO algorithms when cuSPARSE can be used), times each on the matrix, and
+/// keeps the fastest. A candidate that cannot be planned (a fill limit, say) is passed over;
+/// when none can, the last error is returned.
+pub(crate) fn tuned<'a, T: Scalar, I: SpIndex>(
+    backend: &CudaBackend,
+    a: CsrRef<'a, T, I>,
+    desc: &SpmvDesc,
+) -> Result<Box<dyn SpmvPlan<T> + 'a>> {
+    let started = Instant::now();
+    let fixed = |format: Format, algorithm: Algorithm| SpmvDesc {
+        format,
+        algorithm,
+        tune: false,
+        ..*desc
+    };
+    let mut candidates: Vec<(Option<&CusparseBackend>, SpmvDesc)> =
+        CudaBackend::table(OpKind::Spmv, desc.format, desc.precision)
+            .into_iter()
+            .map(|offer| (None, fixed(desc.format, offer.algorithm)))
+            .collect();
+    let vendor = match desc.format {
+        Format::Csr => CusparseBackend::sharing(backend).ok(),
+        _ => None,
+    };
+    if let Some(vendor) = &vendor {
+        for format in [Format::Csr, Format::Coo] {
+            candidates.extend(
+                CusparseBackend::table(OpKind::Spmv, format, desc.precision)
+                    .into_iter()
+                    .map(|offer| (Some(vendor), fixed(format, offer.algorithm))),
+            );
+        }
+    }
+    let ones = vec![T::from_f64(1.0); a.cols()];
+    let x = backend.upload(DenseRef::vector(&ones))?;
+    let mut y = backend.zeros::<T::Out>(a.rows(), 1, Layout::ColMajor)?;
+    let mut best: Option<(Duration, Box<dyn SpmvPlan<T> + 'a>)> = None;
+    let mut last_error = None;
+    for (on, candidate) in candidates
+        .iter()
+        .filter(|(_, d)| d.algorithm != Algorithm::Auto)
+    {
+        let planned = match on {
+            Some(vendor) => vendor.plan_spmv(a, candidate),
+            None => backend.plan_spmv(a, candidate),
+        };
+        let mut plan = match planned {
+            Ok(plan) => plan,
+            Err(e) => {
+                last_error = Some(e);
+                continue;
+            }
+        };
+        let time = time_run(backend, plan.as_mut(), &x, &mut y)?;
+        if best.as_ref().is_none_or(|(fastest, _)| time < *fastest) {
+            best = Some((time, plan));
+        }
+    }
+    let Some((_, plan)) = best else {
+        return Err(last_error.unwrap_or_else(|| {
+            sparse_core::Error::internal(format!(
+                "tuning found no SpMV candidate on {} in {}",
+                desc.format, desc.precision
+            ))
+        }));
+    };
+    let mut info = plan.info().clone();
+    info.plan_time.tuning = started.elapsed().saturating_sub(info.plan_time.total());
+    Ok(Box::new(Tuned { plan, info }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stats(mean: f64, max: usize, cv: f64) -> RowStats {
+        RowStats {
+            min: 0,
+            max,
+            mean,
+            cv,
+            empty_rows: 0,
+        }
+    }
+
+    #[test]
+    fn the_rule_picks_by_shape() {
+        let f64 = Precision::F64;
+        let pick = |s: RowStats, nnz, span, p| csr_choice(&s, nnz, span, p);
+        let vendor = Choice::Vendor(Format::Coo, Algorithm::VendorDefault);
+        assert_eq!(pick(stats(15.0, 9458, 5.3), 578_006, 0.1, f64), vendor);
+        assert_eq!(pick(stats(12.5, 893, 3.2), 103_689, 0.1, f64), vendor);
+        assert_eq!(
+            pick(stats(15.0, 9458, 5.3), 578_006, 0.1, Precision::F16),
+            Choice::Cuda(Algorithm::MergePath)
+        );
+        let scalar = Choice::Cuda(Algorithm::Scalar);
+        let vector = Choice::Cuda(Algorithm::Vector);
+        // A 3D Poisson stencil, and the same rows with random columns.
+        assert_eq!(pick(stats(7.0, 7, 0.05), 26_000_000, 0.01, f64), scalar);
+        assert_eq!(pick(stats(16.0, 30, 0.25), 29_000_000, 0.9, f64), vector);
+        // Small, and long rows.
+        assert_eq!(pick(stats(7.0, 7, 0.05), 10_000, 0.01, f64), vector);
+        assert_eq!(pick(stats(460.0, 833, 0.17), 117_964, 0.9, f64), vector);
+        assert_eq!(pick(stats(1.2, 3, 0.3), 1_000, 0.5, f64), scalar);
+    }
+
+    #[test]
+    fn column_span_is_a_fraction_of_the_columns() {
+        let row_ptr = [0u32, 2, 2, 3];
+        let col_idx = [0u32, 9, 4];
+        let values = [1.0f64; 3];
+        let a = CsrRef::try_new(3, 10, &row_ptr, &col_idx, &values).unwrap();
+        // Spans 10 and 1 over two non-empty rows, of 10 columns.
+        assert!((column_span(a) - 0.55).abs() < 1e-12);
+    }
+}

@@ -1,0 +1,156 @@
+//! `auto` SpMV on the cuda backend against the oracle: the rule's choice (cuSPARSE's COO SpMV
+//! for skewed rows in f64 and f32, merge-path in f16, `scalar` or `vector` otherwise) and
+//! plan-time tuning, which must keep a candidate that computes the product, report what it kept
+//! and what tuning cost, and take value updates.
+//!
+//! Needs a GPU with cuSPARSE; without one each test prints `skipped: <reason>` and passes,
+//! unless `SPARSE_REQUIRE_GPU=1`.
+
+mod common;
+
+use common::{available, collect, value, Case, Failures, Host, SpmvCase};
+use sparse_core::{
+    Algorithm, BackendKind, DenseRef, Executor, Format, Layout, Precision, Scalar, SpmvDesc,
+};
+use sparse_cuda::CudaBackend;
+use sparse_formats::Csr;
+
+fn backend() -> Option<CudaBackend> {
+    available(BackendKind::Cuda, CudaBackend::new(0))
+}
+
+/// 300 x 2500: row 7 holds 2,400 entries (longer than the 1,024 that make rows skewed), the
+/// others two to five.
+fn skewed<T: Scalar>() -> Csr<T> {
+    let mut triplets = Vec::new();
+    for i in 0..300 {
+        let len = if i == 7 { 2400 } else { 2 + i % 4 };
+        for k in 0..len {
+            let j = (i * 37 + k * 1009) % 2500;
+            triplets.push((i, j, T::from_f64(value(i, j))));
+        }
+    }
+    Csr::from_triplets(300, 2500, &triplets).expect("valid matrix")
+}
+
+/// A tridiagonal 500 x 500 matrix.
+fn banded<T: Scalar>() -> Csr<T> {
+    let mut triplets = Vec::new();
+    for i in 0..500usize {
+        for j in i.saturating_sub(1)..(i + 2).min(500) {
+            triplets.push((i, j, T::from_f64(value(i, j))));
+        }
+    }
+    Csr::from_triplets(500, 500, &triplets).expect("valid matrix")
+}
+
+fn case<T: Scalar>(a: &Csr<T>) -> SpmvCase<T> {
+    SpmvCase {
+        alpha: 1.5,
+        x: Host::new((a.cols(), 1), Layout::ColMajor, 0, |i, _| value(i, 3)),
+        beta: -0.5,
+        y: Host::new((a.rows(), 1), Layout::ColMajor, 0, |i, _| value(i, 1)),
+    }
+}
+
+fn check_auto<T: Scalar<Out = T>>(b: &CudaBackend, precision: Precision, failures: &mut Failures) {
+    for (name, a, expected) in [
+        (
+            "skewed",
+            skewed::<T>(),
+            if precision == Precision::F16 {
+                (BackendKind::Cuda, Format::Csr, Algorithm::MergePath)
+            } else {
+                (BackendKind::Cusparse, Format::Coo, Algorithm::VendorDefault)
+            },
+        ),
+        (
+            "banded",
+            banded::<T>(),
+            (BackendKind::Cuda, Format::Csr, Algorithm::Vector),
+        ),
+    ] {
+        let what = format!("auto {name} {precision}");
+        match b.plan_spmv(a.as_ref(), &SpmvDesc::new(precision)) {
+            Ok(mut plan) => {
+                let info = plan.info();
+                let chosen = (info.backend, info.format, info.algorithm);
+                if chosen != expected {
+                    failures.0.push(format!(
+                        "{what}: chose {chosen:?}, the rule says {expected:?}"
+                    ));
+                }
+                case(&a).check(&what, b, plan.as_mut(), &a, precision, failures);
+            }
+            Err(e) => failures.error(&what, e),
+        }
+    }
+}
+
+fn check_tuned<T: Scalar<Out = T>>(b: &CudaBackend, precision: Precision, failures: &mut Failures) {
+    for (name, a) in [("skewed", skewed::<T>()), ("banded", banded::<T>())] {
+        let what = format!("tuned {name} {precision}");
+        let mut plan = match b.plan_spmv(a.as_ref(), &SpmvDesc::new(precision).tuned()) {
+            Ok(plan) => plan,
+            Err(e) => {
+                failures.error(&what, e);
+                continue;
+            }
+        };
+        let info = plan.info().clone();
+        if info.algorithm == Algorithm::Auto || info.plan_time.tuning.is_zero() {
+            failures.0.push(format!(
+                "{what}: kept {} after {:?} of tuning",
+                info.algorithm, info.plan_time.tuning
+            ));
+        }
+        let what = format!(
+            "{what} ({} {} {})",
+            info.backend, info.format, info.algorithm
+        );
+        case(&a).check(&what, b, plan.as_mut(), &a, precision, failures);
+        // New values, the same pattern: the kept plan must compute with them.
+        let doubled: Vec<T> = a
+            .values()
+            .iter()
+            .map(|v| T::from_f64(2.0 * v.to_f64()))
+            .collect();
+        let revalued = Csr::try_new(
+            a.rows(),
+            a.cols(),
+            a.row_ptr().to_vec(),
+            a.col_idx().to_vec(),
+            doubled.clone(),
+        )
+        .expect("same pattern");
+        match plan.update_values(DenseRef::vector(&doubled)) {
+            Ok(()) => case(&a).check(
+                &format!("{what} updated"),
+                b,
+                plan.as_mut(),
+                &revalued,
+                precision,
+                failures,
+            ),
+            Err(e) => failures.error(&format!("{what} updated"), e),
+        }
+    }
+}
+
+#[test]
+fn auto_follows_the_rule_and_matches_the_oracle() {
+    collect(backend(), |b, failures| {
+        check_auto::<f64>(b, Precision::F64, failures);
+        check_auto::<f32>(b, Precision::F32, failures);
+        check_auto::<half::f16>(b, Precision::F16, failures);
+    });
+}
+
+#[test]
+fn tuning_keeps_a_candidate_that_matches_the_oracle() {
+    collect(backend(), |b, failures| {
+        check_tuned::<f64>(b, Precision::F64, failures);
+        check_tuned::<f32>(b, Precision::F32, failures);
+        check_tuned::<half::f16>(b, Precision::F16, failures);
+    });
+}
