@@ -576,6 +576,11 @@ impl<T: Scalar> SpmvKernels<T> for SpmvFamily<T> {
                 // each covering at most MERGE_TILE items (the kernel's shared arrays), and the
                 // partials 2 * tiles slots.
                 unsafe { m.kernel.launch(tiles, &params)? };
+                // One tile splits no row: the launch the fixup would cost is saved on small
+                // matrices, where it is most of the time.
+                if m.tiles == 1 {
+                    return Ok(());
+                }
                 let slots = 2 * m.tiles;
                 let params = SpmvMergeFixup {
                     slots,
