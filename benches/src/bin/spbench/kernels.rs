@@ -70,9 +70,8 @@ pub struct Extras {
     pub dense_fits: bool,
 }
 
-/// The kernels of `op` in `precision` on `backends`, in a fixed order: every algorithm each
-/// backend's table lists (`auto` resolves to one of them), the serial reference only when
-/// `extras` asks for it.
+/// The kernels of `op` in `precision` on `backends`, in a fixed order: `auto` on CSR, then every
+/// algorithm each backend's table lists, the serial reference only when `extras` asks for it.
 pub fn kernels(
     backends: &[Backend],
     op: OpKind,
@@ -83,11 +82,12 @@ pub fn kernels(
     for backend in backends {
         let kind = backend.kind();
         for &format in Format::ALL {
+            let offers = backend.algorithms(op, format, precision);
+            // What a user who names no algorithm gets, on the format every backend takes.
+            let auto = (format == Format::Csr && !offers.is_empty()).then_some(A::Auto);
             kernels.extend(
-                backend
-                    .algorithms(op, format, precision)
-                    .into_iter()
-                    .map(|offer| offer.algorithm)
+                auto.into_iter()
+                    .chain(offers.into_iter().map(|offer| offer.algorithm))
                     .filter(|&algorithm| algorithm != A::Reference || extras.reference)
                     .map(|algorithm| Kernel::Plan {
                         backend: kind,
@@ -134,6 +134,14 @@ mod tests {
             algorithm: Algorithm::Reference
         }));
         assert!(spmm.contains(&Kernel::Sprs) && spmm.contains(&Kernel::FaerDense));
+        assert_eq!(
+            spmm[0],
+            Kernel::Plan {
+                backend: BackendKind::Cpu,
+                format: Format::Csr,
+                algorithm: Algorithm::Auto
+            }
+        );
         let f16 = kernels(&cpu, OpKind::Spmv, Precision::F16, &extras);
         assert!(!f16.contains(&Kernel::Sprs));
         let without_reference = Extras {

@@ -459,6 +459,9 @@ impl Bench {
             row.plan_bytes = Some(info.bytes);
             row.deterministic = Some(info.deterministic);
             row.plan_time = Some(info.plan_time);
+            if (info.backend.name(), info.format.name()) != (kernel.backend(), kernel.format()) {
+                row.note = format!("ran on {} {}", info.backend, info.format);
+            }
         }
         row.plan = Some(prepared.plan);
         row.upload = Some(prepared.upload);
