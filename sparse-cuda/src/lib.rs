@@ -10,6 +10,7 @@ mod blas1;
 pub mod compile;
 mod cusparse;
 mod device;
+mod ell;
 mod executor;
 pub mod flashsparse;
 pub mod kernel;
@@ -34,6 +35,7 @@ pub use timing::DeviceTimer;
 pub fn every_kernel() -> sparse_core::Result<Vec<kernel::KernelSpec>> {
     let mut specs = plan::all_specs()?;
     specs.extend(spmv::all_specs()?);
+    specs.extend(ell::all_specs()?);
     specs.extend(spmm::all_specs()?);
     specs.extend(sddmm::all_specs()?);
     specs.extend(rode::all_specs()?);

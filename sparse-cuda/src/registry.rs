@@ -11,6 +11,7 @@ use sparse_core::{Algorithm, Format, Offer, OpKind, Precision};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Family {
     Spmv,
+    Ell,
     Spmm,
     Sddmm,
     Rode,
@@ -58,6 +59,8 @@ const TABLE: &[&[Registration]] = &[
         (FLOATS, MergePath, true),
     ),
     rows!(Spmv, Spmv, Coo: (WIDE, Atomic, false)),
+    rows!(Ell, Spmv, Ell: (FLOATS, Scalar, true)),
+    rows!(Ell, Spmv, Hyb: (FLOATS, Scalar, true)),
     rows!(Spmm, Spmm, Csr: (FLOATS, Vector, true)),
     rows!(Sddmm, Sddmm, Csr: (FLOATS, Vector, true)),
     // f16 has no atomic add of its f32 sums: its `rode` combines split rows as the
