@@ -12,7 +12,7 @@ use crate::blas1::Blas1Workspace;
 use crate::device::{CudaBuffer, Device};
 use crate::plan::{check_request, Desc, PlanClock, Request};
 use crate::registry::{self, Family};
-use crate::{ell, flashsparse, rode, sddmm, spmm, spmv};
+use crate::{bsr, ell, flashsparse, rode, sddmm, spmm, spmv};
 
 /// sparse-blas's CUDA kernels on one device. Plans hold the matrix on the device; operands
 /// must be device memory made by [`Executor::upload`] or [`Executor::zeros`] of this backend.
@@ -144,6 +144,13 @@ impl Executor for CudaBackend {
                 &self.device,
                 a,
                 (desc.format, desc.precision, algorithm),
+                desc.block,
+                clock,
+            )?)),
+            Family::Bsr => Ok(Box::new(bsr::plan(
+                &self.device,
+                a,
+                (desc.precision, algorithm),
                 desc.block,
                 clock,
             )?)),

@@ -12,6 +12,7 @@ use sparse_core::{Algorithm, Format, Offer, OpKind, Precision};
 pub(crate) enum Family {
     Spmv,
     Ell,
+    Bsr,
     Spmm,
     Sddmm,
     Rode,
@@ -61,6 +62,7 @@ const TABLE: &[&[Registration]] = &[
     rows!(Spmv, Spmv, Coo: (WIDE, Atomic, false)),
     rows!(Ell, Spmv, Ell: (FLOATS, Scalar, true)),
     rows!(Ell, Spmv, Hyb: (FLOATS, Scalar, true)),
+    rows!(Bsr, Spmv, Bsr: (FLOATS, Vector, true)),
     rows!(Spmm, Spmm, Csr: (FLOATS, Vector, true)),
     rows!(Sddmm, Sddmm, Csr: (FLOATS, Vector, true)),
     // f16 has no atomic add of its f32 sums: its `rode` combines split rows as the

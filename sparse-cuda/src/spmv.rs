@@ -22,12 +22,12 @@ use crate::matrix::DeviceCsr;
 use crate::operand::{to_u32, Run, SpmvDense, SpmvOperands};
 use crate::plan::{CudaPlan, Kernels, Phase, PlanBase, PlanClock, SpmvKernels, Values};
 
-/// Threads per block of every SpMV kernel (`SPMV_BLOCK`, and the ELL and HYB file's).
+/// Threads per block of every SpMV kernel (`SPMV_BLOCK`, and the ELL, HYB and BSR files').
 pub(crate) const BLOCK: u32 = 256;
 /// Merge-path items (row ends plus entries) per thread.
 const MERGE_ITEMS: u32 = 8;
-/// Lanes per row the vector kernel is instantiated for.
-const VECTOR_LANES: [u32; 5] = [2, 4, 8, 16, 32];
+/// Lanes per row the vector kernel is instantiated for (per block row, the BSR kernel).
+pub(crate) const VECTOR_LANES: [u32; 5] = [2, 4, 8, 16, 32];
 
 /// Rows longer than this are split into segments of this length by `vector-split`: a warp
 /// then loops at most 32 times over one row.
@@ -229,6 +229,7 @@ pub fn auto_algorithm(format: Format, stats: &RowStats) -> Algorithm {
     match format {
         Format::Coo => return Algorithm::Atomic,
         Format::Ell | Format::Hyb => return Algorithm::Scalar,
+        Format::Bsr => return Algorithm::Vector,
         _ => {}
     }
     if stats.max > LONG_ROW as usize {
@@ -240,8 +241,8 @@ pub fn auto_algorithm(format: Format, stats: &RowStats) -> Algorithm {
     }
 }
 
-/// Lanes per row of the vector kernel.
-fn vector_width(mean: f64) -> u32 {
+/// Lanes per row of the vector kernel: the power of two nearest `mean` entries, from 2 to 32.
+pub(crate) fn vector_width(mean: f64) -> u32 {
     let w = mean.max(1.0).log2().round().clamp(1.0, 5.0) as u32;
     1 << w
 }

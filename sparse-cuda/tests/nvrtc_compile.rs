@@ -33,6 +33,15 @@ const EXPECTED: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "bsr",
+        &[
+            "ld.global.nc",
+            "shfl.sync.down",
+            "cvt.f32.f16",
+            "cvt.rn.f16.f32",
+        ],
+    ),
+    (
         "spmm",
         &[
             // (column, value) pairs broadcast from the lane that loaded them

@@ -1,10 +1,10 @@
-//! SpMV on ELL and HYB against the oracle (`sparse_cpu::bound`, built on the reference): the
-//! cuda backend's `scalar` kernels, in f64, f32 and f16, on matrices with empty rows, a dense
-//! row of more than 1,024 entries (HYB overflow spread over several segments), rows of mixed
-//! length, odd sizes, and no entries at all. x and y in both layouts, tight or strided;
-//! `beta == 0` over NaN, `beta != 0`, `alpha == 0`. The plan contract: runs repeat bit for bit,
-//! `update_values` gives what a fresh plan of the new values gives, `auto` picks the table's
-//! algorithm, and descriptors the table does not list are typed refusals.
+//! SpMV on ELL, HYB and BSR against the oracle (`sparse_cpu::bound`, built on the reference):
+//! the cuda backend's `scalar` (ELL, HYB) and `vector` (BSR) kernels, in f64, f32 and f16, on matrices with empty rows, a dense row of more than 1,024 entries (HYB
+//! overflow spread over several segments), rows of mixed length, sizes no block shape divides,
+//! and no entries at all; BSR blocks 1x1 to 16x16, square and not. x and y in both layouts,
+//! tight or strided; `beta == 0` over NaN, `beta != 0`, `alpha == 0`. The plan contract: runs
+//! repeat bit for bit, `update_values` gives what a fresh plan of the new values gives, `auto`
+//! picks the table's algorithm, and block shapes a backend cannot run are typed refusals.
 //!
 //! Needs a GPU; without one each test prints `skipped: <reason>` and passes, unless
 //! `SPARSE_REQUIRE_GPU=1`. Every failure is collected, so one run lists everything that disagrees.
@@ -28,6 +28,19 @@ const SCALARS: &[(f64, f64, bool)] = &[
     (0.5, -2.0, false),
     (0.0, 0.5, false),
     (-1.0, 1.0, false),
+];
+
+/// Every block shape the BSR kernel is checked on.
+const BLOCKS: [(usize, usize); 9] = [
+    (1, 1),
+    (2, 2),
+    (4, 4),
+    (8, 8),
+    (16, 16),
+    (2, 8),
+    (8, 2),
+    (1, 16),
+    (16, 1),
 ];
 
 fn cuda() -> Option<CudaBackend> {
@@ -106,7 +119,7 @@ fn check_plan<T: Scalar<Out = T>, B: Executor>(
     );
     let mut plan = match b.plan_spmv(a.as_ref(), &desc) {
         Ok(plan) => plan,
-        // Too much padding: refused as the cpu backend refuses it.
+        // Scattered entries in large blocks: refused as the cpu backend refuses them.
         Err(Error::FillLimit { .. }) => return,
         Err(e) => return failures.error(&format!("{what}: plan"), e),
     };
@@ -208,8 +221,24 @@ fn ell_and_hyb<T: Scalar<Out = T>>(b: &CudaBackend, precision: Precision, failur
     }
 }
 
-/// Descriptors a backend must refuse with a typed error, as the cpu backend does: a block shape
-/// for a format without one, and an algorithm the table does not list.
+fn bsr<T: Scalar<Out = T>>(b: &CudaBackend, precision: Precision, failures: &mut Failures) {
+    for (name, a) in matrices::<T>() {
+        for (r, c) in BLOCKS {
+            let desc = SpmvDesc::new(precision)
+                .format(Format::Bsr)
+                .block(BlockShape::new(r, c));
+            check_plan(b, (name, &a), desc, Algorithm::Vector, failures);
+        }
+        let default = SpmvDesc::new(precision)
+            .format(Format::Bsr)
+            .algorithm(Algorithm::Vector);
+        check_plan(b, (name, &a), default, Algorithm::Vector, failures);
+    }
+}
+
+/// Descriptors a backend must refuse with a typed error, as the cpu backend does: a block
+/// shape BSR cannot hold, a block shape for a format without one, and an algorithm the table
+/// does not list.
 fn refusals<B: Executor>(b: &B, failures: &mut Failures) {
     let a = csr::<f32>(45, 37, |i| 3 + i % 5);
     let desc = SpmvDesc::new(Precision::F32);
@@ -241,6 +270,15 @@ fn ell_and_hyb_match_the_oracle() {
         ell_and_hyb::<f64>(b, Precision::F64, failures);
         ell_and_hyb::<f32>(b, Precision::F32, failures);
         ell_and_hyb::<half::f16>(b, Precision::F16, failures);
+    });
+}
+
+#[test]
+fn bsr_matches_the_oracle_for_every_block_shape() {
+    collect(cuda(), |b, failures| {
+        bsr::<f64>(b, Precision::F64, failures);
+        bsr::<f32>(b, Precision::F32, failures);
+        bsr::<half::f16>(b, Precision::F16, failures);
         refusals(b, failures);
     });
 }
