@@ -87,11 +87,12 @@ pub(crate) fn convert<T: Scalar, I: SpIndex>(
     }
 }
 
-/// BSR on the device with u32 indices.
+/// BSR on the device with u32 indices: what this backend's kernel and cuSPARSE read.
 pub(crate) struct DeviceBsr<T> {
     pub rows: u32,
     pub block: BlockShape,
     pub block_rows: u32,
+    pub block_cols: u32,
     pub blocks: u32,
     pub block_row_ptr: CudaSlice<u32>,
     pub block_col: CudaSlice<u32>,
@@ -102,12 +103,12 @@ pub(crate) struct DeviceBsr<T> {
 }
 
 impl<T: Scalar> DeviceBsr<T> {
-    /// `bsr` on the device; its mask only when some block holds fill.
-    pub fn upload(device: &Arc<Device>, bsr: &Bsr<T>) -> Result<Self> {
+    /// `bsr` on the device; its mask only when `with_mask` and some block holds fill.
+    pub fn upload(device: &Arc<Device>, bsr: &Bsr<T>, with_mask: bool) -> Result<Self> {
         let block = bsr.block_shape();
         let block_size = block.rows * block.cols;
         let words = block_size.div_ceil(32);
-        let mask = if bsr.stored_slots() > bsr.nnz() {
+        let mask = if with_mask && bsr.stored_slots() > bsr.nnz() {
             let words64 = block_size.div_ceil(64);
             let slice = device.alloc_zeros::<u32>(bsr.nblocks() * words, "allocating a mask")?;
             let address = slice.device_ptr(&device.stream).0;
@@ -127,6 +128,7 @@ impl<T: Scalar> DeviceBsr<T> {
             rows: to_u32("number of rows", bsr.rows())?,
             block,
             block_rows: to_u32("number of block rows", bsr.block_rows())?,
+            block_cols: to_u32("number of block columns", bsr.block_cols())?,
             blocks: to_u32("number of blocks", bsr.nblocks())?,
             block_row_ptr: copy(bsr.block_row_ptr())?,
             block_col: copy(bsr.block_col())?,
@@ -188,7 +190,7 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
         true,
     );
     let (base, mut clock) = PlanBase::new(device, a, info, &[entry.spec()], clock)?;
-    let dev = DeviceBsr::upload(device, &bsr)?;
+    let dev = DeviceBsr::upload(device, &bsr, true)?;
     clock.lap(device, Phase::Transfer)?;
     let bytes = dev.bytes();
     let family = BsrFamily {

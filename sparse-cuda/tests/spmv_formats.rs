@@ -1,5 +1,6 @@
 //! SpMV on ELL, HYB and BSR against the oracle (`sparse_cpu::bound`, built on the reference):
-//! the cuda backend's `scalar` (ELL, HYB) and `vector` (BSR) kernels, in f64, f32 and f16, on matrices with empty rows, a dense row of more than 1,024 entries (HYB
+//! the cuda backend's `scalar` (ELL, HYB) and `vector` (BSR) kernels and cuSPARSE's BSR SpMV, in
+//! f64, f32 and f16, on matrices with empty rows, a dense row of more than 1,024 entries (HYB
 //! overflow spread over several segments), rows of mixed length, sizes no block shape divides,
 //! and no entries at all; BSR blocks 1x1 to 16x16, square and not. x and y in both layouts,
 //! tight or strided; `beta == 0` over NaN, `beta != 0`, `alpha == 0`. The plan contract: runs
@@ -16,7 +17,7 @@ use sparse_core::{
     Algorithm, BackendKind, BlockShape, Dense, Error, Executor, Format, Layout, Precision, Scalar,
     SpmvDesc, SpmvPlan,
 };
-use sparse_cuda::CudaBackend;
+use sparse_cuda::{CudaBackend, CusparseBackend};
 use sparse_formats::Csr;
 
 /// Extra elements per leading dimension of a strided operand.
@@ -30,7 +31,7 @@ const SCALARS: &[(f64, f64, bool)] = &[
     (-1.0, 1.0, false),
 ];
 
-/// Every block shape the BSR kernel is checked on.
+/// Every block shape the BSR kernel is checked on; cuSPARSE runs the square ones.
 const BLOCKS: [(usize, usize); 9] = [
     (1, 1),
     (2, 2),
@@ -45,6 +46,10 @@ const BLOCKS: [(usize, usize); 9] = [
 
 fn cuda() -> Option<CudaBackend> {
     available(BackendKind::Cuda, CudaBackend::new(0))
+}
+
+fn cusparse() -> Option<CusparseBackend> {
+    available(BackendKind::Cusparse, CusparseBackend::new(0))
 }
 
 /// A `rows x cols` matrix with `lengths(i)` entries in row i, spread over the columns.
@@ -236,7 +241,7 @@ fn bsr<T: Scalar<Out = T>>(b: &CudaBackend, precision: Precision, failures: &mut
     }
 }
 
-/// Descriptors a backend must refuse with a typed error, as the cpu backend does: a block
+/// Descriptors both backends must refuse with a typed error, as the cpu backend does: a block
 /// shape BSR cannot hold, a block shape for a format without one, and an algorithm the table
 /// does not list.
 fn refusals<B: Executor>(b: &B, failures: &mut Failures) {
@@ -279,6 +284,41 @@ fn bsr_matches_the_oracle_for_every_block_shape() {
         bsr::<f64>(b, Precision::F64, failures);
         bsr::<f32>(b, Precision::F32, failures);
         bsr::<half::f16>(b, Precision::F16, failures);
+        refusals(b, failures);
+    });
+}
+
+/// cuSPARSE's BSR SpMV on `a` in every block shape: the square ones from 2x2 run, the others
+/// are refused as Unsupported.
+fn cusparse_bsr<T: Scalar<Out = T>>(
+    b: &CusparseBackend,
+    precision: Precision,
+    failures: &mut Failures,
+) {
+    for (name, a) in matrices::<T>() {
+        for (r, c) in BLOCKS {
+            let desc = SpmvDesc::new(precision)
+                .format(Format::Bsr)
+                .block(BlockShape::new(r, c));
+            match (r == c && r > 1, b.plan_spmv(a.as_ref(), &desc)) {
+                (true, Ok(_)) => {
+                    check_plan(b, (name, &a), desc, Algorithm::VendorDefault, failures)
+                }
+                (false, Err(Error::Unsupported { .. })) | (true, Err(Error::FillLimit { .. })) => {}
+                (_, Err(e)) => failures.error(&format!("cusparse bsr {r}x{c} on {name}"), e),
+                (false, Ok(_)) => failures.0.push(format!(
+                    "cusparse bsr {r}x{c}: planned, but the table refuses it"
+                )),
+            }
+        }
+    }
+}
+
+#[test]
+fn cusparse_bsr_matches_the_oracle() {
+    collect(cusparse(), |b, failures| {
+        cusparse_bsr::<f64>(b, Precision::F64, failures);
+        cusparse_bsr::<f32>(b, Precision::F32, failures);
         refusals(b, failures);
     });
 }
