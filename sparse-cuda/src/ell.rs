@@ -60,10 +60,11 @@ pub(crate) const SOURCE: KernelSource = KernelSource {
     defines: &[("ELL_BLOCK", BLOCK), ("ELL_PADDING", Ell::<f32>::PADDING)],
 };
 
-/// The entries of storage type `T`.
+/// The entries a plan of storage type `T` may launch: this file's, and spmv.cu's segment sums.
 struct Entries<T: Scalar> {
     ell: Entry<EllSpmv<T>>,
     overflow: Entry<HybRows<T>>,
+    segments: Entry<SpmvSegments<T>>,
 }
 
 impl<T: Scalar> Entries<T> {
@@ -72,6 +73,7 @@ impl<T: Scalar> Entries<T> {
         Ok(Entries {
             ell: Entry::new(&SOURCE, "ell_spmv", &[&t])?,
             overflow: Entry::new(&SOURCE, "hyb_overflow_rows", &[&t])?,
+            segments: segments_entry()?,
         })
     }
 }
@@ -81,7 +83,7 @@ fn specs_of<T: Scalar>() -> Result<Vec<crate::kernel::KernelSpec>> {
     Ok(vec![e.ell.spec().clone(), e.overflow.spec().clone()])
 }
 
-/// Every kernel of this file Rust can ask for.
+/// Every kernel of this file Rust can ask for (spmv.rs lists the segment sums).
 pub(crate) fn all_specs() -> Result<Vec<crate::kernel::KernelSpec>> {
     let mut specs = specs_of::<f64>()?;
     specs.extend(specs_of::<f32>()?);
@@ -122,7 +124,7 @@ impl<T: Scalar> Overflow<T> {
             col_idx: upload(hyb.coo_cols())?,
             skip: upload(&skip)?,
             segments: segments.upload(device)?,
-            segment_kernel: device.kernel(&segments_entry::<T>()?)?,
+            segment_kernel: device.kernel(&entries.segments)?,
             row_kernel: device.kernel(&entries.overflow)?,
         }))
     }
@@ -193,9 +195,8 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
     };
     let entries = Entries::<T>::new()?;
     let mut specs = vec![entries.ell.spec()];
-    let overflow_spec = segments_entry::<T>()?;
     if hyb.is_some_and(|h| h.coo_nnz() > 0) {
-        specs.extend([entries.overflow.spec(), overflow_spec.spec()]);
+        specs.extend([entries.overflow.spec(), entries.segments.spec()]);
     }
     let info = PlanInfo::new(
         BackendKind::Cuda,
