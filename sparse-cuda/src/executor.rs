@@ -14,7 +14,7 @@ use crate::device::{CudaBuffer, Device};
 use crate::plan::{check_request, Desc, PlanClock, Request};
 use crate::registry::{self, Family};
 use crate::spmv_auto::{self, Choice};
-use crate::{flashsparse, rode, sddmm, spmm, spmv};
+use crate::{bsr, ell, flashsparse, rode, sddmm, spmm, spmv};
 
 /// sparse-blas's CUDA kernels on one device. Plans hold the matrix on the device; operands
 /// must be device memory made by [`Executor::upload`] or [`Executor::zeros`] of this backend.
@@ -165,6 +165,20 @@ impl Executor for CudaBackend {
                 a,
                 &stats,
                 (desc.format, desc.precision, algorithm),
+                clock,
+            )?)),
+            Family::Ell => Ok(Box::new(ell::plan(
+                &self.device,
+                a,
+                (desc.format, desc.precision, algorithm),
+                desc.block,
+                clock,
+            )?)),
+            Family::Bsr => Ok(Box::new(bsr::plan(
+                &self.device,
+                a,
+                (desc.precision, algorithm),
+                desc.block,
                 clock,
             )?)),
             other => Err(misrouted(other, OpKind::Spmv)),

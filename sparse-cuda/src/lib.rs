@@ -7,9 +7,11 @@
 //! [`DeviceTimer`] times work on a backend's stream with CUDA events, for benchmarks.
 
 mod blas1;
+mod bsr;
 pub mod compile;
 mod cusparse;
 mod device;
+mod ell;
 mod executor;
 pub mod flashsparse;
 pub mod kernel;
@@ -35,6 +37,8 @@ pub use timing::DeviceTimer;
 pub fn every_kernel() -> sparse_core::Result<Vec<kernel::KernelSpec>> {
     let mut specs = plan::all_specs()?;
     specs.extend(spmv::all_specs()?);
+    specs.extend(ell::all_specs()?);
+    specs.extend(bsr::all_specs()?);
     specs.extend(spmm::all_specs()?);
     specs.extend(sddmm::all_specs()?);
     specs.extend(rode::all_specs()?);

@@ -3,11 +3,12 @@
 use std::sync::Arc;
 
 use cudarc::driver::CudaSlice;
-use sparse_core::{CsrRef, Result, Scalar, SpIndex};
+use sparse_core::{CsrRef, Result, Scalar, SpIndex, ValueOrder};
 
 use crate::device::{CudaBuffer, Device};
 use crate::kernel::Ptr;
 use crate::operand::to_u32;
+use crate::plan::Values;
 
 /// CSR on the device with u32 indices (the kernels' index type).
 pub struct DeviceCsr<T> {
@@ -59,5 +60,94 @@ impl<T: Scalar> DeviceCsr<T> {
     /// Bytes held on the device.
     pub fn bytes(&self) -> usize {
         (self.rows as usize + 1 + self.nnz as usize) * 4 + self.nnz as usize * size_of::<T>()
+    }
+}
+
+/// The slot of each CSR entry in `order`, or `None` when every entry is in its own slot.
+fn entry_slots(order: &ValueOrder) -> Result<Option<Vec<u32>>> {
+    to_u32("number of stored slots", order.len())?;
+    if order.len() == order.nnz() && (0..order.len()).all(|s| order.entry(s) == Some(s)) {
+        return Ok(None);
+    }
+    let mut slots = vec![0u32; order.nnz()];
+    for s in 0..order.len() {
+        if let Some(e) = order.entry(s) {
+            // Fits: below the slot count, checked above.
+            slots[e] = s as u32;
+        }
+    }
+    Ok(Some(slots))
+}
+
+/// The values of a format that stores them in its own order (padding included), with the slot
+/// of each CSR entry there, through which value updates scatter new CSR-ordered values.
+pub struct FormatValues<T> {
+    pub values: CudaBuffer<T>,
+    /// `None` when the order is the CSR entry order.
+    slots: Option<CudaSlice<u32>>,
+}
+
+impl<T: Scalar> FormatValues<T> {
+    /// `parts` one after the other, holding the entries `order` places in their slots.
+    pub fn upload(device: &Arc<Device>, parts: &[&[T]], order: &ValueOrder) -> Result<Self> {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        let values = device.zeros::<T>(len)?;
+        device.stage(values.address(), len, |start, out: &mut [T]| {
+            let mut skip = start;
+            let mut filled = 0;
+            for part in parts {
+                if filled == out.len() {
+                    break;
+                }
+                if skip >= part.len() {
+                    skip -= part.len();
+                    continue;
+                }
+                let n = (part.len() - skip).min(out.len() - filled);
+                out[filled..filled + n].copy_from_slice(&part[skip..skip + n]);
+                (skip, filled) = (0, filled + n);
+            }
+        })?;
+        let slots = match entry_slots(order)? {
+            Some(slots) => Some(device.upload_converted(&slots, 0, |&s| s)?),
+            None => None,
+        };
+        Ok(FormatValues { values, slots })
+    }
+
+    /// Where value updates write.
+    pub fn target(&self) -> Values<'_, T> {
+        Values {
+            buffer: &self.values,
+            slots: self.slots.as_ref(),
+        }
+    }
+
+    pub fn pointer(&self) -> Ptr<T> {
+        Ptr::of_buffer(&self.values)
+    }
+
+    /// Bytes held on the device.
+    pub fn bytes(&self) -> usize {
+        use sparse_core::DeviceMemory;
+        self.values.len() * size_of::<T>() + self.slots.as_ref().map_or(0, |s| s.len() * 4)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entry_slots_invert_the_value_order() {
+        let pad = ValueOrder::PADDING;
+        let order = ValueOrder::new(vec![1, pad, 0, 2, pad], 3).unwrap();
+        assert_eq!(entry_slots(&order).unwrap(), Some(vec![2, 0, 3]));
+        let identity = ValueOrder::new(vec![0, 1, 2], 3).unwrap();
+        assert_eq!(entry_slots(&identity).unwrap(), None);
+        assert_eq!(
+            entry_slots(&ValueOrder::new(vec![], 0).unwrap()).unwrap(),
+            None
+        );
     }
 }

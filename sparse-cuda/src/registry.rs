@@ -11,6 +11,8 @@ use sparse_core::{Algorithm, Format, Offer, OpKind, Precision};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Family {
     Spmv,
+    Ell,
+    Bsr,
     Spmm,
     Sddmm,
     Rode,
@@ -58,6 +60,9 @@ const TABLE: &[&[Registration]] = &[
         (FLOATS, MergePath, true),
     ),
     rows!(Spmv, Spmv, Coo: (WIDE, Atomic, false)),
+    rows!(Ell, Spmv, Ell: (FLOATS, Scalar, true)),
+    rows!(Ell, Spmv, Hyb: (FLOATS, Scalar, true)),
+    rows!(Bsr, Spmv, Bsr: (FLOATS, Vector, true)),
     rows!(Spmm, Spmm, Csr: (FLOATS, Vector, true)),
     rows!(Sddmm, Sddmm, Csr: (FLOATS, Vector, true)),
     // f16 has no atomic add of its f32 sums: its `rode` combines split rows as the

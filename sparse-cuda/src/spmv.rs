@@ -16,8 +16,9 @@ use crate::matrix::DeviceCsr;
 use crate::operand::{to_u32, Run, SpmvDense, SpmvOperands};
 use crate::plan::{CudaPlan, Kernels, Phase, PlanBase, PlanClock, SpmvKernels, Values};
 
-/// Threads per block of every SpMV kernel but the merge-path product (`SPMV_BLOCK`).
-const BLOCK: u32 = 256;
+/// Threads per block of every SpMV kernel but the merge-path product (`SPMV_BLOCK`, and the
+/// ELL, HYB and BSR files').
+pub(crate) const BLOCK: u32 = 256;
 /// Threads per block of the merge-path product (`MERGE_BLOCK`).
 const MERGE_BLOCK: u32 = 128;
 /// Merge-path items (row ends plus entries) per thread (`MERGE_ITEMS`).
@@ -27,8 +28,8 @@ const MERGE_TILE: u32 = MERGE_BLOCK * MERGE_ITEMS;
 /// Rows of a merge-path plan stay below this: the partial slots keep two flag bits beside the
 /// row (`PARTIAL_ROW` in spmv.cu).
 const MERGE_MAX_ROWS: usize = 1 << 30;
-/// Lanes per row the vector kernel is instantiated for.
-const VECTOR_LANES: [u32; 5] = [2, 4, 8, 16, 32];
+/// Lanes per row the vector kernel is instantiated for (per block row, the BSR kernel).
+pub(crate) const VECTOR_LANES: [u32; 5] = [2, 4, 8, 16, 32];
 
 /// Rows longer than this are split into segments of this length by `vector-split`: a warp
 /// then loops at most 32 times over one row.
@@ -172,7 +173,7 @@ impl<T: Scalar> Entries<T> {
                 .iter()
                 .map(|lanes| Entry::new(&SOURCE, "spmv_csr_vector", &[&t, lanes]))
                 .collect::<Result<_>>()?,
-            segments: Entry::new(&SOURCE, "spmv_long_segments", &[&t])?,
+            segments: segments_entry()?,
             long_rows: Entry::new(&SOURCE, "spmv_long_rows", &[&t])?,
             partition: Entry::over_params(&SOURCE, "spmv_merge_partition")?,
             merge: Entry::new(&SOURCE, "spmv_csr_merge", &[&t])?,
@@ -211,6 +212,11 @@ impl<T: Scalar> Entries<T> {
     }
 }
 
+/// `spmv_long_segments` of storage type `T`, which HYB also runs on its overflow entries.
+pub(crate) fn segments_entry<T: Scalar>() -> Result<Entry<SpmvSegments<T>>> {
+    Entry::new(&SOURCE, "spmv_long_segments", &[&c_type(T::DTYPE)?])
+}
+
 /// Every kernel of this file Rust can ask for.
 pub(crate) fn all_specs() -> Result<Vec<KernelSpec>> {
     let mut specs = Entries::<f64>::new()?.specs(true);
@@ -228,18 +234,20 @@ pub(crate) fn coo_atomics(dtype: sparse_core::DType) -> bool {
 pub fn auto_algorithm(format: Format) -> Algorithm {
     match format {
         Format::Coo => Algorithm::Atomic,
+        Format::Ell | Format::Hyb => Algorithm::Scalar,
+        Format::Bsr => Algorithm::Vector,
         _ => Algorithm::MergePath,
     }
 }
 
-/// Lanes per row of the vector kernel.
-fn vector_width(mean: f64) -> u32 {
+/// Lanes per row of the vector kernel: the power of two nearest `mean` entries, from 2 to 32.
+pub(crate) fn vector_width(mean: f64) -> u32 {
     let w = mean.max(1.0).log2().round().clamp(1.0, 5.0) as u32;
     1 << w
 }
 
 /// One thread per `items` items, in blocks of [`BLOCK`].
-fn grid(items: u64) -> Result<LaunchConfig> {
+pub(crate) fn grid(items: u64) -> Result<LaunchConfig> {
     let blocks = to_u32(
         "number of thread blocks",
         items.div_ceil(u64::from(BLOCK)).max(1) as usize,
@@ -253,14 +261,9 @@ fn grid(items: u64) -> Result<LaunchConfig> {
 
 /// Long rows of `vector-split`: each cut into segments of [`LONG_ROW`] entries.
 struct LongRows<T: Scalar> {
-    segments: u32,
+    segments: DeviceSegments<T>,
     rows: u32,
-    segment_row: CudaSlice<u32>,
-    segment_start: CudaSlice<u32>,
     long_row: CudaSlice<u32>,
-    first_segment: CudaSlice<u32>,
-    /// One accumulation value per segment.
-    partial: CudaSlice<u8>,
     segment_kernel: Kernel<SpmvSegments<T>>,
     row_kernel: Kernel<SpmvLongRows<T>>,
 }
@@ -272,42 +275,109 @@ impl<T: Scalar> LongRows<T> {
         entries: &Entries<T>,
         a: CsrRef<'_, T, I>,
     ) -> Result<Option<Self>> {
-        let (mut segment_row, mut segment_start, mut long_row, mut first_segment) =
-            (Vec::new(), Vec::new(), Vec::new(), vec![0u32]);
-        for i in 0..a.rows() {
-            let range = a.row_range(i);
-            if range.len() > LONG_ROW as usize {
-                long_row.push(to_u32("row index", i)?);
-                for start in range.step_by(LONG_ROW as usize) {
-                    segment_row.push(to_u32("row index", i)?);
-                    segment_start.push(to_u32("entry index", start)?);
-                }
-                first_segment.push(to_u32("segment count", segment_row.len())?);
-            }
-        }
+        let long_row: Vec<u32> = (0..a.rows())
+            .filter(|&i| a.row_len(i) > LONG_ROW as usize)
+            .map(|i| to_u32("row index", i))
+            .collect::<Result<_>>()?;
         if long_row.is_empty() {
             return Ok(None);
         }
-        let upload = |v: &[u32]| device.upload_converted(v, 0, |&i| i);
+        let segments = Segments::of(long_row.iter().map(|&i| (i, a.row_range(i as usize))))?;
         Ok(Some(LongRows {
-            segments: to_u32("segment count", segment_row.len())?,
+            segments: segments.upload::<T>(device)?,
             rows: to_u32("long row count", long_row.len())?,
-            segment_row: upload(&segment_row)?,
-            segment_start: upload(&segment_start)?,
-            long_row: upload(&long_row)?,
-            first_segment: upload(&first_segment)?,
-            partial: device.alloc_zeros::<u8>(
-                segment_row.len() * size_of::<T::Acc>(),
-                "allocating long-row partials",
-            )?,
+            long_row: device.upload_converted(&long_row, 0, |&i| i)?,
             segment_kernel: device.kernel(&entries.segments)?,
             row_kernel: device.kernel(&entries.long_rows)?,
         }))
     }
 
     fn bytes(&self) -> usize {
-        (2 * self.segments as usize + 2 * self.rows as usize + 1) * 4
-            + self.segments as usize * size_of::<T::Acc>()
+        self.segments.bytes() + self.rows as usize * 4
+    }
+}
+
+/// Rows cut into segments of at most [`LONG_ROW`] entries, one warp each (`spmv_long_segments`):
+/// the row and first entry of each segment, and where each row's segments start.
+pub(crate) struct Segments {
+    row: Vec<u32>,
+    start: Vec<u32>,
+    first: Vec<u32>,
+}
+
+impl Segments {
+    /// The segments of `rows`, each a row index (into the row pointers the segment kernel
+    /// reads) with its entries.
+    pub fn of(rows: impl Iterator<Item = (u32, std::ops::Range<usize>)>) -> Result<Self> {
+        let mut s = Segments {
+            row: Vec::new(),
+            start: Vec::new(),
+            first: vec![0],
+        };
+        for (i, range) in rows {
+            for start in range.step_by(LONG_ROW as usize) {
+                s.row.push(i);
+                s.start.push(to_u32("entry index", start)?);
+            }
+            s.first.push(to_u32("segment count", s.row.len())?);
+        }
+        Ok(s)
+    }
+
+    /// On the device, with one partial sum of `T`'s accumulation type per segment.
+    pub fn upload<T: Scalar>(&self, device: &Arc<Device>) -> Result<DeviceSegments<T>> {
+        let upload = |v: &[u32]| device.upload_converted(v, 0, |&i| i);
+        Ok(DeviceSegments {
+            count: to_u32("segment count", self.row.len())?,
+            row: upload(&self.row)?,
+            start: upload(&self.start)?,
+            first: upload(&self.first)?,
+            partial: device.alloc_zeros::<u8>(
+                self.row.len() * size_of::<T::Acc>(),
+                "allocating segment partials",
+            )?,
+            _acc: std::marker::PhantomData,
+        })
+    }
+}
+
+/// [`Segments`] on the device, with their partial sums.
+pub(crate) struct DeviceSegments<T> {
+    pub count: u32,
+    row: CudaSlice<u32>,
+    start: CudaSlice<u32>,
+    pub first: CudaSlice<u32>,
+    pub partial: CudaSlice<u8>,
+    _acc: std::marker::PhantomData<fn() -> T>,
+}
+
+impl<T: Scalar> DeviceSegments<T> {
+    /// Sums each segment of the rows of `row_ptr`, `col_idx` and `values` into its partial.
+    pub fn launch(
+        &self,
+        kernel: &Kernel<SpmvSegments<T>>,
+        device: &Device,
+        (row_ptr, col_idx, values): (Ptr<u32>, Ptr<u32>, Ptr<T>),
+        dense: SpmvDense<T>,
+    ) -> Result<()> {
+        let params = SpmvSegments {
+            segments: self.count,
+            segment_length: LONG_ROW,
+            segment_row: Ptr::of(&self.row, device),
+            segment_start: Ptr::of(&self.start, device),
+            row_ptr,
+            col_idx,
+            values,
+            partial: MutPtr::of_bytes(&self.partial, device),
+            dense,
+        };
+        // SAFETY: segments lie inside their rows of `row_ptr` (made from them); partial holds
+        // one value per segment; one warp per segment.
+        unsafe { kernel.launch(grid(u64::from(self.count) * 32)?, &params) }
+    }
+
+    pub fn bytes(&self) -> usize {
+        (2 * self.row.len() + self.first.len()) * 4 + self.count as usize * size_of::<T::Acc>()
     }
 }
 
@@ -526,28 +596,17 @@ impl<T: Scalar> SpmvKernels<T> for SpmvFamily<T> {
                     kernel.launch(grid(u64::from(a.rows) * u64::from(*lanes))?, &csr(limit))?
                 };
                 if let Some(l) = long {
-                    let params = SpmvSegments {
-                        segments: l.segments,
-                        segment_length: LONG_ROW,
-                        segment_row: Ptr::of(&l.segment_row, device),
-                        segment_start: Ptr::of(&l.segment_start, device),
-                        row_ptr,
-                        col_idx,
-                        values,
-                        partial: MutPtr::of_bytes(&l.partial, device),
+                    l.segments.launch(
+                        &l.segment_kernel,
+                        device,
+                        (row_ptr, col_idx, values),
                         dense,
-                    };
-                    // SAFETY: segments lie inside their rows; partial holds one value per
-                    // segment; one warp per segment.
-                    unsafe {
-                        l.segment_kernel
-                            .launch(grid(u64::from(l.segments) * 32)?, &params)?
-                    };
+                    )?;
                     let params = SpmvLongRows {
                         long_rows: l.rows,
                         long_row: Ptr::of(&l.long_row, device),
-                        first_segment: Ptr::of(&l.first_segment, device),
-                        partial: Ptr::of_bytes(&l.partial, device),
+                        first_segment: Ptr::of(&l.segments.first, device),
+                        partial: Ptr::of_bytes(&l.segments.partial, device),
                         dense,
                     };
                     // SAFETY: first_segment holds rows + 1 offsets into the partials written

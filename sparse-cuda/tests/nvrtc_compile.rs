@@ -23,6 +23,25 @@ const EXPECTED: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "ell",
+        &[
+            // coalesced slot loads; HYB's overflow rows reduced across a warp
+            "ld.global.nc.u32",
+            "shfl.sync.down",
+            "cvt.f32.f16",
+            "cvt.rn.f16.f32",
+        ],
+    ),
+    (
+        "bsr",
+        &[
+            "ld.global.nc",
+            "shfl.sync.down",
+            "cvt.f32.f16",
+            "cvt.rn.f16.f32",
+        ],
+    ),
+    (
         "spmm",
         &[
             // (column, value) pairs broadcast from the lane that loaded them

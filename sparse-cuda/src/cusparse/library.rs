@@ -22,6 +22,7 @@ const SYMBOLS: &[&str] = &[
     "cusparseGetVersion",
     "cusparseCreateCsr",
     "cusparseCreateCoo",
+    "cusparseCreateBsr",
     "cusparseSpMatSetValues",
     "cusparseDestroySpMat",
     "cusparseCreateDnVec",
@@ -314,19 +315,23 @@ descriptor!(
     cusparseDestroyDnMat
 );
 
-/// Where a sparse descriptor finds its rows: CSR's row offsets (rows + 1 of them) or COO's row
-/// index of every entry (sorted).
+/// Where a sparse descriptor finds its rows: CSR's row offsets (rows + 1 of them), COO's row
+/// index of every entry (sorted), or BSR's block row offsets (block rows + 1) with the block
+/// height and width.
 pub(super) enum Rows {
     Offsets(u64),
     Indices(u64),
+    Blocks(u64, (i64, i64)),
 }
 
 impl SpMat {
-    /// A zero-based CSR or COO descriptor with 32-bit indices.
+    /// A zero-based CSR, COO or BSR descriptor with 32-bit indices; for BSR the shape counts
+    /// blocks, and the blocks are row-major.
     ///
     /// # Safety
     /// `rows`, `col_idx` and `values` address their elements on the device (`nnz` each, but
-    /// `shape.0 + 1` row offsets), which outlive every use of the descriptor.
+    /// `shape.0 + 1` row offsets and, for BSR, r*c values per block), which outlive every use
+    /// of the descriptor.
     pub unsafe fn new(
         device: &Device,
         (rows, cols, nnz): (i64, i64, i64),
@@ -371,6 +376,25 @@ impl SpMat {
                     index,
                     base,
                     dtype,
+                )
+            )?,
+            Rows::Blocks(block_row_ptr, (r, c)) => call!(
+                device,
+                cusparseCreateBsr(
+                    &mut raw,
+                    rows,
+                    cols,
+                    nnz,
+                    r,
+                    c,
+                    block_row_ptr as *mut c_void,
+                    col_idx,
+                    values,
+                    index,
+                    index,
+                    base,
+                    dtype,
+                    sys::cusparseOrder_t::CUSPARSE_ORDER_ROW,
                 )
             )?,
         }

@@ -23,9 +23,9 @@ mod table;
 use std::sync::Arc;
 
 use sparse_core::{
-    AttentionDesc, AttentionPlan, BackendKind, CsrRef, Dense, DenseRef, Error, Executor, Format,
-    Layout, Offer, OpKind, Precision, Result, Scalar, SddmmDesc, SddmmPlan, SpIndex, SpmmDesc,
-    SpmmPlan, SpmvDesc, SpmvPlan,
+    AttentionDesc, AttentionPlan, BackendKind, BlockShape, CsrRef, Dense, DenseRef, Error,
+    Executor, Format, Layout, Offer, OpKind, Precision, Result, Scalar, SddmmDesc, SddmmPlan,
+    SpIndex, SpmmDesc, SpmmPlan, SpmvDesc, SpmvPlan,
 };
 
 use crate::executor::CudaBackend;
@@ -116,17 +116,18 @@ impl CusparseBackend {
         })
     }
 
-    /// A plan of `a` for `request` started on its table row, reserving `width`.
+    /// A plan of `a` for `request` started on its table row, reserving `width`; BSR in
+    /// `block`.
     fn start<T: Scalar, I: SpIndex>(
         &self,
         a: CsrRef<'_, T, I>,
-        request: Request,
+        (request, block): (Request, Option<BlockShape>),
         width: usize,
     ) -> Result<Started<T>> {
         let clock = PlanClock::start();
         let entry = Self::select::<T>(request)?;
         let (_, _, precision, _) = request;
-        plan::start(&self.handle, a, entry, precision, width, clock)
+        plan::start(&self.handle, a, (entry, precision, block), width, clock)
     }
 }
 
@@ -152,7 +153,7 @@ impl Executor for CusparseBackend {
         a: CsrRef<'a, T, I>,
         desc: &SpmvDesc,
     ) -> Result<Box<dyn SpmvPlan<T> + 'a>> {
-        let started = self.start(a, desc.request(), 0)?;
+        let started = self.start(a, (desc.request(), desc.block), 0)?;
         Ok(Box::new(ops::plan_spmv(started)?))
     }
 
@@ -161,7 +162,7 @@ impl Executor for CusparseBackend {
         a: CsrRef<'a, T, I>,
         desc: &SpmmDesc,
     ) -> Result<Box<dyn SpmmPlan<T> + 'a>> {
-        let started = self.start(a, desc.request(), desc.width())?;
+        let started = self.start(a, (desc.request(), desc.block), desc.width())?;
         Ok(Box::new(ops::plan_dense::<_, ops::Spmm>(started)?))
     }
 
@@ -182,7 +183,7 @@ impl Executor for CusparseBackend {
                     .to_string(),
             });
         }
-        let started = self.start(s, desc.request(), desc.width())?;
+        let started = self.start(s, (desc.request(), desc.block), desc.width())?;
         Ok(Box::new(ops::plan_dense::<_, ops::Sddmm>(started)?))
     }
 

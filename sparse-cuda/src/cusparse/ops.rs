@@ -50,7 +50,8 @@ struct SpmvCall<T: Scalar> {
     /// Descriptors of x (cols) and y (rows), pointed at each run's vectors.
     x: DnVec,
     y: DnVec,
-    /// Unit-stride copies of a strided x and y.
+    /// Unit-stride copies of a strided x and y, as long as cuSPARSE's (padded) columns and
+    /// rows.
     x_staging: CudaBuffer<T>,
     y_staging: CudaBuffer<T>,
     preprocessed: bool,
@@ -80,7 +81,7 @@ pub(super) fn plan_spmv<T: Scalar>(started: Started<T>) -> Result<CudaPlan<T, Sp
     let call = match vendor {
         None => None,
         Some(mut vendor) => {
-            let (rows, cols) = (base.rows, base.cols);
+            let (rows, cols) = a.vendor_shape();
             // Until a run points them at its vectors the descriptors point at A's values, a
             // live device address that _bufferSize never dereferences.
             let placeholder = a.value_buffer().address();
@@ -151,8 +152,9 @@ impl<T: Scalar> SpmvKernels<T> for SpmvFamily<T> {
         };
         let device = &base.device;
         let zero_beta = beta == T::Acc::ZERO;
-        let x_unit = unit_stride(device, &x, &call.x_staging, true)?;
-        let y_unit = unit_stride(device, &y, &call.y_staging, !zero_beta)?;
+        let (rows, cols) = self.a.vendor_shape();
+        let x_unit = unit_stride(device, &x, &call.x_staging, (cols, true))?;
+        let y_unit = unit_stride(device, &y, &call.y_staging, (rows, !zero_beta))?;
         let handle = call.vendor.handle.clone();
         handle.with(|h| {
             // SAFETY: x_unit and y_unit address cols and rows contiguous elements on this
@@ -619,7 +621,12 @@ impl<T: Scalar> SddmmKernels<T> for SddmmFamily<T> {
             return base.scale(&ops.c, beta);
         };
         let device = &base.device;
-        let c = unit_stride(device, &ops.c, self.a.value_buffer(), beta != T::Acc::ZERO)?;
+        let c = unit_stride(
+            device,
+            &ops.c,
+            self.a.value_buffer(),
+            (ops.c.rows, beta != T::Acc::ZERO),
+        )?;
         let shapes = (
             DnShape::of(&ops.x, "X")?,
             DnShape::of(&ops.y, "Y")?.transposed(),

@@ -10,6 +10,8 @@
 //! - cuSPARSE dense vectors have unit stride: a strided vector (a row-major n x 1 operand with a
 //!   leading dimension above 1) is copied through a contiguous staging buffer of the plan, sized
 //!   when it is planned.
+//! - cuSPARSE's BSR has whole blocks: its rows and columns are the matrix's rounded up to the
+//!   block, so where they differ x and y go through the staging too, x's tail left zero.
 
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -17,12 +19,14 @@ use std::sync::Arc;
 use cudarc::cusparse::sys;
 use cudarc::driver::{sys as cu, CudaSlice, DevicePtr};
 use sparse_core::{
-    BackendKind, CsrRef, DeviceMemory, Error, Format, Layout, PlanInfo, Precision, Result, Scalar,
-    SpIndex,
+    BackendKind, BlockShape, CsrRef, DeviceMemory, Error, Format, Layout, PlanInfo, Precision,
+    Result, Scalar, SpIndex,
 };
+use sparse_formats::Bsr;
 
 use super::library::{bind, compute_type, index, value_type, Handle, Rows, SpMat};
 use super::table::Entry;
+use crate::bsr::{self, DeviceBsr};
 use crate::device::{CudaBuffer, Device};
 use crate::matrix::DeviceCsr;
 use crate::operand::{to_u32, Bound};
@@ -38,10 +42,14 @@ pub(super) fn scalar_ptr<A>(v: &A) -> *const c_void {
 }
 
 /// A matrix on the device in the arrays cuSPARSE reads: CSR, plus the row index of every entry
-/// for COO. Its values are in CSR entry order, where `update_values` writes them.
-pub(super) struct Matrix<T> {
-    csr: DeviceCsr<T>,
-    row_idx: Option<CudaSlice<u32>>,
+/// for COO, with values in CSR entry order; or BSR, whose values stay in its slots (value
+/// updates scatter there).
+pub(super) enum Matrix<T> {
+    Csr {
+        csr: DeviceCsr<T>,
+        row_idx: Option<CudaSlice<u32>>,
+    },
+    Bsr(DeviceBsr<T>),
 }
 
 /// The row index of every entry of `a`: what COO holds beside CSR's column indices and values.
@@ -53,32 +61,84 @@ fn row_indices<T, I: SpIndex>(a: CsrRef<'_, T, I>) -> Result<Vec<u32>> {
     Ok(rows)
 }
 
+/// The block shapes cuSPARSE's BSR SpMV is asked to run: square, from 2x2 (1x1 is CSR).
+fn vendor_block(block: BlockShape) -> bool {
+    block.rows == block.cols && block.rows > 1
+}
+
+/// What a plan builds on the host before uploading: COO's row indices, or the BSR.
+enum HostMatrix<T> {
+    Csr(Option<Vec<u32>>),
+    Bsr(Bsr<T>),
+}
+
+impl<T: Scalar> HostMatrix<T> {
+    /// `a`'s arrays beside CSR's for `format`: BSR of `block` (4x4 when `None`), COO's row
+    /// indices, or none.
+    fn new<I: SpIndex>(
+        a: CsrRef<'_, T, I>,
+        format: Format,
+        block: Option<BlockShape>,
+    ) -> Result<Self> {
+        Ok(match format {
+            Format::Bsr => HostMatrix::Bsr(bsr::convert(a, block)?),
+            Format::Coo => HostMatrix::Csr(Some(row_indices(a)?)),
+            _ => HostMatrix::Csr(None),
+        })
+    }
+}
+
 impl<T: Scalar> Matrix<T> {
-    /// `a` on the device, with `row_idx` (from [`row_indices`]) for COO.
+    /// `a` on the device as `host` built it.
     fn upload<I: SpIndex>(
         device: &Arc<Device>,
         a: CsrRef<'_, T, I>,
-        row_idx: Option<&[u32]>,
+        host: HostMatrix<T>,
     ) -> Result<Self> {
-        Ok(Matrix {
-            csr: DeviceCsr::upload(device, a)?,
-            row_idx: row_idx
-                .map(|rows| device.upload_converted(rows, 0, |&r| r))
-                .transpose()?,
+        Ok(match host {
+            HostMatrix::Bsr(bsr) => Matrix::Bsr(DeviceBsr::upload(device, &bsr, false)?),
+            HostMatrix::Csr(row_idx) => Matrix::Csr {
+                csr: DeviceCsr::upload(device, a)?,
+                row_idx: row_idx
+                    .map(|rows| device.upload_converted(&rows, 0, |&r| r))
+                    .transpose()?,
+            },
         })
     }
 
     pub fn values(&self) -> Values<'_, T> {
-        Values::csr_order(&self.csr.values)
+        match self {
+            Matrix::Csr { csr, .. } => Values::csr_order(&csr.values),
+            Matrix::Bsr(bsr) => bsr.values.target(),
+        }
     }
 
-    /// The values buffer itself (nnz elements).
+    /// The values buffer itself (nnz elements for CSR and COO).
     pub fn value_buffer(&self) -> &CudaBuffer<T> {
-        &self.csr.values
+        match self {
+            Matrix::Csr { csr, .. } => &csr.values,
+            Matrix::Bsr(bsr) => &bsr.values.values,
+        }
+    }
+
+    /// Rows and columns as cuSPARSE sees them: BSR's padded to whole blocks.
+    pub fn vendor_shape(&self) -> (usize, usize) {
+        match self {
+            Matrix::Csr { csr, .. } => (csr.rows as usize, csr.cols as usize),
+            Matrix::Bsr(bsr) => (
+                bsr.block_rows as usize * bsr.block.rows,
+                bsr.block_cols as usize * bsr.block.cols,
+            ),
+        }
     }
 
     pub fn bytes(&self) -> usize {
-        self.csr.bytes() + self.row_idx.as_ref().map_or(0, |r| r.len() * 4)
+        match self {
+            Matrix::Csr { csr, row_idx } => {
+                csr.bytes() + row_idx.as_ref().map_or(0, |r| r.len() * 4)
+            }
+            Matrix::Bsr(bsr) => bsr.bytes(),
+        }
     }
 
     /// The cuSPARSE descriptor of these arrays (zero-based, 32-bit indices).
@@ -86,19 +146,38 @@ impl<T: Scalar> Matrix<T> {
     /// # Safety
     /// The descriptor points into `self`: it must not be used after `self` is dropped.
     unsafe fn descriptor(&self, device: &Device, dtype: sys::cudaDataType) -> Result<SpMat> {
-        let (csr, stream) = (&self.csr, &device.stream);
-        let shape = (
-            index("number of rows", csr.rows as usize)?,
-            index("number of columns", csr.cols as usize)?,
-            index("number of entries", csr.nnz as usize)?,
-        );
-        let rows = match &self.row_idx {
-            Some(rows) => Rows::Indices(rows.device_ptr(stream).0),
-            None => Rows::Offsets(csr.row_ptr.device_ptr(stream).0),
+        let stream = &device.stream;
+        let (shape, rows, cols, values) = match self {
+            Matrix::Csr { csr, row_idx } => (
+                (
+                    index("number of rows", csr.rows as usize)?,
+                    index("number of columns", csr.cols as usize)?,
+                    index("number of entries", csr.nnz as usize)?,
+                ),
+                match row_idx {
+                    Some(rows) => Rows::Indices(rows.device_ptr(stream).0),
+                    None => Rows::Offsets(csr.row_ptr.device_ptr(stream).0),
+                },
+                csr.col_idx.device_ptr(stream).0,
+                csr.values.address(),
+            ),
+            Matrix::Bsr(bsr) => (
+                (
+                    index("number of block rows", bsr.block_rows as usize)?,
+                    index("number of block columns", bsr.block_cols as usize)?,
+                    index("number of blocks", bsr.blocks as usize)?,
+                ),
+                Rows::Blocks(
+                    bsr.block_row_ptr.device_ptr(stream).0,
+                    (bsr.block.rows as i64, bsr.block.cols as i64),
+                ),
+                bsr.block_col.device_ptr(stream).0,
+                bsr.values.values.address(),
+            ),
         };
-        let (cols, values) = (csr.col_idx.device_ptr(stream).0, csr.values.address());
-        // SAFETY: the row pointer holds rows + 1 offsets, row indices (COO), column indices and
-        // values nnz elements each, in `self`.
+        // SAFETY: the row pointers hold rows + 1 offsets (block rows + 1 for BSR), row indices
+        // (COO), column indices and values nnz elements each (r*c values per block for BSR),
+        // in `self`.
         unsafe { SpMat::new(device, shape, rows, cols, values, dtype) }
     }
 }
@@ -168,13 +247,12 @@ pub(super) struct Started<T: Scalar> {
     pub vendor: Option<Vendor>,
 }
 
-/// A plan of `a` running `entry` in `precision` with `reserved_width` on the handle's device,
-/// started.
+/// A plan of `a` running `entry` in `precision` with `reserved_width` on the handle's device
+/// (BSR in `block`, 4x4 when `None`), started.
 pub(super) fn start<T: Scalar, I: SpIndex>(
     handle: &Arc<Handle>,
     a: CsrRef<'_, T, I>,
-    entry: &'static Entry,
-    precision: Precision,
+    (entry, precision, block): (&'static Entry, Precision, Option<BlockShape>),
     reserved_width: usize,
     clock: PlanClock,
 ) -> Result<Started<T>> {
@@ -190,13 +268,21 @@ pub(super) fn start<T: Scalar, I: SpIndex>(
             entry.deterministic,
         )
     };
+    if let Some(shape) = block.filter(|&b| entry.format == Format::Bsr && !vendor_block(b)) {
+        return Err(Error::Unsupported {
+            op: entry.op,
+            format: entry.format,
+            precision,
+            algorithm: Some(entry.algorithm),
+            backend: BackendKind::Cusparse,
+            supported: format!(
+                "bsr with square blocks of 2x2 to 16x16 (cuSPARSE's BSR SpMV), not {shape}"
+            ),
+        });
+    }
+    let host = HostMatrix::new(a, entry.format, block)?;
     let (base, mut clock) = PlanBase::new(device, a, info, &[], clock)?;
-    let row_idx = match entry.format {
-        Format::Coo => Some(row_indices(a)?),
-        _ => None,
-    };
-    clock.lap(device, Phase::Host)?;
-    let matrix = Matrix::upload(device, a, row_idx.as_deref())?;
+    let matrix = Matrix::upload(device, a, host)?;
     clock.lap(device, Phase::Transfer)?;
     let vendor = if a.nnz() > 0 {
         // SAFETY: the family made of this keeps `matrix` beside the descriptor.
@@ -249,23 +335,25 @@ fn copy_strided(
         .map_err(|e| device.error("copying a strided vector", e))
 }
 
-/// The n x 1 operand `v` as cuSPARSE takes it, with unit stride: `v` itself, or `staging`
-/// holding a copy of it (made only when `read`: inputs, and outputs scaled by `beta`).
+/// The n x 1 operand `v` as cuSPARSE takes it, `len` elements with unit stride: `v` itself, or
+/// `staging` holding a copy of it (made only when `read`: inputs, and outputs scaled by
+/// `beta`). A `len` past `v`'s length (BSR's rows and columns padded to whole blocks) always
+/// stages; the staging's tail is zero from its allocation and no copy writes it, so a padded x
+/// adds nothing.
 pub(super) fn unit_stride<T: Scalar>(
     device: &Device,
     v: &Bound,
     staging: &CudaBuffer<T>,
-    read: bool,
+    (len, read): (usize, bool),
 ) -> Result<Bound> {
     let stride = v.increment();
-    if stride == 1 {
+    if stride == 1 && len == v.rows {
         return Ok(*v);
     }
-    if staging.len() < v.rows {
+    if staging.len() < len {
         return Err(Error::internal(format!(
-            "a staging buffer of {} elements for a vector of {}",
+            "a staging buffer of {} elements for a vector of {len}",
             staging.len(),
-            v.rows
         )));
     }
     let staged = Bound {

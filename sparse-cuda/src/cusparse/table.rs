@@ -6,9 +6,14 @@
 //! precision as sparse-blas names it: in f16 SpMM the default, CSR_ALG1 and CSR_ALG2 round
 //! partial results to f16 (errors of 20x to 750x the f32-accumulation bound, measured with
 //! cuSPARSE 12.6.3 on an H100), so they take only f64 and f32 and f16 `auto` is CSR_ALG3, which
-//! accumulates in f32. Not here yet, because the formats do not exist in
-//! this library yet: BSR SpMV (`CUSPARSE_SPMV_BSR_ALG1`, with the BSR format) and Blocked-ELL
-//! SpMM (`CUSPARSE_SPMM_BLOCKED_ELL_ALG1`, with a Blocked-ELL format).
+//! accumulates in f32.
+//!
+//! BSR SpMV is cuSPARSE's generic SpMV on a `cusparseCreateBsr` descriptor (row-major blocks;
+//! its algorithm, `CUSPARSE_SPMV_BSR_ALG1`, is what the default picks for BSR and is named only
+//! in CUDA 13's headers, so the row names the default). Its table row lists f64 and f32; a plan
+//! refuses block shapes other than square ones from 2x2 with `Unsupported` (the legacy
+//! `bsrmv` takes only square blocks above 1x1, and the generic API documents no others). Not
+//! here yet: Blocked-ELL SpMM (`CUSPARSE_SPMM_BLOCKED_ELL_ALG1`, with a Blocked-ELL format).
 
 use cudarc::cusparse::sys::{
     cusparseSDDMMAlg_t as Dd, cusparseSpMMAlg_t as Mm, cusparseSpMVAlg_t as Mv,
@@ -78,6 +83,8 @@ pub(super) const TABLE: &[Entry] = &[
     entry!(Spmv, Coo, VendorDefault, Spmv(Mv::CUSPARSE_SPMV_ALG_DEFAULT), FLOATS, false, even_ld: &[]),
     entry!(Spmv, Coo, VendorAlg1, Spmv(Mv::CUSPARSE_SPMV_COO_ALG1), FLOATS, false, even_ld: &[]),
     entry!(Spmv, Coo, VendorAlg2, Spmv(Mv::CUSPARSE_SPMV_COO_ALG2), FLOATS, true, even_ld: &[]),
+    // BSR: no determinism promise is documented.
+    entry!(Spmv, Bsr, VendorDefault, Spmv(Mv::CUSPARSE_SPMV_ALG_DEFAULT), WIDE, false, even_ld: &[]),
     // SpMM on CSR: ALG3 is the only one whose f16 results are f32-accumulated. The documentation
     // calls it deterministic, but with column-major C two runs differed (cuSPARSE 12.6.3, H100,
     // conformance run of 2026-11-22), so it is not marked so.
@@ -210,10 +217,17 @@ mod tests {
                 Precision::F32,
                 Support::Unsupported,
             ),
+            (OpKind::Spmv, Format::Bsr, Precision::F64, Support::Native),
             (
                 OpKind::Spmv,
                 Format::Bsr,
-                Precision::F64,
+                Precision::F16,
+                Support::Unsupported,
+            ),
+            (
+                OpKind::Spmv,
+                Format::Ell,
+                Precision::F32,
                 Support::Unsupported,
             ),
         ] {

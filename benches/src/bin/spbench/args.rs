@@ -5,7 +5,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use clap::Parser;
-use sparse_blas::{Algorithm, Error, Layout, OpKind, Precision, Result};
+use sparse_blas::{Algorithm, Error, Format, Layout, OpKind, Precision, Result};
 
 use crate::cases::Generator;
 use crate::ops::Op;
@@ -67,6 +67,11 @@ pub struct Args {
     /// baselines; every kernel when not given.
     #[arg(long, value_delimiter = ',')]
     pub algorithms: Option<Vec<Named<Algorithm>>>,
+
+    /// Only the kernels on these formats (e.g. ell,hyb,bsr), without the CPU baselines; every
+    /// format when not given.
+    #[arg(long, value_delimiter = ',')]
+    pub formats: Option<Vec<Named<Format>>>,
 
     /// SpMM widths N (columns of B and C) [default: 32,128,256; --quick: 32].
     #[arg(long, value_delimiter = ',')]
@@ -200,6 +205,8 @@ pub struct Config {
     pub precisions: Vec<Precision>,
     /// The algorithms to run; all when `None`.
     pub algorithms: Option<Vec<Algorithm>>,
+    /// The formats to run; all when `None`.
+    pub formats: Option<Vec<Format>>,
     pub spmm_widths: Vec<usize>,
     pub inner_widths: Vec<usize>,
     pub layout: Layout,
@@ -299,6 +306,9 @@ impl Args {
             algorithms: self
                 .algorithms
                 .map(|list| list.into_iter().map(|Named(a)| a).collect()),
+            formats: self
+                .formats
+                .map(|list| list.into_iter().map(|Named(f)| f).collect()),
             spmm_widths: widths("--n", self.n, if quick { &[32] } else { &[32, 128, 256] })?,
             inner_widths: widths("--k", self.k, if quick { &[32] } else { &[32, 128] })?,
             layout: self.layout.0,

@@ -385,6 +385,11 @@ impl Typed<'_> {
                         |k| matches!(k, Kernel::Plan { algorithm, .. } if only.contains(algorithm)),
                     );
                 }
+                if let Some(only) = &c.formats {
+                    kernels.retain(
+                        |k| matches!(k, Kernel::Plan { format, .. } if only.contains(format)),
+                    );
+                }
                 if kernels.is_empty() {
                     continue;
                 }
