@@ -12,7 +12,7 @@ use crate::blas1::Blas1Workspace;
 use crate::device::{CudaBuffer, Device};
 use crate::plan::{check_request, Desc, PlanClock, Request};
 use crate::registry::{self, Family};
-use crate::{flashsparse, rode, sddmm, spmm, spmv};
+use crate::{flashsparse, rode, sddmm, spmm, spmv, tilespmv};
 
 /// sparse-blas's CUDA kernels on one device. Plans hold the matrix on the device; operands
 /// must be device memory made by [`Executor::upload`] or [`Executor::zeros`] of this backend.
@@ -138,6 +138,13 @@ impl Executor for CudaBackend {
                 a,
                 &stats,
                 (desc.format, desc.precision, algorithm),
+                clock,
+            )?)),
+            Family::TileSpmv => Ok(Box::new(tilespmv::plan(
+                &self.device,
+                a,
+                desc.precision,
+                &sparse_formats::TileSelection::default(),
                 clock,
             )?)),
             other => Err(misrouted(other, OpKind::Spmv)),

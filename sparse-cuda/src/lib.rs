@@ -23,6 +23,7 @@ mod rode;
 mod sddmm;
 mod spmm;
 mod spmv;
+mod tilespmv;
 mod timing;
 
 pub use cusparse::CusparseBackend;
@@ -39,5 +40,6 @@ pub fn every_kernel() -> sparse_core::Result<Vec<kernel::KernelSpec>> {
     specs.extend(rode::all_specs()?);
     specs.extend(blas1::all_specs()?);
     specs.extend(flashsparse::all_specs()?);
+    specs.extend(tilespmv::all_specs()?);
     Ok(specs)
 }

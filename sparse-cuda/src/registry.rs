@@ -15,6 +15,7 @@ pub(crate) enum Family {
     Sddmm,
     Rode,
     FlashSparse,
+    TileSpmv,
 }
 
 /// One row of the table.
@@ -58,6 +59,7 @@ const TABLE: &[&[Registration]] = &[
         (FLOATS, MergePath, true),
     ),
     rows!(Spmv, Spmv, Coo: (WIDE, Atomic, false)),
+    rows!(TileSpmv, Spmv, Tiled16: (WIDE, TileSpmv, true)),
     rows!(Spmm, Spmm, Csr: (FLOATS, Vector, true)),
     rows!(Sddmm, Sddmm, Csr: (FLOATS, Vector, true)),
     // f16 has no atomic add of its f32 sums: its `rode` combines split rows as the

@@ -23,7 +23,7 @@ use crate::operand::{to_u32, Run, SpmvDense, SpmvOperands};
 use crate::plan::{CudaPlan, Kernels, Phase, PlanBase, PlanClock, SpmvKernels, Values};
 
 /// Threads per block of every SpMV kernel (`SPMV_BLOCK`).
-const BLOCK: u32 = 256;
+pub(crate) const BLOCK: u32 = 256;
 /// Merge-path items (row ends plus entries) per thread.
 const MERGE_ITEMS: u32 = 8;
 /// Lanes per row the vector kernel is instantiated for.
@@ -214,6 +214,11 @@ pub(crate) fn all_specs() -> Result<Vec<KernelSpec>> {
     Ok(specs)
 }
 
+/// The vector kernel of `lanes` lanes per row, for families that add a CSR part of their own.
+pub(crate) fn vector_entry<T: Scalar>(lanes: u32) -> Result<Entry<SpmvCsr<T>>> {
+    Entries::<T>::new()?.vector(lanes).cloned()
+}
+
 /// COO SpMV adds into y with atomics, which exist for f32 and f64.
 pub(crate) fn coo_atomics(dtype: sparse_core::DType) -> bool {
     matches!(dtype, sparse_core::DType::F32 | sparse_core::DType::F64)
@@ -223,6 +228,8 @@ pub(crate) fn coo_atomics(dtype: sparse_core::DType) -> bool {
 pub fn auto_algorithm(format: Format, stats: &RowStats) -> Algorithm {
     if format == Format::Coo {
         Algorithm::Atomic
+    } else if format == Format::Tiled16 {
+        Algorithm::TileSpmv
     } else if stats.max > LONG_ROW as usize {
         Algorithm::VectorSplit
     } else if stats.mean < 1.5 {
@@ -233,13 +240,13 @@ pub fn auto_algorithm(format: Format, stats: &RowStats) -> Algorithm {
 }
 
 /// Lanes per row of the vector kernel.
-fn vector_width(mean: f64) -> u32 {
+pub(crate) fn vector_width(mean: f64) -> u32 {
     let w = mean.max(1.0).log2().round().clamp(1.0, 5.0) as u32;
     1 << w
 }
 
 /// One thread per `items` items, in blocks of [`BLOCK`].
-fn grid(items: u64) -> Result<LaunchConfig> {
+pub(crate) fn grid(items: u64) -> Result<LaunchConfig> {
     let blocks = to_u32(
         "number of thread blocks",
         items.div_ceil(u64::from(BLOCK)).max(1) as usize,

@@ -104,6 +104,20 @@ const EXPECTED: &[(&str, &[&str])] = &[
             "cp.async.wait_group",
         ],
     ),
+    (
+        "tilespmv",
+        &[
+            // tile metadata loaded a lane per tile and broadcast
+            "shfl.sync.idx",
+            // the two lanes of a row added once per tile row
+            "shfl.sync.down",
+            // payload bytes and nibbles, the x segment staged per warp
+            "ld.global.nc.u8",
+            "st.shared.f64",
+            "popc",
+            "bar.warp.sync",
+        ],
+    ),
 ];
 
 #[test]
