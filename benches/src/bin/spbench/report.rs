@@ -234,10 +234,10 @@ pub struct Entry {
     pub plan_time: Option<PlanTime>,
 }
 
-const CSV_COLUMNS: usize = 42;
+const CSV_COLUMNS: usize = 43;
 const CSV_HEADER: &str = "matrix,source,rows,cols,nnz,op,width,precision,backend,format,\
 algorithm,chosen,status,error_ratio,plan_ms,plan_host_ms,plan_transfer_ms,plan_device_ms,\
-plan_kernels_ms,upload_ms,plan_bytes,deterministic,cache,batch,\
+plan_kernels_ms,upload_ms,plan_bytes,plan_bytes_per_nnz,deterministic,cache,batch,\
 samples,time_limited,median_ms,q1_ms,q3_ms,min_ms,gflops,gbps,bw_fraction,large,min_bytes,flops,\
 plan_in_runs,vs_cusparse_best,vs_cusparse_default,vs_sprs,vs_faer,note";
 
@@ -392,6 +392,9 @@ impl Report {
             opt(r.plan_time, |t| ms(t.kernels)),
             opt(r.upload, ms),
             opt(r.plan_bytes, |b| b.to_string()),
+            opt(r.plan_bytes.filter(|_| m.nnz > 0), |b| {
+                format!("{:.3}", b as f64 / m.nnz as f64)
+            }),
             opt(r.deterministic, |d| d.to_string()),
             opt(t, |t| {
                 if t.flushed { "flushed" } else { "warm" }.to_string()
