@@ -23,7 +23,7 @@ mod rode;
 mod sddmm;
 mod spmm;
 mod spmv;
-mod tilespmv;
+pub mod tilespmv;
 mod timing;
 
 pub use cusparse::CusparseBackend;

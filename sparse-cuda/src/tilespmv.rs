@@ -1,21 +1,21 @@
 //! TileSpMV plans (Niu et al., IPDPS'21) on Tiled16: `tilespmv.cu` has the kernels and says how
-//! a warp walks its tiles. A plan converts the CSR to Tiled16 by the format crate's conversion
-//! (so both backends store the same tiles for the same descriptor), uploads it with, for each
-//! CSR entry, its slot in the tiles' values (value updates scatter through it), and cuts tile
-//! rows of more than [`LONG_TILES`] tiles into segments of [`TILE_SEGMENT`] tiles, one warp
-//! each. Deferred very sparse tiles are a CSR that spmv's vector kernel adds after the tile pass,
-//! with beta = 1.
+//! a warp walks its tiles. A plan converts the CSR to Tiled16 on the device ([`build`]: the same
+//! tiles as the format crate's conversion, so both backends store the same tiles for the same
+//! descriptor), with each CSR entry's slot in the values (value updates scatter through it), and
+//! cuts tile rows of more than [`LONG_TILES`] tiles into segments of [`TILE_SEGMENT`] tiles, one
+//! warp each. Deferred very sparse tiles are a CSR that spmv's vector kernel adds after the tile
+//! pass, with beta = 1.
 
 use std::sync::Arc;
 
 use cudarc::driver::CudaSlice;
 use sparse_core::{
     Accumulator, Algorithm, BackendKind, CsrRef, Format, OpKind, PlanInfo, Precision, Result,
-    Scalar, SpIndex, SpmvPlan, ValueOrder,
+    Scalar, SpIndex, SpmvPlan,
 };
 use sparse_formats::{FillLimit, TileSelection, Tiled16, TILED16_TILE};
 
-use crate::device::{CudaBuffer, Device};
+use crate::device::Device;
 use crate::executor::CudaBackend;
 use crate::kernel::{
     c_type, kernel_params, Entry, Kernel, KernelParams, KernelSource, KernelSpec, MutPtr, Ptr,
@@ -26,6 +26,9 @@ use crate::plan::{
 };
 use crate::registry;
 use crate::spmv::{self, SpmvCsr};
+use build::{BuildEntries, DeviceTiled16, TileBuild, TileRule};
+
+mod build;
 
 /// Tiles per segment of a long tile row (`TILE_SEGMENT`).
 pub const TILE_SEGMENT: u32 = 16;
@@ -87,6 +90,8 @@ pub(crate) const SOURCE: KernelSource = KernelSource {
         <TileMatrix<f32> as KernelParams>::C_DECL,
         <TileSpmv<f32> as KernelParams>::C_DECL,
         <TileCombine<f32> as KernelParams>::C_DECL,
+        <TileRule as KernelParams>::C_DECL,
+        <TileBuild<f32> as KernelParams>::C_DECL,
     ],
     defines: &[("TILE_BLOCK", spmv::BLOCK), ("TILE_SEGMENT", TILE_SEGMENT)],
 };
@@ -113,13 +118,17 @@ impl<T: Scalar> Entries<T> {
     }
 }
 
-/// Every kernel of this file Rust can ask for: the table's precisions, f64 and f32.
+/// Every kernel of this file Rust can ask for: the table's precisions, f64 and f32 (the
+/// builder's scans are flashsparse.cu's, listed there).
 pub(crate) fn all_specs() -> Result<Vec<KernelSpec>> {
     let (f64s, f32s) = (Entries::<f64>::new()?, Entries::<f32>::new()?);
+    let (b64, b32) = (BuildEntries::<f64>::new()?, BuildEntries::<f32>::new()?);
     Ok(f64s
         .specs()
         .into_iter()
         .chain(f32s.specs())
+        .chain(b64.own_specs())
+        .chain(b32.own_specs())
         .cloned()
         .collect())
 }
@@ -194,81 +203,13 @@ impl DeviceSegments {
     }
 }
 
-/// The deferred entries' CSR structure (their values follow the tiles' in the plan's values).
-struct DeviceDeferred<T: Scalar> {
-    row_ptr: CudaSlice<u32>,
-    col_idx: CudaSlice<u32>,
-    nnz: usize,
-    /// `spmv_csr_vector` with lanes for the deferred rows' mean length.
+/// The deferred entries' kernel: `spmv_csr_vector` with lanes for their rows' mean length.
+struct DeferredKernel<T: Scalar> {
     kernel: Kernel<SpmvCsr<T>>,
     lanes: u32,
 }
 
-/// A Tiled16 matrix on the device: level 1, the payload bytes, and one value buffer holding the
-/// tiles' values followed by the deferred entries' (the slots of [`Tiled16::value_order`]), with
-/// each CSR entry's slot there.
-struct DeviceTiled16<T: Scalar> {
-    rows: u32,
-    cols: u32,
-    tile_rows: u32,
-    tiles: usize,
-    tile_ptr: CudaSlice<u32>,
-    tile_col: CudaSlice<u32>,
-    tile_nnz: CudaSlice<u32>,
-    tile_format: CudaSlice<u8>,
-    byte_ptr: CudaSlice<u32>,
-    value_ptr: CudaSlice<u32>,
-    payload: CudaSlice<u8>,
-    payload_len: usize,
-    values: CudaBuffer<T>,
-    /// Values of the tiles (padding included); the deferred entries' follow, up to `slot_count`.
-    tile_values: usize,
-    slot_count: usize,
-    slots: CudaSlice<u32>,
-    nnz: usize,
-}
-
 impl<T: Scalar> DeviceTiled16<T> {
-    /// `m` on the device; `order` is its value order.
-    fn upload(device: &Arc<Device>, m: &Tiled16<T>, order: &ValueOrder) -> Result<Self> {
-        let (rows, cols) = (
-            to_u32("number of rows", m.rows())?,
-            to_u32("number of columns", m.cols())?,
-        );
-        let u32s = |v: &[u32]| device.upload_converted(v, 0, |&i| i);
-        let mut values = m.values().to_vec();
-        if let Some(d) = m.deferred() {
-            values.extend_from_slice(d.values());
-        }
-        to_u32("tile value slots", values.len())?;
-        let mut entry_slot = vec![0u32; order.nnz()];
-        for s in 0..order.len() {
-            if let Some(e) = order.entry(s) {
-                // Fits: the slot count was checked above.
-                entry_slot[e] = s as u32;
-            }
-        }
-        Ok(DeviceTiled16 {
-            rows,
-            cols,
-            tile_rows: to_u32("number of tile rows", m.tile_rows())?,
-            tiles: m.num_tiles(),
-            tile_ptr: u32s(m.tile_ptr())?,
-            tile_col: u32s(m.tile_col())?,
-            tile_nnz: u32s(m.tile_nnz())?,
-            tile_format: device.upload_converted(m.tile_format(), 0, |&f| f as u8)?,
-            byte_ptr: u32s(m.byte_ptr())?,
-            value_ptr: u32s(m.value_ptr())?,
-            payload: device.upload_converted(m.payload_bytes(), 0, |&b| b)?,
-            payload_len: m.payload_bytes().len(),
-            values: device.upload(&values)?,
-            tile_values: m.values().len(),
-            slot_count: values.len(),
-            slots: u32s(&entry_slot)?,
-            nnz: order.nnz(),
-        })
-    }
-
     fn params(&self, device: &Device) -> TileMatrix<T> {
         TileMatrix {
             rows: self.rows,
@@ -284,14 +225,6 @@ impl<T: Scalar> DeviceTiled16<T> {
             values: Ptr::of_buffer(&self.values),
         }
     }
-
-    /// Bytes held on the device.
-    fn bytes(&self) -> usize {
-        (self.tile_rows as usize + 1 + 4 * (self.tiles + 1) + self.nnz) * 4
-            + self.tiles
-            + self.payload_len
-            + self.slot_count * size_of::<T>()
-    }
 }
 
 /// The kernels of long tile rows: their segments, and the sums of each row's segments.
@@ -306,7 +239,7 @@ pub(crate) struct TileFamily<T: Scalar> {
     rows: Kernel<TileSpmv<T>>,
     segment_kernels: Option<SegmentKernels<T>>,
     segments: Option<DeviceSegments>,
-    deferred: Option<DeviceDeferred<T>>,
+    deferred: Option<DeferredKernel<T>>,
 }
 
 /// A planned TileSpMV of `a` in `precision`, its tiles chosen by `selection`.
@@ -318,6 +251,7 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
     clock: PlanClock,
 ) -> Result<CudaPlan<T, TileFamily<T>>> {
     let entries = Entries::<T>::new()?;
+    let builder = BuildEntries::<T>::new()?;
     let info = PlanInfo::new(
         BackendKind::Cuda,
         OpKind::Spmv,
@@ -326,56 +260,48 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
         Algorithm::TileSpmv,
         true,
     );
-    let (base, mut clock) = PlanBase::new(device, a, info, &entries.specs(), clock)?;
-    let m = Tiled16::from_csr(a, selection, FillLimit::default())?;
-    let order = m.value_order();
-    let segments = Segments::new(m.tile_ptr())?;
-    clock.lap(device, Phase::Host)?;
-    let deferred_kernel = match m.deferred() {
-        Some(d) => {
-            let lanes = spmv::vector_width(d.nnz() as f64 / d.rows().max(1) as f64);
-            Some((device.kernel(&spmv::vector_entry::<T>(lanes)?)?, lanes))
-        }
-        None => None,
-    };
-    let segment_kernels = if segments.long_row.is_empty() {
-        None
-    } else {
-        Some(SegmentKernels {
-            segments: device.kernel(&entries.segments)?,
-            combine: device.kernel(&entries.combine)?,
-        })
-    };
+    let mut specs = entries.specs();
+    specs.extend(builder.specs());
+    let (base, mut clock) = PlanBase::new(device, a, info, &specs, clock)?;
+    let builder = builder.load(device)?;
     let rows = device.kernel(&entries.rows)?;
+    let segment_kernels = SegmentKernels {
+        segments: device.kernel(&entries.segments)?,
+        combine: device.kernel(&entries.combine)?,
+    };
     clock.lap(device, Phase::Kernels)?;
-    let dev = DeviceTiled16::upload(device, &m, &order)?;
-    let segments = DeviceSegments::upload::<T>(device, &segments)?;
-    let deferred = m
-        .deferred()
-        .zip(deferred_kernel)
-        .map(|(d, (kernel, lanes))| -> Result<DeviceDeferred<T>> {
-            Ok(DeviceDeferred {
-                row_ptr: device.upload_converted(d.row_ptr(), 0, |&i| i)?,
-                col_idx: device.upload_converted(d.col_idx(), 0, |&i| i)?,
-                nnz: d.nnz(),
-                kernel,
+    let dev = DeviceTiled16::build(
+        device,
+        &builder,
+        a,
+        selection,
+        FillLimit::default(),
+        &mut clock,
+    )?;
+    let segments = Segments::new(&dev.host_tile_ptr)?;
+    clock.lap(device, Phase::Host)?;
+    let deferred = dev
+        .deferred
+        .as_ref()
+        .map(|d| -> Result<DeferredKernel<T>> {
+            let lanes = spmv::vector_width(d.nnz as f64 / f64::from(dev.rows.max(1)));
+            Ok(DeferredKernel {
+                kernel: device.kernel(&spmv::vector_entry::<T>(lanes)?)?,
                 lanes,
             })
         })
         .transpose()?;
+    clock.lap(device, Phase::Kernels)?;
+    let segments = DeviceSegments::upload::<T>(device, &segments)?;
     clock.lap(device, Phase::Transfer)?;
-    let bytes = dev.bytes()
-        + segments.as_ref().map_or(0, DeviceSegments::bytes::<T>)
-        + deferred
-            .as_ref()
-            .map_or(0, |d| (dev.rows as usize + 1 + d.nnz) * 4);
+    let bytes = dev.bytes() + segments.as_ref().map_or(0, DeviceSegments::bytes::<T>);
     Ok(base.into_plan(
         clock,
         bytes,
         TileFamily {
+            segment_kernels: segments.as_ref().map(|_| segment_kernels),
             a: dev,
             rows,
-            segment_kernels,
             segments,
             deferred,
         },
@@ -429,11 +355,11 @@ impl<T: Scalar> SpmvKernels<T> for TileFamily<T> {
                 )?
             };
         }
-        if let Some(d) = &self.deferred {
+        if let (Some(d), Some(csr)) = (&self.deferred, &self.a.deferred) {
             let params = SpmvCsr {
                 rows: self.a.rows,
-                row_ptr: Ptr::of(&d.row_ptr, device),
-                col_idx: Ptr::of(&d.col_idx, device),
+                row_ptr: Ptr::of(&csr.row_ptr, device),
+                col_idx: Ptr::of(&csr.col_idx, device),
                 values: Ptr::of_buffer(&self.a.values).offset(self.a.tile_values),
                 dense: SpmvDense {
                     beta: T::Acc::ONE,
@@ -462,6 +388,26 @@ impl<T: Scalar> Kernels<T> for TileFamily<T> {
             slots: Some(&self.a.slots),
         }
     }
+}
+
+/// Tiled16 of `a` built on `backend`'s device by `selection` and read back: what the plans run
+/// on.
+pub fn tiled16_on_device<T: Scalar, I: SpIndex>(
+    backend: &CudaBackend,
+    a: CsrRef<'_, T, I>,
+    selection: &TileSelection,
+) -> Result<Tiled16<T>> {
+    let device = backend.device();
+    let builder = BuildEntries::<T>::new()?.load(device)?;
+    DeviceTiled16::build(
+        device,
+        &builder,
+        a,
+        selection,
+        FillLimit::default(),
+        &mut PlanClock::start(),
+    )?
+    .to_host(device)
 }
 
 impl CudaBackend {

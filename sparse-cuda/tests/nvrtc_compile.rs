@@ -116,6 +116,10 @@ const EXPECTED: &[(&str, &[&str])] = &[
             "st.shared.f64",
             "popc",
             "bar.warp.sync",
+            // the device conversion: warp reductions over a tile's rows, payload bytes OR-ed
+            // into their words
+            "redux.sync.min.u32",
+            "atom.global.or.b32",
         ],
     ),
 ];

@@ -3,9 +3,10 @@
 //! deferred COO at any size, in f64 and f32, on matrices with no rows or no entries, empty tile
 //! rows, edge tiles smaller than 16x16, a tile row of thousands of tiles (cut into segments),
 //! dense tiles, explicit zeros and a power-law graph; x contiguous or strided, y over NaN with
-//! `beta == 0`, `beta != 0` and `alpha == 0`. Then: `auto` on Tiled16 plans TileSpMV, runs are
-//! bit-identical from run to run, new values (from the host or the device) give what a plan made
-//! with them gives, and the plan's bytes stay as planned.
+//! `beta == 0`, `beta != 0` and `alpha == 0`. The device conversion builds exactly the tiles
+//! the host conversion builds (and refuses what it refuses). Then: `auto` on Tiled16 plans
+//! TileSpMV, runs are bit-identical from run to run, new values (from the host or the device)
+//! give what a plan made with them gives, and the plan's bytes stay as planned.
 //!
 //! Needs a GPU; without one each test prints `skipped: <reason>` and passes, unless
 //! `SPARSE_REQUIRE_GPU=1`. Every failure is collected, so one run lists everything that disagrees.
@@ -14,9 +15,10 @@ mod common;
 
 use common::{available, collect, value, Case, Failures, Host, SpmvCase};
 use sparse_core::{
-    Algorithm, BackendKind, Dense, Executor, Format, Layout, Precision, Scalar, SpmvDesc, SpmvPlan,
+    Algorithm, BackendKind, Dense, Error, Executor, Format, Layout, Precision, Scalar, SpmvDesc,
+    SpmvPlan,
 };
-use sparse_cuda::CudaBackend;
+use sparse_cuda::{tilespmv::tiled16_on_device, CudaBackend};
 use sparse_formats::{generate, Csr, DeferredCoo, FillLimit, TileFormat, TileSelection, Tiled16};
 
 fn backend() -> Option<CudaBackend> {
@@ -136,10 +138,17 @@ fn sweep<T: Scalar<Out = T>>(b: &CudaBackend, precision: Precision, failures: &m
         let a: Csr<T> = a.cast();
         for (selection_name, selection) in selections() {
             let what = format!("{precision} {name} {selection_name}");
-            let mut plan = match b.plan_tilespmv(a.as_ref(), precision, &selection) {
-                Ok(p) => p,
-                Err(e) => {
+            let host = Tiled16::from_csr(a.as_ref(), &selection, FillLimit::default());
+            let mut plan = match (b.plan_tilespmv(a.as_ref(), precision, &selection), host) {
+                (Ok(p), Ok(_)) => p,
+                // Padding past the fill limit is refused as the host conversion refuses it.
+                (Err(Error::FillLimit { .. }), Err(Error::FillLimit { .. })) => continue,
+                (Err(e), _) => {
                     failures.error(&what, e);
+                    continue;
+                }
+                (Ok(_), Err(e)) => {
+                    failures.error(&format!("{what}: planned, but the host refuses"), e);
                     continue;
                 }
             };
@@ -200,6 +209,38 @@ fn the_matrices_cover_every_format_deferral_and_long_tile_rows() {
         })
         .max();
     assert!(longest > Some(1000), "{longest:?}");
+}
+
+fn same_tiles<T: Scalar>(b: &CudaBackend, failures: &mut Failures) {
+    for (name, a) in matrices() {
+        let a: Csr<T> = a.cast();
+        for (selection_name, selection) in selections() {
+            let what = format!("{} {name} {selection_name}", T::DTYPE);
+            let host = Tiled16::from_csr(a.as_ref(), &selection, FillLimit::default());
+            match (tiled16_on_device(b, a.as_ref(), &selection), host) {
+                (Ok(d), Ok(h)) if d == h => {}
+                (Ok(d), Ok(h)) => failures
+                    .0
+                    .push(format!("{what}: the device built {d:?}, the host {h:?}")),
+                (Err(Error::FillLimit { .. }), Err(Error::FillLimit { .. })) => {}
+                (d, h) => failures.0.push(format!(
+                    "{what}: the device gave {:?}, the host {:?}",
+                    d.err(),
+                    h.err()
+                )),
+            }
+        }
+    }
+}
+
+/// The device conversion gives exactly the host's tiles: level 1, formats, payload bytes, values
+/// (value bytes matter to the HYB choice, so both f64 and f32) and the deferred CSR.
+#[test]
+fn the_device_builds_the_tiles_the_host_builds() {
+    collect(backend(), |b, failures| {
+        same_tiles::<f64>(b, failures);
+        same_tiles::<f32>(b, failures);
+    });
 }
 
 #[test]
