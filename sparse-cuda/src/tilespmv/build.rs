@@ -179,8 +179,7 @@ fn element(device: &Device, src: &CudaSlice<u32>, at: usize) -> Result<u32> {
 
 /// The sum of per-tile-row counts, which must fit the kernels' u32 offsets.
 fn total(what: &str, counts: &[u32]) -> Result<usize> {
-    let sum: u64 = counts.iter().map(|&c| u64::from(c)).sum();
-    let sum = usize::try_from(sum).map_err(|_| Error::overflow::<usize>(what, usize::MAX))?;
+    let sum = counts.iter().map(|&c| c as usize).sum();
     to_u32(what, sum)?;
     Ok(sum)
 }
