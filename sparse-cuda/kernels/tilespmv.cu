@@ -1,6 +1,7 @@
 // TileSpMV (Niu et al., IPDPS'21) on Tiled16: y = alpha*A*x + beta*y. Parameters: TileMatrix<T>,
-// TileSpmv<T>, TileCombine<T> (src/tilespmv.rs), with SpmvDense<T> (src/operand.rs). The payload of
-// each tile format is drawn in sparse-formats/src/tiled16/mod.rs.
+// TileSpmv<T>, TileCombine<T> (src/tilespmv.rs), TileRule, TileBuild<T> (src/tilespmv/build.rs),
+// with SpmvDense<T> (src/operand.rs). The payload of each tile format is drawn in
+// sparse-formats/src/tiled16/mod.rs.
 //
 // A warp walks the tiles of one tile row (or of one segment of a long tile row) in tile order.
 // Lanes r and r + 16 own row r of the tile row: every tile format is decoded so that a lane visits
@@ -17,7 +18,8 @@
 // Balancing: tile rows of more than `long_tiles` tiles are skipped by the row kernel; one warp per
 // segment of TILE_SEGMENT tiles writes 16 partial row sums, and tile_combine adds each long tile
 // row's segments in segment order and writes the rows once (deterministic, as spmv's split rows).
-// Deferred very sparse tiles are a CSR added afterwards by spmv_csr_vector with beta = 1.
+// Deferred very sparse tiles are a CSR added afterwards, with beta = 1, by spmv.cu's vector-split
+// kernels (long rows of deferred entries cut into segments too).
 
 #define TILE 16
 #define WARPS (TILE_BLOCK / 32)

@@ -3,8 +3,8 @@
 //! tiles as the format crate's conversion, so both backends store the same tiles for the same
 //! descriptor), with each CSR entry's slot in the values (value updates scatter through it), and
 //! cuts tile rows of more than [`LONG_TILES`] tiles into segments of [`TILE_SEGMENT`] tiles, one
-//! warp each. Deferred very sparse tiles are a CSR that spmv's vector kernel adds after the tile
-//! pass, with beta = 1.
+//! warp each. Deferred very sparse tiles are a CSR that spmv's `vector-split` kernels add after
+//! the tile pass, with beta = 1 (a hub row's many deferred entries are cut into segments too).
 
 use std::sync::Arc;
 
@@ -17,6 +17,7 @@ use sparse_formats::{FillLimit, TileSelection, Tiled16, TILED16_TILE};
 
 use crate::device::Device;
 use crate::executor::CudaBackend;
+use crate::flashsparse::build::download;
 use crate::kernel::{
     c_type, kernel_params, Entry, Kernel, KernelParams, KernelSource, KernelSpec, MutPtr, Ptr,
 };
@@ -25,7 +26,7 @@ use crate::plan::{
     check_request, CudaPlan, Kernels, Phase, PlanBase, PlanClock, SpmvKernels, Values,
 };
 use crate::registry;
-use crate::spmv::{self, SpmvCsr};
+use crate::spmv::{self, CsrRows};
 use build::{BuildEntries, DeviceTiled16, TileBuild, TileRule};
 
 mod build;
@@ -203,12 +204,6 @@ impl DeviceSegments {
     }
 }
 
-/// The deferred entries' kernel: `spmv_csr_vector` with lanes for their rows' mean length.
-struct DeferredKernel<T: Scalar> {
-    kernel: Kernel<SpmvCsr<T>>,
-    lanes: u32,
-}
-
 impl<T: Scalar> DeviceTiled16<T> {
     fn params(&self, device: &Device) -> TileMatrix<T> {
         TileMatrix {
@@ -239,7 +234,8 @@ pub(crate) struct TileFamily<T: Scalar> {
     rows: Kernel<TileSpmv<T>>,
     segment_kernels: Option<SegmentKernels<T>>,
     segments: Option<DeviceSegments>,
-    deferred: Option<DeferredKernel<T>>,
+    /// `vector-split` over the deferred entries.
+    deferred: Option<CsrRows<T>>,
 }
 
 /// A planned TileSpMV of `a` in `precision`, its tiles chosen by `selection`.
@@ -280,21 +276,21 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
     )?;
     let segments = Segments::new(&dev.host_tile_ptr)?;
     clock.lap(device, Phase::Host)?;
-    let deferred = dev
+    let deferred_rows = dev
         .deferred
         .as_ref()
-        .map(|d| -> Result<DeferredKernel<T>> {
-            let lanes = spmv::vector_width(d.nnz as f64 / f64::from(dev.rows.max(1)));
-            Ok(DeferredKernel {
-                kernel: device.kernel(&spmv::vector_entry::<T>(lanes)?)?,
-                lanes,
-            })
-        })
+        .map(|d| download(device, &d.row_ptr, dev.rows as usize + 1))
+        .transpose()?;
+    clock.lap(device, Phase::Transfer)?;
+    let deferred = deferred_rows
+        .map(|row_ptr| CsrRows::vector_split(device, &row_ptr))
         .transpose()?;
     clock.lap(device, Phase::Kernels)?;
     let segments = DeviceSegments::upload::<T>(device, &segments)?;
     clock.lap(device, Phase::Transfer)?;
-    let bytes = dev.bytes() + segments.as_ref().map_or(0, DeviceSegments::bytes::<T>);
+    let bytes = dev.bytes()
+        + segments.as_ref().map_or(0, DeviceSegments::bytes::<T>)
+        + deferred.as_ref().map_or(0, CsrRows::bytes);
     Ok(base.into_plan(
         clock,
         bytes,
@@ -355,27 +351,20 @@ impl<T: Scalar> SpmvKernels<T> for TileFamily<T> {
                 )?
             };
         }
-        if let (Some(d), Some(csr)) = (&self.deferred, &self.a.deferred) {
-            let params = SpmvCsr {
-                rows: self.a.rows,
-                row_ptr: Ptr::of(&csr.row_ptr, device),
-                col_idx: Ptr::of(&csr.col_idx, device),
-                values: Ptr::of_buffer(&self.a.values).offset(self.a.tile_values),
-                dense: SpmvDense {
-                    beta: T::Acc::ONE,
-                    ..dense
-                },
-                long_row: u32::MAX,
+        if let (Some(rows), Some(csr)) = (&self.deferred, &self.a.deferred) {
+            let pointers = (
+                Ptr::of(&csr.row_ptr, device),
+                Ptr::of(&csr.col_idx, device),
+                Ptr::of_buffer(&self.a.values).offset(self.a.tile_values),
+            );
+            let beta_one = SpmvDense {
+                beta: T::Acc::ONE,
+                ..dense
             };
             // SAFETY: the deferred CSR is canonical with the matrix's shape, its values the
-            // last `nnz` of the plan's values; y holds the tile pass's result (stream order),
-            // which beta = 1 adds to.
-            unsafe {
-                d.kernel.launch(
-                    spmv::grid(u64::from(self.a.rows) * u64::from(d.lanes))?,
-                    &params,
-                )?
-            };
+            // last of the plan's values, and `rows` was planned for it; y holds the tile pass's
+            // result (stream order), which beta = 1 adds to.
+            unsafe { rows.launch(device, self.a.rows, pointers, beta_one)? };
         }
         Ok(())
     }

@@ -168,7 +168,8 @@ fn every_tile_format_and_selection_matches_the_oracle() {
 }
 
 /// The sweep meets what it claims: every format is stored somewhere when forced, the adaptive
-/// rule picks several, deferral defers, and some tile row is long enough to be cut.
+/// rule picks them all, deferral defers, and some tile row (and some deferred row) is long
+/// enough to be cut.
 #[test]
 fn the_matrices_cover_every_format_deferral_and_long_tile_rows() {
     let tiled = |a: &Csr<f64>, s: &TileSelection| {
@@ -209,6 +210,16 @@ fn the_matrices_cover_every_format_deferral_and_long_tile_rows() {
         })
         .max();
     assert!(longest > Some(1000), "{longest:?}");
+    // Deferred rows past the vector-split row length (1024) are cut into segments too.
+    let deferring = selections().pop().expect("selections").1;
+    let longest_deferred = all
+        .iter()
+        .filter_map(|(_, a)| {
+            let d = tiled(a, &deferring).deferred()?.clone();
+            (0..d.rows()).map(|i| d.as_ref().row_len(i)).max()
+        })
+        .max();
+    assert!(longest_deferred > Some(1024), "{longest_deferred:?}");
 }
 
 fn same_tiles<T: Scalar>(b: &CudaBackend, failures: &mut Failures) {
