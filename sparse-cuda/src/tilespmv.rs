@@ -165,8 +165,8 @@ impl Segments {
     }
 }
 
-/// The segments on the device, with the partial sums they write.
-struct DeviceSegments {
+/// The segments on the device, with the partial sums they write and their kernels.
+struct DeviceSegments<T: Scalar> {
     segments: u32,
     long_rows: u32,
     row: CudaSlice<u32>,
@@ -175,11 +175,12 @@ struct DeviceSegments {
     first_segment: CudaSlice<u32>,
     /// 16 accumulation values per segment.
     partial: CudaSlice<u8>,
+    kernels: SegmentKernels<T>,
 }
 
-impl DeviceSegments {
+impl<T: Scalar> DeviceSegments<T> {
     /// `None` when no tile row is long.
-    fn upload<T: Scalar>(device: &Device, s: &Segments) -> Result<Option<Self>> {
+    fn upload(device: &Device, s: &Segments, kernels: SegmentKernels<T>) -> Result<Option<Self>> {
         if s.long_row.is_empty() {
             return Ok(None);
         }
@@ -195,10 +196,11 @@ impl DeviceSegments {
                 s.row.len() * TILE as usize * size_of::<T::Acc>(),
                 "allocating tile-row segment partials",
             )?,
+            kernels,
         }))
     }
 
-    fn bytes<T: Scalar>(&self) -> usize {
+    fn bytes(&self) -> usize {
         (2 * self.segments as usize + 2 * self.long_rows as usize + 1) * 4
             + self.segments as usize * TILE as usize * size_of::<T::Acc>()
     }
@@ -232,8 +234,7 @@ struct SegmentKernels<T: Scalar> {
 pub(crate) struct TileFamily<T: Scalar> {
     a: DeviceTiled16<T>,
     rows: Kernel<TileSpmv<T>>,
-    segment_kernels: Option<SegmentKernels<T>>,
-    segments: Option<DeviceSegments>,
+    segments: Option<DeviceSegments<T>>,
     /// `vector-split` over the deferred entries.
     deferred: Option<CsrRows<T>>,
 }
@@ -286,16 +287,15 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
         .map(|row_ptr| CsrRows::vector_split(device, &row_ptr))
         .transpose()?;
     clock.lap(device, Phase::Kernels)?;
-    let segments = DeviceSegments::upload::<T>(device, &segments)?;
+    let segments = DeviceSegments::upload(device, &segments, segment_kernels)?;
     clock.lap(device, Phase::Transfer)?;
     let bytes = dev.bytes()
-        + segments.as_ref().map_or(0, DeviceSegments::bytes::<T>)
+        + segments.as_ref().map_or(0, DeviceSegments::bytes)
         + deferred.as_ref().map_or(0, CsrRows::bytes);
     Ok(base.into_plan(
         clock,
         bytes,
         TileFamily {
-            segment_kernels: segments.as_ref().map(|_| segment_kernels),
             a: dev,
             rows,
             segments,
@@ -309,7 +309,7 @@ impl<T: Scalar> SpmvKernels<T> for TileFamily<T> {
         let device = &base.device;
         let (a, dense) = (self.a.params(device), SpmvDense::new(run));
         let segments = self.segments.as_ref();
-        let tile_spmv = |s: Option<&DeviceSegments>| TileSpmv {
+        let tile_spmv = |s: Option<&DeviceSegments<T>>| TileSpmv {
             a,
             long_tiles: LONG_TILES,
             segments: s.map_or(0, |s| s.segments),
@@ -318,20 +318,22 @@ impl<T: Scalar> SpmvKernels<T> for TileFamily<T> {
             partial: s.map_or(MutPtr::NULL, |s| MutPtr::of_bytes(&s.partial, device)),
             dense,
         };
-        // SAFETY: the uploaded Tiled16 was validated by its conversion: tile pointers, columns
-        // and payloads in range, in-tile indices inside each tile (so x is read below cols and y
-        // written below rows, at the bound operands' strides); one warp per tile row.
+        // SAFETY: the device-built Tiled16 holds the invariants `Tiled16::validate` checks (it
+        // equals the host conversion): tile pointers, columns and payloads in range, in-tile
+        // indices inside each tile, so x is read below cols and y written below rows, at the
+        // bound operands' strides; one warp per tile row.
         unsafe {
             self.rows.launch(
                 spmv::grid(u64::from(self.a.tile_rows) * 32)?,
                 &tile_spmv(None),
             )?
         };
-        if let (Some(s), Some(k)) = (segments, &self.segment_kernels) {
+        if let Some(s) = segments {
             // SAFETY: as above; segments start at tiles of their tile row, and partial holds 16
             // values for each of the `segments` warps.
             unsafe {
-                k.segments
+                s.kernels
+                    .segments
                     .launch(spmv::grid(u64::from(s.segments) * 32)?, &tile_spmv(Some(s)))?
             };
             let params = TileCombine {
@@ -345,7 +347,7 @@ impl<T: Scalar> SpmvKernels<T> for TileFamily<T> {
             // SAFETY: first_segment holds long_rows + 1 offsets into the partials written above
             // (stream order); one thread per row of a long tile row, rows below `rows` only.
             unsafe {
-                k.combine.launch(
+                s.kernels.combine.launch(
                     spmv::grid(u64::from(s.long_rows) * u64::from(TILE))?,
                     &params,
                 )?
