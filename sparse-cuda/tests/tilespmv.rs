@@ -4,14 +4,16 @@
 //! rows, edge tiles smaller than 16x16, a tile row of thousands of tiles (cut into segments),
 //! dense tiles, explicit zeros and a power-law graph; x contiguous or strided, y over NaN with
 //! `beta == 0`, `beta != 0` and `alpha == 0`. The device conversion builds exactly the tiles
-//! the host conversion builds (and refuses what it refuses). Then: `auto` on Tiled16 plans
-//! TileSpMV, runs are bit-identical from run to run, new values (from the host or the device)
-//! give what a plan made with them gives, and the plan's bytes stay as planned.
+//! the host conversion builds (and refuses what it refuses), timed as device work. Then: `auto`
+//! on Tiled16 plans TileSpMV, runs are bit-identical from run to run, new values (from the host
+//! or the device) give what a plan made with them gives, and the plan's bytes stay as planned.
 //!
 //! Needs a GPU; without one each test prints `skipped: <reason>` and passes, unless
 //! `SPARSE_REQUIRE_GPU=1`. Every failure is collected, so one run lists everything that disagrees.
 
 mod common;
+
+use std::time::Duration;
 
 use common::{available, collect, value, Case, Failures, Host, SpmvCase};
 use sparse_core::{
@@ -267,6 +269,9 @@ fn auto_on_tiled16_plans_tilespmv() {
                     let info = plan.info();
                     assert_eq!(info.algorithm, Algorithm::TileSpmv);
                     assert!(info.deterministic && info.bytes > 0);
+                    // The conversion runs on the device, timed apart from the upload.
+                    let time = info.plan_time;
+                    assert!(time.device > Duration::ZERO && time.transfer > Duration::ZERO);
                     for case in cases(&a) {
                         case.check(
                             &format!("{algorithm}"),
