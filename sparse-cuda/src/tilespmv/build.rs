@@ -334,7 +334,9 @@ impl<T: Scalar> DeviceTiled16<T> {
             .deferred
             .as_ref()
             .map_or(0, |d| (self.rows as usize + 1 + d.nnz) * 4);
-        (self.tile_rows as usize + 1 + 4 * (tiles + 1) + self.nnz) * 4
+        // tile_ptr; tile_col, then tile_nnz, byte_ptr and value_ptr of tiles + 1; the slots.
+        let offsets = self.tile_rows as usize + 1 + tiles + 3 * (tiles + 1) + self.nnz;
+        offsets * 4
             + tiles
             + self.payload.len()
             + (self.tile_values + self.deferred.as_ref().map_or(0, |d| d.nnz)) * size_of::<T>()
