@@ -140,13 +140,7 @@ impl Executor for CudaBackend {
                 (desc.format, desc.precision, algorithm),
                 clock,
             )?)),
-            Family::TileSpmv => Ok(Box::new(tilespmv::plan(
-                &self.device,
-                a,
-                desc.precision,
-                &sparse_formats::TileSelection::default(),
-                clock,
-            )?)),
+            Family::TileSpmv => Ok(Box::new(tilespmv::plan(&self.device, a, desc, clock)?)),
             other => Err(misrouted(other, OpKind::Spmv)),
         }
     }

@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use cudarc::driver::CudaSlice;
 use sparse_core::{
-    Accumulator, Algorithm, BackendKind, CsrRef, Format, OpKind, PlanInfo, Precision, Result,
-    Scalar, SpIndex, SpmvPlan,
+    Accumulator, Algorithm, BackendKind, CsrRef, Error, Format, OpKind, PlanInfo, Precision,
+    Result, Scalar, SpIndex, SpmvDesc, SpmvPlan,
 };
 use sparse_formats::{FillLimit, TileSelection, Tiled16, TILED16_TILE};
 
@@ -239,8 +239,25 @@ pub(crate) struct TileFamily<T: Scalar> {
     deferred: Option<CsrRows<T>>,
 }
 
-/// A planned TileSpMV of `a` in `precision`, its tiles chosen by `selection`.
+/// A planned TileSpMV for `desc`: the tiles the CPU backend converts to, by
+/// [`TileSelection::default`]; Tiled16 has no block shape to ask for.
 pub(crate) fn plan<T: Scalar, I: SpIndex>(
+    device: &Arc<Device>,
+    a: CsrRef<'_, T, I>,
+    desc: &SpmvDesc,
+    clock: PlanClock,
+) -> Result<CudaPlan<T, TileFamily<T>>> {
+    if let Some(b) = desc.block {
+        return Err(Error::invalid(format!(
+            "{} has no block shape, but {b} was asked for",
+            Format::Tiled16
+        )));
+    }
+    plan_with(device, a, desc.precision, &TileSelection::default(), clock)
+}
+
+/// A planned TileSpMV of `a` in `precision`, its tiles chosen by `selection`.
+fn plan_with<T: Scalar, I: SpIndex>(
     device: &Arc<Device>,
     a: CsrRef<'_, T, I>,
     precision: Precision,
@@ -422,7 +439,7 @@ impl CudaBackend {
                 Algorithm::TileSpmv,
             ),
         )?;
-        Ok(Box::new(plan(
+        Ok(Box::new(plan_with(
             self.device(),
             a,
             precision,

@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use common::{available, collect, value, Case, Failures, Host, SpmvCase};
 use sparse_core::{
-    Algorithm, BackendKind, Dense, Error, Executor, Format, Layout, Precision, Scalar, SpmvDesc,
-    SpmvPlan,
+    Algorithm, BackendKind, BlockShape, Dense, Error, Executor, Format, Layout, Precision, Scalar,
+    SpmvDesc, SpmvPlan,
 };
 use sparse_cuda::{tilespmv::tiled16_on_device, CudaBackend};
 use sparse_formats::{generate, Csr, DeferredCoo, FillLimit, TileFormat, TileSelection, Tiled16};
@@ -286,6 +286,15 @@ fn auto_on_tiled16_plans_tilespmv() {
                 Err(e) => failures.error(&format!("{algorithm}"), e),
             }
         }
+        // Tiled16 has no block shape: refused as the CPU backend refuses it.
+        let blocked = SpmvDesc::new(Precision::F64)
+            .format(Format::Tiled16)
+            .block(BlockShape::new(4, 4));
+        match b.plan_spmv(a.as_ref(), &blocked) {
+            Err(Error::InvalidArgument { .. }) => {}
+            Err(e) => failures.error("a block shape", e),
+            Ok(_) => failures.0.push("a block shape was accepted".into()),
+        };
     });
 }
 
