@@ -226,8 +226,8 @@ __global__ void __launch_bounds__(TILE_BLOCK) tile_combine(const TileCombine<T> 
 // are shared by lanes (nibbles, mask bits), so every payload byte is OR-ed into its zeroed
 // 32-bit word atomically: the result does not depend on the order of the writes.
 
+// What plan_tile decides for a deferred tile: past every TileFormat.
 #define DEFERRED 7u
-#define ADAPTIVE 7u
 
 // This lane's row in a tile: its entries' count and column mask.
 struct LaneRow {
@@ -291,7 +291,7 @@ __device__ __forceinline__ TilePlan plan_tile(const TileRule& rule, const LaneRo
     const bool cols_ok = any_col == all_cols(l);
     const u32 longest = __reduce_max_sync(FULL, l.len);
     const u32 vb = sizeof(T);
-    if (rule.forced != ADAPTIVE) {
+    if (rule.forced != TILE_ADAPTIVE) {
         t.format = (rule.forced == DENSE_ROW && !rows_ok) || (rule.forced == DENSE_COL && !cols_ok) ? CSR : rule.forced;
     } else if (n >= (u32)(rule.dense_min_fill * (double)(h * w))) {
         t.format = DENSE;

@@ -94,7 +94,11 @@ pub(crate) const SOURCE: KernelSource = KernelSource {
         <TileRule as KernelParams>::C_DECL,
         <TileBuild<f32> as KernelParams>::C_DECL,
     ],
-    defines: &[("TILE_BLOCK", spmv::BLOCK), ("TILE_SEGMENT", TILE_SEGMENT)],
+    defines: &[
+        ("TILE_BLOCK", spmv::BLOCK),
+        ("TILE_SEGMENT", TILE_SEGMENT),
+        ("TILE_ADAPTIVE", build::ADAPTIVE),
+    ],
 };
 
 /// The entries of this file for storage type `T`.

@@ -23,8 +23,8 @@ use crate::spmv::grid as spmv_grid;
 
 /// What an allocation failure of the builder names.
 const ARRAYS: &str = "allocating Tiled16 arrays";
-/// `TileRule::forced` for the adaptive rule (TileFormat values are 0..7).
-const ADAPTIVE: u32 = 7;
+/// `TileRule::forced` for the adaptive rule (`TILE_ADAPTIVE`): past every [`TileFormat`].
+pub(super) const ADAPTIVE: u32 = TileFormat::ALL.len() as u32;
 
 kernel_params! {
     /// A [`TileSelection`] as the builder applies it: `forced` a [`TileFormat`] as u8, or
@@ -382,5 +382,46 @@ impl<T: Scalar> DeviceTiled16<T> {
             deferred,
         };
         Tiled16::try_new(rows, cols, parts).map_err(|rejected| rejected.error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kernels_number_tile_formats_as_rust_does() {
+        let names: Vec<String> = TileFormat::ALL
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                assert_eq!(*f as usize, i);
+                format!("{} = {i}", f.name().to_uppercase().replace('-', "_"))
+            })
+            .collect();
+        let declared = format!("enum TileFormat {{ {} }};", names.join(", "));
+        assert!(super::super::SOURCE.code.contains(&declared), "{declared}");
+    }
+
+    #[test]
+    fn the_rule_carries_the_selection() {
+        let forced = TileRule::new(&TileSelection::forced(TileFormat::DenseCol), 5).unwrap();
+        assert_eq!((forced.forced, forced.deferred_max), (6, 0));
+        let paper = TileRule::new(&TileSelection::default(), 2_000_000).unwrap();
+        assert_eq!(
+            (paper.forced, paper.deferred_max, paper.coo_max_nnz),
+            (ADAPTIVE, 12, 12)
+        );
+        assert_eq!(
+            TileRule::new(&TileSelection::default(), 10)
+                .unwrap()
+                .deferred_max,
+            0
+        );
+        let bad = TileSelection {
+            ell_max_cv: -1.0,
+            ..TileSelection::default()
+        };
+        assert!(TileRule::new(&bad, 10).is_err());
     }
 }
