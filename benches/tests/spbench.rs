@@ -83,6 +83,7 @@ fn a_quick_cpu_run_writes_the_csv_the_summary_and_the_plots() {
         "plan_transfer_ms",
         "plan_device_ms",
         "plan_kernels_ms",
+        "plan_bytes_per_nnz",
     ] {
         assert!(header.contains(&column), "no {column} column: {header:?}");
     }

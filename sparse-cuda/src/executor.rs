@@ -14,7 +14,7 @@ use crate::device::{CudaBuffer, Device};
 use crate::plan::{check_request, Desc, PlanClock, Request};
 use crate::registry::{self, Family};
 use crate::spmv_auto::{self, Choice};
-use crate::{bsr, ell, flashsparse, rode, sddmm, spmm, spmv};
+use crate::{bsr, ell, flashsparse, rode, sddmm, spmm, spmv, tilespmv};
 
 /// sparse-blas's CUDA kernels on one device. Plans hold the matrix on the device; operands
 /// must be device memory made by [`Executor::upload`] or [`Executor::zeros`] of this backend.
@@ -181,6 +181,7 @@ impl Executor for CudaBackend {
                 desc.block,
                 clock,
             )?)),
+            Family::TileSpmv => Ok(Box::new(tilespmv::plan(&self.device, a, &desc, clock)?)),
             other => Err(misrouted(other, OpKind::Spmv)),
         }
     }

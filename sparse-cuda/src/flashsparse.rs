@@ -39,7 +39,7 @@
 //!   that hold no entry in that column (0 * inf = NaN), where a CSR kernel would leave them
 //!   finite. Finite inputs give the CSR results within the f32 accumulation bound.
 
-mod build;
+pub(crate) mod build;
 mod work;
 
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //!
 //! - **Parameters.** A kernel takes one struct by value, declared once by [`kernel_params!`]:
 //!   the macro writes the `#[repr(C)]` Rust struct and its C declaration, which is compiled in
-//!   front of the kernel's source, so the two cannot drift apart. Field kinds: `u32`, `f32`,
+//!   front of the kernel's source, so the two cannot drift apart. Field kinds: `u32`, `f32`, `f64`,
 //!   `acc` (the accumulation type of the storage type `T`), `ptr(E)` (`const E*`) and `out(E)`
 //!   (`E*`) for `E` one of `u8 u32 f32 T acc`, and `sub(S)` and `plain(S)`: a parameter struct
 //!   inside this one, `S<T>` or the non-generic `S`.
@@ -177,6 +177,7 @@ macro_rules! kernel_params {
     };
     (@rust $t:tt u32) => { u32 };
     (@rust $t:tt f32) => { f32 };
+    (@rust $t:tt f64) => { f64 };
     (@rust $t:tt acc) => { <$t as sparse_core::Scalar>::Acc };
     (@rust $t:tt ptr $elem:ident) => { $crate::kernel::Ptr<$crate::kernel::kernel_params!(@elem $t $elem)> };
     (@rust $t:tt out $elem:ident) => { $crate::kernel::MutPtr<$crate::kernel::kernel_params!(@elem $t $elem)> };
@@ -189,6 +190,7 @@ macro_rules! kernel_params {
     (@elem $t:tt acc) => { <$t as sparse_core::Scalar>::Acc };
     (@c u32) => { "u32" };
     (@c f32) => { "float" };
+    (@c f64) => { "double" };
     (@c acc) => { "typename acc_of<T>::type" };
     (@c ptr $elem:ident) => { concat!("const ", $crate::kernel::kernel_params!(@celem $elem), "*") };
     (@c out $elem:ident) => { concat!($crate::kernel::kernel_params!(@celem $elem), "*") };

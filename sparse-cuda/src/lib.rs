@@ -26,6 +26,7 @@ mod sddmm;
 mod spmm;
 mod spmv;
 mod spmv_auto;
+pub mod tilespmv;
 mod timing;
 
 pub use cusparse::CusparseBackend;
@@ -44,5 +45,6 @@ pub fn every_kernel() -> sparse_core::Result<Vec<kernel::KernelSpec>> {
     specs.extend(rode::all_specs()?);
     specs.extend(blas1::all_specs()?);
     specs.extend(flashsparse::all_specs()?);
+    specs.extend(tilespmv::all_specs()?);
     Ok(specs)
 }

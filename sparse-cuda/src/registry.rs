@@ -17,6 +17,7 @@ pub(crate) enum Family {
     Sddmm,
     Rode,
     FlashSparse,
+    TileSpmv,
 }
 
 /// One row of the table.
@@ -63,6 +64,7 @@ const TABLE: &[&[Registration]] = &[
     rows!(Ell, Spmv, Ell: (FLOATS, Scalar, true)),
     rows!(Ell, Spmv, Hyb: (FLOATS, Scalar, true)),
     rows!(Bsr, Spmv, Bsr: (FLOATS, Vector, true)),
+    rows!(TileSpmv, Spmv, Tiled16: (WIDE, TileSpmv, true)),
     rows!(Spmm, Spmm, Csr: (FLOATS, Vector, true)),
     rows!(Sddmm, Sddmm, Csr: (FLOATS, Vector, true)),
     // f16 has no atomic add of its f32 sums: its `rode` combines split rows as the

@@ -1,5 +1,6 @@
 //! SpMV plans on CUDA cores (`spmv.cu` has the kernels). `auto` on CSR is `spmv_auto`'s.
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, LaunchConfig};
@@ -236,6 +237,7 @@ pub fn auto_algorithm(format: Format) -> Algorithm {
         Format::Coo => Algorithm::Atomic,
         Format::Ell | Format::Hyb => Algorithm::Scalar,
         Format::Bsr => Algorithm::Vector,
+        Format::Tiled16 => Algorithm::TileSpmv,
         _ => Algorithm::MergePath,
     }
 }
@@ -270,19 +272,20 @@ struct LongRows<T: Scalar> {
 
 impl<T: Scalar> LongRows<T> {
     /// The segments of every row longer than [`LONG_ROW`], or `None` when there is none.
-    fn new<I: SpIndex>(
+    fn new(
         device: &Arc<Device>,
         entries: &Entries<T>,
-        a: CsrRef<'_, T, I>,
+        rows: usize,
+        row_range: impl Fn(usize) -> Range<usize>,
     ) -> Result<Option<Self>> {
-        let long_row: Vec<u32> = (0..a.rows())
-            .filter(|&i| a.row_len(i) > LONG_ROW as usize)
+        let long_row: Vec<u32> = (0..rows)
+            .filter(|&i| row_range(i).len() > LONG_ROW as usize)
             .map(|i| to_u32("row index", i))
             .collect::<Result<_>>()?;
         if long_row.is_empty() {
             return Ok(None);
         }
-        let segments = Segments::of(long_row.iter().map(|&i| (i, a.row_range(i as usize))))?;
+        let segments = Segments::of(long_row.iter().map(|&i| (i, row_range(i as usize))))?;
         Ok(Some(LongRows {
             segments: segments.upload::<T>(device)?,
             rows: to_u32("long row count", long_row.len())?,
@@ -308,7 +311,7 @@ pub(crate) struct Segments {
 impl Segments {
     /// The segments of `rows`, each a row index (into the row pointers the segment kernel
     /// reads) with its entries.
-    pub fn of(rows: impl Iterator<Item = (u32, std::ops::Range<usize>)>) -> Result<Self> {
+    pub fn of(rows: impl Iterator<Item = (u32, Range<usize>)>) -> Result<Self> {
         let mut s = Segments {
             row: Vec::new(),
             start: Vec::new(),
@@ -446,12 +449,84 @@ impl<T: Scalar> MergePath<T> {
     }
 }
 
+/// CSR rows on the scalar or vector kernel (`lanes` per row), with the rows longer than
+/// [`LONG_ROW`] cut into segments when `long` is given: what `scalar`, `vector` and
+/// `vector-split` run, and what other families run a CSR part of theirs with.
+pub(crate) struct CsrRows<T: Scalar> {
+    kernel: Kernel<SpmvCsr<T>>,
+    lanes: u32,
+    long: Option<LongRows<T>>,
+}
+
+impl<T: Scalar> CsrRows<T> {
+    /// `vector-split` over the CSR whose row pointers (on the host) are `row_ptr`.
+    pub(crate) fn vector_split(device: &Arc<Device>, row_ptr: &[u32]) -> Result<Self> {
+        let rows = row_ptr.len().saturating_sub(1);
+        let range = |i: usize| row_ptr[i] as usize..row_ptr[i + 1] as usize;
+        let lanes = split_width(rows, range);
+        let entries = Entries::<T>::new()?;
+        Ok(CsrRows {
+            kernel: device.kernel(entries.vector(lanes)?)?,
+            lanes,
+            long: LongRows::new(device, &entries, rows, range)?,
+        })
+    }
+
+    /// Bytes held on the device.
+    pub(crate) fn bytes(&self) -> usize {
+        self.long.as_ref().map_or(0, LongRows::bytes)
+    }
+
+    /// `y = alpha*A*x + beta*y` by `dense`, A the CSR of `rows` rows that `csr` points to.
+    ///
+    /// # Safety
+    /// The CSR must be canonical with columns below x's length and `rows` rows of y, and be the
+    /// one these kernels were planned for (its long rows and their segments).
+    pub(crate) unsafe fn launch(
+        &self,
+        device: &Device,
+        rows: u32,
+        csr: (Ptr<u32>, Ptr<u32>, Ptr<T>),
+        dense: SpmvDense<T>,
+    ) -> Result<()> {
+        let (row_ptr, col_idx, values) = csr;
+        let params = SpmvCsr {
+            rows,
+            row_ptr,
+            col_idx,
+            values,
+            dense,
+            long_row: if self.long.is_some() {
+                LONG_ROW
+            } else {
+                u32::MAX
+            },
+        };
+        // SAFETY: the CSR is canonical with columns < cols; x spans cols elements at stride
+        // incx and y rows at stride incy (the caller's contract); W lanes per row.
+        unsafe {
+            self.kernel
+                .launch(grid(u64::from(rows) * u64::from(self.lanes))?, &params)?
+        };
+        let Some(l) = &self.long else {
+            return Ok(());
+        };
+        l.segments.launch(&l.segment_kernel, device, csr, dense)?;
+        let params = SpmvLongRows {
+            long_rows: l.rows,
+            long_row: Ptr::of(&l.long_row, device),
+            first_segment: Ptr::of(&l.segments.first, device),
+            partial: Ptr::of_bytes(&l.segments.partial, device),
+            dense,
+        };
+        // SAFETY: first_segment holds rows + 1 offsets into the partials written above
+        // (stream order); long rows are rows of y.
+        unsafe { l.row_kernel.launch(grid(u64::from(l.rows) * 32)?, &params) }
+    }
+}
+
 enum Kind<T: Scalar> {
-    Csr {
-        kernel: Kernel<SpmvCsr<T>>,
-        lanes: u32,
-        long: Option<LongRows<T>>,
-    },
+    Csr(CsrRows<T>),
     Merge(MergePath<T>),
     Coo {
         kernel: Kernel<SpmvCoo<T>>,
@@ -475,10 +550,7 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
 ) -> Result<CudaPlan<T, SpmvFamily<T>>> {
     let lanes = match algorithm {
         Algorithm::Vector => vector_width(stats.mean),
-        Algorithm::VectorSplit => {
-            let (long_rows, long_entries) = long_rows_and_entries(a);
-            vector_width((a.nnz() - long_entries) as f64 / (a.rows() - long_rows).max(1) as f64)
-        }
+        Algorithm::VectorSplit => split_width(a.rows(), |i| a.row_range(i)),
         _ => 1,
     };
     let entries = Entries::<T>::new()?;
@@ -520,15 +592,15 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
     let dev = DeviceCsr::upload(device, a)?;
     clock.lap(device, Phase::Transfer)?;
     let kind = match csr_entry {
-        Some(entry) => Kind::Csr {
+        Some(entry) => Kind::Csr(CsrRows {
             kernel: device.kernel(entry)?,
             lanes,
             long: if algorithm == Algorithm::VectorSplit {
-                LongRows::new(device, &entries, a)?
+                LongRows::new(device, &entries, a.rows(), |i| a.row_range(i))?
             } else {
                 None
             },
-        },
+        }),
         None if algorithm == Algorithm::MergePath => {
             Kind::Merge(MergePath::new(device, &entries, &dev)?)
         }
@@ -556,19 +628,19 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
     let extra = match &kind {
         Kind::Merge(m) => m.bytes(),
         Kind::Coo { .. } => a.nnz() * 4,
-        Kind::Csr { long: Some(l), .. } => l.bytes(),
-        Kind::Csr { long: None, .. } => 0,
+        Kind::Csr(c) => c.bytes(),
     };
     let bytes = dev.bytes() + extra;
     Ok(base.into_plan(clock, bytes, SpmvFamily { a: dev, kind }))
 }
 
-/// Number of rows longer than [`LONG_ROW`] and the entries they hold.
-fn long_rows_and_entries<T, I: SpIndex>(a: CsrRef<'_, T, I>) -> (usize, usize) {
-    (0..a.rows())
-        .map(|i| a.row_len(i))
-        .filter(|&n| n > LONG_ROW as usize)
-        .fold((0, 0), |(rows, entries), n| (rows + 1, entries + n))
+/// Lanes per row of `vector-split`: for the mean length of the rows up to [`LONG_ROW`].
+fn split_width(rows: usize, row_range: impl Fn(usize) -> Range<usize>) -> u32 {
+    let (short_rows, short_entries) = (0..rows)
+        .map(|i| row_range(i).len())
+        .filter(|&n| n <= LONG_ROW as usize)
+        .fold((0, 0), |(rows, entries), n| (rows + 1, entries + n));
+    vector_width(short_entries as f64 / short_rows.max(1) as f64)
 }
 
 impl<T: Scalar> SpmvKernels<T> for SpmvFamily<T> {
@@ -584,40 +656,9 @@ impl<T: Scalar> SpmvKernels<T> for SpmvFamily<T> {
             long_row,
         };
         match &self.kind {
-            Kind::Csr {
-                kernel,
-                lanes,
-                long,
-            } => {
-                let limit = if long.is_some() { LONG_ROW } else { u32::MAX };
-                // SAFETY: the CSR is canonical with columns < cols; x spans cols elements at
-                // stride incx and y rows at stride incy (bound operands); W lanes per row.
-                unsafe {
-                    kernel.launch(grid(u64::from(a.rows) * u64::from(*lanes))?, &csr(limit))?
-                };
-                if let Some(l) = long {
-                    l.segments.launch(
-                        &l.segment_kernel,
-                        device,
-                        (row_ptr, col_idx, values),
-                        dense,
-                    )?;
-                    let params = SpmvLongRows {
-                        long_rows: l.rows,
-                        long_row: Ptr::of(&l.long_row, device),
-                        first_segment: Ptr::of(&l.segments.first, device),
-                        partial: Ptr::of_bytes(&l.segments.partial, device),
-                        dense,
-                    };
-                    // SAFETY: first_segment holds rows + 1 offsets into the partials written
-                    // above (stream order); long rows are rows of y.
-                    unsafe {
-                        l.row_kernel
-                            .launch(grid(u64::from(l.rows) * 32)?, &params)?
-                    };
-                }
-                Ok(())
-            }
+            // SAFETY: the plan's own CSR, which its kernels were planned for; x and y are
+            // the bound operands of the plan's shape.
+            Kind::Csr(c) => unsafe { c.launch(device, a.rows, (row_ptr, col_idx, values), dense) },
             Kind::Merge(m) => {
                 let params = SpmvMerge {
                     csr: csr(u32::MAX),

@@ -123,6 +123,24 @@ const EXPECTED: &[(&str, &[&str])] = &[
             "cp.async.wait_group",
         ],
     ),
+    (
+        "tilespmv",
+        &[
+            // tile metadata loaded a lane per tile and broadcast
+            "shfl.sync.idx",
+            // the two lanes of a row added once per tile row
+            "shfl.sync.down",
+            // payload bytes and nibbles, the x segment staged per warp
+            "ld.global.nc.u8",
+            "st.shared.f64",
+            "popc",
+            "bar.warp.sync",
+            // the device conversion: warp reductions over a tile's rows, payload bytes OR-ed
+            // into their words
+            "redux.sync.min.u32",
+            "atom.global.or.b32",
+        ],
+    ),
 ];
 
 #[test]

@@ -85,13 +85,81 @@ kernel_params! {
     }
 }
 
+/// The exclusive scan of u32 counts (`fs_scan_*`), which the ME-BCRS and Tiled16 builders
+/// size their arrays with.
+pub(crate) struct ScanEntries {
+    tiles: Entry<FsScan>,
+    offsets: Entry<FsScan>,
+    apply: Entry<FsScan>,
+}
+
+impl ScanEntries {
+    pub fn new() -> Result<Self> {
+        Ok(ScanEntries {
+            tiles: Entry::new(&SOURCE, "fs_scan_tiles", &[&SCAN_THREADS])?,
+            offsets: Entry::new(&SOURCE, "fs_scan_offsets", &[&SCAN_THREADS])?,
+            apply: Entry::new(&SOURCE, "fs_scan_apply", &[&SCAN_THREADS])?,
+        })
+    }
+
+    pub fn specs(&self) -> [&KernelSpec; 3] {
+        [self.tiles.spec(), self.offsets.spec(), self.apply.spec()]
+    }
+
+    pub fn load(&self, device: &Arc<Device>) -> Result<Scan> {
+        Ok(Scan {
+            tiles: device.kernel(&self.tiles)?,
+            offsets: device.kernel(&self.offsets)?,
+            apply: device.kernel(&self.apply)?,
+        })
+    }
+}
+
+/// The scan's kernels, loaded.
+pub(crate) struct Scan {
+    tiles: Kernel<FsScan>,
+    offsets: Kernel<FsScan>,
+    apply: Kernel<FsScan>,
+}
+
+impl Scan {
+    /// `prefix[i]` (n + 1 values) = the sum of `counts[..i]`, on the device's stream.
+    pub fn run(&self, device: &Device, counts: Ptr<u32>, n: u32) -> Result<CudaSlice<u32>> {
+        let tiles = n / SCAN_TILE + 1;
+        let offsets = device.alloc_zeros::<u32>(tiles as usize + 1, "allocating a scan")?;
+        let prefix = device.alloc_zeros::<u32>(n as usize + 1, "allocating a scan")?;
+        let scan = FsScan {
+            n,
+            tiles,
+            flags: counts,
+            offsets: MutPtr::of(&offsets, device),
+            prefix: MutPtr::of(&prefix, device),
+        };
+        let grid = LaunchConfig {
+            grid_dim: (tiles, 1, 1),
+            block_dim: (SCAN_THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: `tiles` blocks of SCAN_TILE counts cover the n counts (reading none past
+        // them); offsets holds tiles + 1 values.
+        unsafe { self.tiles.launch(grid, &scan) }?;
+        let one_block = LaunchConfig {
+            grid_dim: (1, 1, 1),
+            ..grid
+        };
+        // SAFETY: one block over the `tiles` totals, writing offsets[tiles].
+        unsafe { self.offsets.launch(one_block, &scan) }?;
+        // SAFETY: as fs_scan_tiles; prefix holds n + 1 values, the last in tile n / SCAN_TILE.
+        unsafe { self.apply.launch(grid, &scan) }?;
+        Ok(prefix)
+    }
+}
+
 /// The builder's kernels for storage type `T` and windows of `window` rows.
 pub(crate) struct BuildEntries<T: Scalar> {
     window: usize,
     first: Entry<FsBuildFirst>,
-    scan_tiles: Entry<FsScan>,
-    scan_offsets: Entry<FsScan>,
-    scan_apply: Entry<FsScan>,
+    scan: ScanEntries,
     window_ptr: Entry<FsBuildWindowPtr>,
     fill: Entry<FsBuildFill<T>>,
 }
@@ -101,23 +169,17 @@ impl<T: Scalar> BuildEntries<T> {
         Ok(BuildEntries {
             window,
             first: Entry::new(&SOURCE, "fs_build_first", &[&window])?,
-            scan_tiles: Entry::new(&SOURCE, "fs_scan_tiles", &[&SCAN_THREADS])?,
-            scan_offsets: Entry::new(&SOURCE, "fs_scan_offsets", &[&SCAN_THREADS])?,
-            scan_apply: Entry::new(&SOURCE, "fs_scan_apply", &[&SCAN_THREADS])?,
+            scan: ScanEntries::new()?,
             window_ptr: Entry::new(&SOURCE, "fs_build_window_ptr", &[&window])?,
             fill: Entry::new(&SOURCE, "fs_build_fill", &[&storage::<T>()?, &window])?,
         })
     }
 
     pub fn specs(&self) -> Vec<&KernelSpec> {
-        vec![
-            self.first.spec(),
-            self.scan_tiles.spec(),
-            self.scan_offsets.spec(),
-            self.scan_apply.spec(),
-            self.window_ptr.spec(),
-            self.fill.spec(),
-        ]
+        let mut specs = vec![self.first.spec()];
+        specs.extend(self.scan.specs());
+        specs.extend([self.window_ptr.spec(), self.fill.spec()]);
+        specs
     }
 
     /// The kernels, compiled (in parallel) and loaded where they are not yet.
@@ -126,9 +188,7 @@ impl<T: Scalar> BuildEntries<T> {
         Ok(Builder {
             window: self.window,
             first: device.kernel(&self.first)?,
-            scan_tiles: device.kernel(&self.scan_tiles)?,
-            scan_offsets: device.kernel(&self.scan_offsets)?,
-            scan_apply: device.kernel(&self.scan_apply)?,
+            scan: self.scan.load(device)?,
             window_ptr: device.kernel(&self.window_ptr)?,
             fill: device.kernel(&self.fill)?,
         })
@@ -158,9 +218,7 @@ pub(crate) struct Builder<T: Scalar> {
     /// The window height the kernels are made for.
     window: usize,
     first: Kernel<FsBuildFirst>,
-    scan_tiles: Kernel<FsScan>,
-    scan_offsets: Kernel<FsScan>,
-    scan_apply: Kernel<FsScan>,
+    scan: Scan,
     window_ptr: Kernel<FsBuildWindowPtr>,
     fill: Kernel<FsBuildFill<T>>,
 }
@@ -190,7 +248,8 @@ fn per_item(items: u32) -> LaunchConfig {
     }
 }
 
-fn download<V: DeviceRepr + Default + Clone>(
+/// The first `len` elements of `src`, on the host.
+pub(crate) fn download<V: DeviceRepr + Default + Clone>(
     device: &Device,
     src: &CudaSlice<V>,
     len: usize,
@@ -200,7 +259,7 @@ fn download<V: DeviceRepr + Default + Clone>(
         device
             .stream
             .memcpy_dtoh(&src.slice(..len), &mut host)
-            .map_err(|e| device.error("copying ME-BCRS arrays from the device", e))?;
+            .map_err(|e| device.error("copying arrays from the device", e))?;
         device.synchronize()?;
     }
     Ok(host)
@@ -234,9 +293,6 @@ impl<T: Scalar> DeviceMeBcrs<T> {
 
         // 1. First-row flags, 2. their exclusive scan over nnz + 1 positions.
         let first = device.alloc_zeros::<u32>(nnz as usize, ARRAYS)?;
-        let tiles = nnz / SCAN_TILE + 1;
-        let offsets = device.alloc_zeros::<u32>(tiles as usize + 1, ARRAYS)?;
-        let prefix = device.alloc_zeros::<u32>(nnz as usize + 1, ARRAYS)?;
         if nnz > 0 {
             let params = FsBuildFirst {
                 nnz,
@@ -249,29 +305,7 @@ impl<T: Scalar> DeviceMeBcrs<T> {
             // sorted within rows (canonical CSR); `first` holds nnz flags.
             unsafe { kernels.first.launch(per_item(nnz), &params) }?;
         }
-        let scan = FsScan {
-            n: nnz,
-            tiles,
-            flags: Ptr::of(&first, device),
-            offsets: MutPtr::of(&offsets, device),
-            prefix: MutPtr::of(&prefix, device),
-        };
-        let scan_grid = LaunchConfig {
-            grid_dim: (tiles, 1, 1),
-            block_dim: (SCAN_THREADS, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        // SAFETY: `tiles` blocks of SCAN_TILE flags cover the nnz flags (reading none past
-        // them); offsets holds tiles + 1 values.
-        unsafe { kernels.scan_tiles.launch(scan_grid, &scan) }?;
-        let one_block = LaunchConfig {
-            grid_dim: (1, 1, 1),
-            ..scan_grid
-        };
-        // SAFETY: one block over the `tiles` totals, writing offsets[tiles].
-        unsafe { kernels.scan_offsets.launch(one_block, &scan) }?;
-        // SAFETY: as fs_scan_tiles; prefix holds nnz + 1 values, the last in tile nnz / TILE.
-        unsafe { kernels.scan_apply.launch(scan_grid, &scan) }?;
+        let prefix = kernels.scan.run(device, Ptr::of(&first, device), nnz)?;
 
         // 3. Window pointers; the vector count sizes the arrays.
         let window_ptr = device.alloc_zeros::<u32>(windows as usize + 1, ARRAYS)?;

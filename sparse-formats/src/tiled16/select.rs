@@ -82,7 +82,7 @@ impl TileSelection {
     }
 
     /// Errors unless the thresholds are in their domains.
-    pub(super) fn check(&self) -> Result<()> {
+    pub fn check(&self) -> Result<()> {
         if !(0.0..=1.0).contains(&self.dense_min_fill) {
             return Err(Error::invalid(format!(
                 "tile selection: dense_min_fill {} is outside [0, 1]",
@@ -99,7 +99,7 @@ impl TileSelection {
     }
 
     /// The largest tile deferred in a matrix of `matrix_nnz` entries, if deferral applies.
-    pub(super) fn deferred_max_nnz(&self, matrix_nnz: usize) -> Option<usize> {
+    pub fn deferred_max_nnz(&self, matrix_nnz: usize) -> Option<usize> {
         self.deferred_coo
             .filter(|d| matrix_nnz >= d.min_matrix_nnz)
             .map(|d| d.max_tile_nnz)

@@ -237,7 +237,7 @@ pub struct Entry {
 const CSV_COLUMNS: usize = 43;
 const CSV_HEADER: &str = "matrix,source,rows,cols,nnz,op,width,precision,backend,format,\
 algorithm,chosen,status,error_ratio,plan_ms,plan_host_ms,plan_transfer_ms,plan_device_ms,\
-plan_kernels_ms,upload_ms,plan_bytes,bytes_per_entry,deterministic,cache,batch,\
+plan_kernels_ms,upload_ms,plan_bytes,plan_bytes_per_nnz,deterministic,cache,batch,\
 samples,time_limited,median_ms,q1_ms,q3_ms,min_ms,gflops,gbps,bw_fraction,large,min_bytes,flops,\
 plan_in_runs,vs_cusparse_best,vs_cusparse_default,vs_sprs,vs_faer,note";
 
@@ -393,7 +393,7 @@ impl Report {
             opt(r.upload, ms),
             opt(r.plan_bytes, |b| b.to_string()),
             opt(r.plan_bytes.filter(|_| m.nnz > 0), |b| {
-                format!("{:.2}", b as f64 / m.nnz as f64)
+                format!("{:.3}", b as f64 / m.nnz as f64)
             }),
             opt(r.deterministic, |d| d.to_string()),
             opt(t, |t| {

@@ -1,0 +1,485 @@
+// TileSpMV (Niu et al., IPDPS'21) on Tiled16: y = alpha*A*x + beta*y. Parameters: TileMatrix<T>,
+// TileSpmv<T>, TileCombine<T> (src/tilespmv.rs), TileRule, TileBuild<T> (src/tilespmv/build.rs),
+// with SpmvDense<T> (src/operand.rs). The payload of each tile format is drawn in
+// sparse-formats/src/tiled16/mod.rs.
+//
+// A warp walks the tiles of one tile row (or of one segment of a long tile row) in tile order.
+// Lanes r and r + 16 own row r of the tile row: every tile format is decoded so that a lane visits
+// only entries of its own row, the two lanes of a row taking alternate entries (CSR, COO), slot
+// columns (ELL, HYB) or columns (Dense, DenseRow, DenseCol). Partial sums therefore stay in
+// registers, are added in a fixed order and need no atomics; the two lanes of a row are added
+// once, when the warp has walked all its tiles. A tile's format is the same for every lane, so the
+// format switch does not diverge.
+//
+// Per tile, the 16 values of x the tile reads are staged once in the warp's shared memory (lanes
+// walk rows of different lengths, so shuffles would diverge); the tile metadata of 32 tiles at a
+// time is loaded by one lane per tile, coalesced, and broadcast by shuffles.
+//
+// Balancing: tile rows of more than `long_tiles` tiles are skipped by the row kernel; one warp per
+// segment of TILE_SEGMENT tiles writes 16 partial row sums, and tile_combine adds each long tile
+// row's segments in segment order and writes the rows once (deterministic, as spmv's split rows).
+// Deferred very sparse tiles are a CSR added afterwards, with beta = 1, by spmv.cu's vector-split
+// kernels (long rows of deferred entries cut into segments too).
+
+#define TILE 16
+#define WARPS (TILE_BLOCK / 32)
+#define FULL 0xffffffffu
+
+enum TileFormat { CSR = 0, COO = 1, ELL = 2, HYB = 3, DENSE = 4, DENSE_ROW = 5, DENSE_COL = 6 };
+
+__device__ __forceinline__ u32 byte_at(const unsigned char* p) { return __ldg(p); }
+
+// In-tile index k of nibbles packed two per byte, the low half first.
+__device__ __forceinline__ u32 nibble(const unsigned char* p, u32 k) { return byte_at(p + k / 2) >> (4 * (k & 1)) & 0xF; }
+
+// A little-endian u16 mask.
+__device__ __forceinline__ u32 mask16(const unsigned char* p) { return byte_at(p) | byte_at(p + 1) << 8; }
+
+// The first of the n row-major positions (row << 4 | col) at or after `key`.
+__device__ __forceinline__ u32 lower_bound(const unsigned char* pos, u32 n, u32 key) {
+    u32 lo = 0, hi = n;
+    while (lo < hi) {
+        const u32 mid = (lo + hi) / 2;
+        if (byte_at(pos + mid) < key) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+}
+
+// One stored tile as a lane decodes it.
+template <typename T>
+struct Tile {
+    const unsigned char* bytes;
+    const T* values;
+    u32 h, w, nnz;
+};
+
+// Entries of row r among the n row-major positions at pos (COO tiles and the COO part of HYB),
+// values at v: lane half `half` takes every other one.
+template <typename T, typename A>
+__device__ __forceinline__ A coo_row(const unsigned char* pos, const T* v, u32 n, u32 r, u32 half, const A* xs) {
+    const u32 from = lower_bound(pos, n, r << 4), to = lower_bound(pos, n, (r + 1) << 4);
+    A sum = 0;
+    for (u32 k = from + half; k < to; k += 2) sum += to_acc(load(v + k)) * xs[byte_at(pos + k) & 0xF];
+    return sum;
+}
+
+// The ELL part of width k (ELL and HYB tiles): slot column j holds row r's entry when bit r of its
+// mask is set; lanes of half `half` take the slot columns of that parity.
+template <typename T, typename A>
+__device__ __forceinline__ A ell_row(const Tile<T>& t, u32 k, u32 r, u32 half, const A* xs) {
+    const unsigned char* cols = t.bytes + 1 + 2 * k;
+    A sum = 0;
+    for (u32 j = half; j < k; j += 2) {
+        const u32 slot = j * t.h + r;
+        if (mask16(t.bytes + 1 + 2 * j) >> r & 1) sum += to_acc(load(t.values + slot)) * xs[nibble(cols, slot)];
+    }
+    return sum;
+}
+
+// This lane's share of row r (< t.h) of the tile.
+template <typename T, typename A>
+__device__ __forceinline__ A tile_row(u32 format, const Tile<T>& t, u32 r, u32 half, const A* xs) {
+    A sum = 0;
+    switch (format) {
+    case CSR: {
+        const u32 from = byte_at(t.bytes + r), to = r + 1 < t.h ? byte_at(t.bytes + r + 1) : t.nnz;
+        for (u32 k = from + half; k < to; k += 2) sum += to_acc(load(t.values + k)) * xs[nibble(t.bytes + t.h, k)];
+        break;
+    }
+    case COO:
+        sum = coo_row(t.bytes, t.values, t.nnz, r, half, xs);
+        break;
+    case ELL:
+        sum = ell_row(t, byte_at(t.bytes), r, half, xs);
+        break;
+    case HYB: {
+        const u32 k = byte_at(t.bytes);
+        u32 in_ell = 0;
+        for (u32 j = 0; j < k; ++j) in_ell += __popc(mask16(t.bytes + 1 + 2 * j));
+        sum = ell_row(t, k, r, half, xs);
+        const unsigned char* pos = t.bytes + 1 + 2 * k + (k * t.h + 1) / 2;
+        sum += coo_row(pos, t.values + k * t.h, t.nnz - in_ell, r, half, xs);
+        break;
+    }
+    case DENSE:
+        for (u32 c = half; c < t.w; c += 2) {
+            const u32 slot = c * t.h + r;
+            if (byte_at(t.bytes + slot / 8) >> (slot % 8) & 1) sum += to_acc(load(t.values + slot)) * xs[c];
+        }
+        break;
+    case DENSE_ROW: {
+        const u32 rows = mask16(t.bytes);
+        if (rows >> r & 1) {
+            const T* row = t.values + __popc(rows & ((1u << r) - 1)) * t.w;
+            for (u32 c = half; c < t.w; c += 2) sum += to_acc(load(row + c)) * xs[c];
+        }
+        break;
+    }
+    case DENSE_COL: {
+        u32 j = 0;
+        for (u32 cols = mask16(t.bytes); cols != 0; cols &= cols - 1, ++j)
+            if ((j & 1) == half) sum += to_acc(load(t.values + j * t.h + r)) * xs[__ffs(cols) - 1];
+        break;
+    }
+    }
+    return sum;
+}
+
+// The sum of row (lane % 16) of tile row tr over tiles first..end, complete in lanes 0..15. The
+// whole warp calls it.
+template <typename T>
+__device__ __forceinline__ typename acc_of<T>::type
+tile_range(const TileMatrix<T>& a, const SpmvDense<T>& o, u32 tr, u32 first, u32 end, typename acc_of<T>::type* xs) {
+    typedef typename acc_of<T>::type A;
+    const u32 lane = threadIdx.x % 32, r = lane % TILE, half = lane / TILE;
+    const u32 h = min(a.rows - tr * TILE, (u32)TILE);
+    A sum = 0;
+    for (u32 base = first; base < end; base += 32) {
+        const u32 mine = base + lane;
+        u32 col = 0, format = 0, byte0 = 0, value0 = 0, nnz = 0;
+        if (mine < end) {
+            col = load(a.tile_col + mine);
+            format = byte_at(a.tile_format + mine);
+            byte0 = load(a.byte_ptr + mine);
+            value0 = load(a.value_ptr + mine);
+            nnz = load(a.tile_nnz + mine + 1) - load(a.tile_nnz + mine);
+        }
+        const u32 count = min(end - base, 32u);
+        for (u32 i = 0; i < count; ++i) {
+            const u32 tc = __shfl_sync(FULL, col, i);
+            Tile<T> t;
+            t.h = h;
+            t.w = min(a.cols - tc * TILE, (u32)TILE);
+            t.nnz = __shfl_sync(FULL, nnz, i);
+            t.bytes = a.bytes + __shfl_sync(FULL, byte0, i);
+            t.values = a.values + __shfl_sync(FULL, value0, i);
+            const u32 f = __shfl_sync(FULL, format, i);
+            __syncwarp();
+            if (lane < t.w) xs[lane] = to_acc(load(o.x + ((u64)tc * TILE + lane) * o.incx));
+            __syncwarp();
+            if (r < h) sum += tile_row(f, t, r, half, xs);
+        }
+    }
+    return sum + __shfl_down_sync(FULL, sum, TILE);
+}
+
+// SEGMENTS = false: one warp per tile row of at most long_tiles tiles, writing its rows of y.
+// SEGMENTS = true: one warp per segment of a long tile row, writing 16 partial sums.
+template <typename T, bool SEGMENTS>
+__global__ void __launch_bounds__(TILE_BLOCK) tile_spmv(const TileSpmv<T> p) {
+    __shared__ typename acc_of<T>::type staged[WARPS][TILE];
+    const TileMatrix<T>& a = p.a;
+    const SpmvDense<T>& o = p.dense;
+    const u64 item = ((u64)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const u32 lane = threadIdx.x % 32;
+    u32 tr, first, end;
+    if (SEGMENTS) {
+        if (item >= p.segments) return;  // whole warps leave together
+        tr = load(p.segment_row + item);
+        first = load(p.segment_first + item);
+        end = min(load(a.tile_ptr + tr + 1), first + TILE_SEGMENT);
+    } else {
+        if (item >= a.tile_rows) return;
+        tr = (u32)item;
+        first = load(a.tile_ptr + tr);
+        end = load(a.tile_ptr + tr + 1);
+        if (end - first > p.long_tiles) return;
+    }
+    const typename acc_of<T>::type sum = tile_range(a, o, tr, first, end, staged[threadIdx.x / 32]);
+    if (lane >= TILE) return;
+    if (SEGMENTS) {
+        p.partial[item * TILE + lane] = sum;
+    } else {
+        const u64 row = (u64)tr * TILE + lane;
+        if (row < a.rows) update(o.y + row * o.incy, o.alpha, sum, o.beta);
+    }
+}
+
+// One thread per row of a long tile row: its segments' partial sums added in segment order.
+template <typename T>
+__global__ void __launch_bounds__(TILE_BLOCK) tile_combine(const TileCombine<T> p) {
+    const SpmvDense<T>& o = p.dense;
+    const u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    const u64 l = t / TILE;
+    const u32 r = t % TILE;
+    if (l >= p.long_rows) return;
+    const u64 row = (u64)load(p.long_row + l) * TILE + r;
+    if (row >= p.rows) return;
+    typename acc_of<T>::type sum = 0;
+    const u32 from = load(p.first_segment + l), to = load(p.first_segment + l + 1);
+    for (u32 s = from; s < to; ++s) sum += load(p.partial + (u64)s * TILE + r);
+    update(o.y + row * o.incy, o.alpha, sum, o.beta);
+}
+
+// ---------------------------------------------------------------------------------------------
+// CSR -> Tiled16 on the device, the same tiles, formats, payloads and value order as
+// sparse-formats' conversion (src/tiled16/convert.rs, select.rs, payload.rs), in two passes of
+// one warp per tile row:
+// - count (FILL = false): per tile row, its stored tiles and their entries, payload bytes and
+//   values; per row, its deferred entries. Scans of these (fs_scan_*) place every tile row.
+// - fill (FILL = true): the same walk again, writing level 1, the payloads, the values, the
+//   deferred CSR and each CSR entry's slot.
+// Lane r < 16 holds row r of the tile row and a cursor into it; the next tile is the smallest
+// tile column under the cursors (a warp minimum), and each lane takes its row's entries in it.
+// The selection rule is evaluated by every lane alike, from warp reductions of the row lengths
+// and column masks, summing in the host's order where floating point is involved. Payload bytes
+// are shared by lanes (nibbles, mask bits), so every payload byte is OR-ed into its zeroed
+// 32-bit word atomically: the result does not depend on the order of the writes.
+
+// What plan_tile decides for a deferred tile: past every TileFormat.
+#define DEFERRED 7u
+
+// This lane's row in a tile: its entries' count and column mask.
+struct LaneRow {
+    bool has;
+    u32 len, mask;
+};
+
+// Inclusive sum over the warp's lanes up to this one.
+__device__ __forceinline__ u32 warp_inclusive(u32 v) {
+    const u32 lane = threadIdx.x % 32;
+#pragma unroll
+    for (u32 d = 1; d < 32; d *= 2) {
+        const u32 o = __shfl_up_sync(FULL, v, d);
+        if (lane >= d) v += o;
+    }
+    return v;
+}
+
+// Columns every row of the tile holds entries in (lanes without a row take no part).
+__device__ __forceinline__ u32 all_cols(const LaneRow& l) { return __reduce_and_sync(FULL, l.has ? l.mask : 0xFFFFu); }
+
+// Entries of rows longer than k (the COO part of a HYB tile of ELL width k), over the warp.
+__device__ __forceinline__ u32 overflow(const LaneRow& l, u32 k) { return __reduce_add_sync(FULL, l.len > k ? l.len - k : 0); }
+
+__device__ __forceinline__ u32 ell_bytes(u32 k, u32 h) { return 1 + 2 * k + (k * h + 1) / 2; }
+
+__device__ __forceinline__ u32 hyb_stored_bytes(const LaneRow& l, u32 k, u32 h, u32 value_bytes) {
+    const u32 m = overflow(l, k);
+    return ell_bytes(k, h) + m + (k * h + m) * value_bytes;
+}
+
+// The ELL width of a HYB tile: from the longest row down, while the stored bytes keep falling.
+__device__ __forceinline__ u32 hyb_width(const LaneRow& l, u32 longest, u32 h, u32 value_bytes) {
+    u32 best = longest, best_bytes = hyb_stored_bytes(l, longest, h, value_bytes);
+    for (u32 k = longest - 1; k >= 1 && k < longest; --k) {
+        const u32 bytes = hyb_stored_bytes(l, k, h, value_bytes);
+        if (bytes >= best_bytes) break;
+        best = k;
+        best_bytes = bytes;
+    }
+    return best;
+}
+
+// What the selection decides for one tile, and the tile's payload lengths.
+struct TilePlan {
+    u32 format, width, bytes, values;
+};
+
+template <typename T>
+__device__ __forceinline__ TilePlan plan_tile(const TileRule& rule, const LaneRow& l, u32 n, u32 h, u32 w) {
+    TilePlan t;
+    t.width = 0;
+    t.bytes = 0;
+    t.values = 0;
+    if (n <= rule.deferred_max) {
+        t.format = DEFERRED;
+        return t;
+    }
+    const bool rows_ok = __all_sync(FULL, !l.has || l.len == 0 || l.len == w);
+    const u32 any_col = __reduce_or_sync(FULL, l.has ? l.mask : 0u);
+    const bool cols_ok = any_col == all_cols(l);
+    const u32 longest = __reduce_max_sync(FULL, l.len);
+    const u32 vb = sizeof(T);
+    if (rule.forced != TILE_ADAPTIVE) {
+        t.format = (rule.forced == DENSE_ROW && !rows_ok) || (rule.forced == DENSE_COL && !cols_ok) ? CSR : rule.forced;
+    } else if (n >= (u32)(rule.dense_min_fill * (double)(h * w))) {
+        t.format = DENSE;
+    } else if (n <= rule.coo_max_nnz) {
+        t.format = COO;
+    } else if (rows_ok) {
+        t.format = DENSE_ROW;
+    } else if (cols_ok) {
+        t.format = DENSE_COL;
+    } else {
+        // The coefficient of variation of the row lengths, summed in row order as the host does.
+        const double mean = (double)n / (double)h;
+        const double d = l.has ? ((double)l.len - mean) * ((double)l.len - mean) : 0.0;
+        double variance = 0.0;
+        for (u32 r = 0; r < h; ++r) variance += __shfl_sync(FULL, d, r);
+        const double cv = sqrt(variance / (double)h) / mean;
+        if (cv <= rule.ell_max_cv) {
+            t.format = ELL;
+        } else {
+            const u32 k = hyb_width(l, longest, h, vb);
+            t.format = hyb_stored_bytes(l, k, h, vb) < h + (n + 1) / 2 + n * vb ? HYB : CSR;
+        }
+    }
+    switch (t.format) {
+    case CSR: t.bytes = h + (n + 1) / 2; t.values = n; break;
+    case COO: t.bytes = n; t.values = n; break;
+    case ELL: t.width = longest; t.bytes = ell_bytes(longest, h); t.values = longest * h; break;
+    case HYB: {
+        t.width = hyb_width(l, longest, h, vb);
+        const u32 m = overflow(l, t.width);
+        t.bytes = ell_bytes(t.width, h) + m;
+        t.values = t.width * h + m;
+        break;
+    }
+    case DENSE: t.bytes = (h * w + 7) / 8; t.values = h * w; break;
+    default: t.bytes = 2; t.values = n; break;
+    }
+    return t;
+}
+
+// Byte `at` of the zeroed payload words gets `v` OR-ed in.
+__device__ __forceinline__ void or_byte(u32* words, u64 at, u32 v) { atomicOr(words + at / 4, v << (8 * (at % 4))); }
+__device__ __forceinline__ void or_nibble(u32* words, u64 base, u32 k, u32 v) { or_byte(words, base + k / 2, v << (4 * (k & 1))); }
+__device__ __forceinline__ void or_bit(u32* words, u64 base, u32 bit) { or_byte(words, base + bit / 8, 1u << (bit % 8)); }
+__device__ __forceinline__ void or_u16(u32* words, u64 at, u32 v) {
+    or_byte(words, at, v & 0xFF);
+    or_byte(words, at + 1, v >> 8);
+}
+
+template <typename T, bool FILL>
+__global__ void __launch_bounds__(TILE_BLOCK) tile_build(const TileBuild<T> p) {
+    const u64 item = ((u64)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    if (item >= p.tile_rows) return;  // whole warps leave together
+    const u32 tr = (u32)item, lane = threadIdx.x % 32;
+    const u32 h = min(p.rows - tr * TILE, (u32)TILE);
+    const u64 row = (u64)tr * TILE + lane;
+    LaneRow l;
+    l.has = lane < h;
+    u32 cur = l.has ? load(p.row_ptr + row) : 0;
+    const u32 end = l.has ? load(p.row_ptr + row + 1) : 0;
+    // Running totals of the tile row (count) or positions in the outputs (fill).
+    u32 tiles = 0, nnz = 0, bytes = 0, values = 0, deferred = 0;
+    const u32 tile_values = FILL ? load(p.value_base + p.tile_rows) : 0;
+    if (FILL) {
+        tiles = load(p.tile_ptr + tr);
+        nnz = load(p.nnz_base + tr);
+        bytes = load(p.byte_base + tr);
+        values = load(p.value_base + tr);
+        deferred = l.has ? load(p.deferred_ptr + row) : 0;
+    }
+    for (;;) {
+        const u32 tc = __reduce_min_sync(FULL, cur < end ? load(p.col_idx + cur) / TILE : 0xFFFFFFFFu);
+        if (tc == 0xFFFFFFFFu) break;
+        u32 stop = cur;
+        l.mask = 0;
+        while (stop < end && load(p.col_idx + stop) / TILE == tc) l.mask |= 1u << (load(p.col_idx + stop++) % TILE);
+        l.len = stop - cur;
+        const u32 n = __reduce_add_sync(FULL, l.len);
+        const u32 w = min(p.cols - tc * TILE, (u32)TILE);
+        const TilePlan t = plan_tile<T>(p.rule, l, n, h, w);
+        if (!FILL) {
+            if (t.format == DEFERRED) {
+                deferred += l.len;
+            } else {
+                ++tiles;
+                nnz += n;
+                bytes += t.bytes;
+                values += t.values;
+            }
+            cur = stop;
+            continue;
+        }
+        if (t.format == DEFERRED) {
+            for (u32 e = cur; e < stop; ++e, ++deferred) {
+                p.deferred_col[deferred] = load(p.col_idx + e);
+                p.values[tile_values + deferred] = load(p.csr_values + e);
+                p.slots[e] = tile_values + deferred;
+            }
+            cur = stop;
+            continue;
+        }
+        if (lane == 0) {
+            p.tile_col[tiles] = tc;
+            p.tile_format[tiles] = (unsigned char)t.format;
+            p.tile_nnz[tiles + 1] = nnz + n;
+            p.byte_ptr[tiles + 1] = bytes + t.bytes;
+            p.value_ptr[tiles + 1] = values + t.values;
+        }
+        // Where this lane's row starts in row-major order, and its first entry past the ELL
+        // width among the HYB tile's COO entries.
+        const u32 before = warp_inclusive(l.len) - l.len;
+        const u32 over = l.len > t.width ? l.len - t.width : 0;
+        const u32 over_before = warp_inclusive(over) - over;
+        const u32 r = lane, full_cols = all_cols(l);
+        const u64 b = bytes;
+        switch (t.format) {
+        case CSR:
+            if (l.has) or_byte(p.payload, b + r, before);
+            break;
+        case ELL:
+        case HYB:
+            if (lane == 0) or_byte(p.payload, b, t.width);
+            for (u32 j = 0; j < t.width; ++j) {
+                const u32 mask = __ballot_sync(FULL, l.has && l.len > j) & 0xFFFFu;
+                if (lane == 0) or_u16(p.payload, b + 1 + 2 * j, mask);
+            }
+            break;
+        case DENSE_ROW: {
+            const u32 mask = __ballot_sync(FULL, l.has && l.len == w) & 0xFFFFu;
+            if (lane == 0) or_u16(p.payload, b, mask);
+            break;
+        }
+        case DENSE_COL:
+            if (lane == 0) or_u16(p.payload, b, full_cols);
+            break;
+        default:
+            break;
+        }
+        for (u32 i = 0; i < l.len; ++i) {
+            const u32 e = cur + i, c = load(p.col_idx + e) % TILE;
+            u32 slot;
+            switch (t.format) {
+            case CSR:
+                slot = before + i;
+                or_nibble(p.payload, b + h, slot, c);
+                break;
+            case COO:
+                slot = before + i;
+                or_byte(p.payload, b + slot, r << 4 | c);
+                break;
+            case ELL:
+            case HYB:
+                if (i < t.width) {
+                    slot = i * h + r;
+                    or_nibble(p.payload, b + 1 + 2 * t.width, slot, c);
+                } else {
+                    const u32 k = over_before + i - t.width;
+                    slot = t.width * h + k;
+                    or_byte(p.payload, b + ell_bytes(t.width, h) + k, r << 4 | c);
+                }
+                break;
+            case DENSE:
+                slot = c * h + r;
+                or_bit(p.payload, b, slot);
+                break;
+            case DENSE_ROW:
+                slot = before + i;
+                break;
+            default:
+                slot = __popc(full_cols & ((1u << c) - 1)) * h + r;
+                break;
+            }
+            p.values[values + slot] = load(p.csr_values + e);
+            p.slots[e] = values + slot;
+        }
+        ++tiles;
+        nnz += n;
+        bytes += t.bytes;
+        values += t.values;
+        cur = stop;
+    }
+    if (!FILL) {
+        if (lane == 0) {
+            p.row_tiles[tr] = tiles;
+            p.row_nnz[tr] = nnz;
+            p.row_bytes[tr] = bytes;
+            p.row_values[tr] = values;
+        }
+        if (l.has) p.deferred_len[row] = deferred;
+    }
+}

@@ -1,0 +1,496 @@
+//! TileSpMV plans (Niu et al., IPDPS'21) on Tiled16: `tilespmv.cu` has the kernels and says how
+//! a warp walks its tiles. A plan converts the CSR to Tiled16 on the device ([`build`]: the same
+//! tiles as the format crate's conversion, so both backends store the same tiles for the same
+//! descriptor), with each CSR entry's slot in the values (value updates scatter through it), and
+//! cuts tile rows of more than [`LONG_TILES`] tiles into segments of [`TILE_SEGMENT`] tiles, one
+//! warp each. Deferred very sparse tiles are a CSR that spmv's `vector-split` kernels add after
+//! the tile pass, with beta = 1 (a hub row's many deferred entries are cut into segments too).
+
+use std::sync::Arc;
+
+use cudarc::driver::CudaSlice;
+use sparse_core::{
+    Accumulator, Algorithm, BackendKind, CsrRef, Error, Format, OpKind, PlanInfo, Precision,
+    Result, Scalar, SpIndex, SpmvDesc, SpmvPlan,
+};
+use sparse_formats::{FillLimit, TileSelection, Tiled16, TILED16_TILE};
+
+use crate::device::Device;
+use crate::executor::CudaBackend;
+use crate::flashsparse::build::download;
+use crate::kernel::{
+    c_type, kernel_params, Entry, Kernel, KernelParams, KernelSource, KernelSpec, MutPtr, Ptr,
+};
+use crate::operand::{to_u32, Run, SpmvDense, SpmvOperands};
+use crate::plan::{
+    check_request, CudaPlan, Kernels, Phase, PlanBase, PlanClock, SpmvKernels, Values,
+};
+use crate::registry;
+use crate::spmv::{self, CsrRows};
+use build::{BuildEntries, DeviceTiled16, TileBuild, TileRule};
+
+mod build;
+
+/// Tiles per segment of a long tile row (`TILE_SEGMENT`).
+pub const TILE_SEGMENT: u32 = 16;
+/// Tile rows of more tiles than this are cut into segments: a warp walks at most two segments'
+/// worth of tiles alone.
+pub const LONG_TILES: u32 = 2 * TILE_SEGMENT;
+/// Rows (and columns) of a tile.
+const TILE: u32 = TILED16_TILE as u32;
+
+kernel_params! {
+    /// A Tiled16 matrix on the device as the kernels read it (`tile_format` one byte per tile,
+    /// [`sparse_formats::TileFormat`] as `u8`).
+    pub(crate) struct TileMatrix<T> {
+        rows: u32,
+        cols: u32,
+        tile_rows: u32,
+        tile_ptr: ptr(u32),
+        tile_col: ptr(u32),
+        tile_nnz: ptr(u32),
+        tile_format: ptr(u8),
+        byte_ptr: ptr(u32),
+        value_ptr: ptr(u32),
+        bytes: ptr(u8),
+        values: ptr(T),
+    }
+}
+
+kernel_params! {
+    /// `tile_spmv<T, false>`: tile rows of at most `long_tiles` tiles (segments unused);
+    /// `tile_spmv<T, true>`: the segments of long tile rows, 16 sums each to `partial` (y unused).
+    pub(crate) struct TileSpmv<T> {
+        a: sub(TileMatrix),
+        long_tiles: u32,
+        segments: u32,
+        segment_row: ptr(u32),
+        segment_first: ptr(u32),
+        partial: out(acc),
+        dense: sub(SpmvDense),
+    }
+}
+
+kernel_params! {
+    /// `tile_combine`: each long tile row's segment sums added in order (x unused).
+    pub(crate) struct TileCombine<T> {
+        rows: u32,
+        long_rows: u32,
+        long_row: ptr(u32),
+        first_segment: ptr(u32),
+        partial: ptr(acc),
+        dense: sub(SpmvDense),
+    }
+}
+
+pub(crate) const SOURCE: KernelSource = KernelSource {
+    name: "tilespmv",
+    code: include_str!("../kernels/tilespmv.cu"),
+    params: &[
+        <SpmvDense<f32> as KernelParams>::C_DECL,
+        <TileMatrix<f32> as KernelParams>::C_DECL,
+        <TileSpmv<f32> as KernelParams>::C_DECL,
+        <TileCombine<f32> as KernelParams>::C_DECL,
+        <TileRule as KernelParams>::C_DECL,
+        <TileBuild<f32> as KernelParams>::C_DECL,
+    ],
+    defines: &[
+        ("TILE_BLOCK", spmv::BLOCK),
+        ("TILE_SEGMENT", TILE_SEGMENT),
+        ("TILE_ADAPTIVE", build::ADAPTIVE),
+    ],
+};
+
+/// The entries of this file for storage type `T`.
+struct Entries<T: Scalar> {
+    rows: Entry<TileSpmv<T>>,
+    segments: Entry<TileSpmv<T>>,
+    combine: Entry<TileCombine<T>>,
+}
+
+impl<T: Scalar> Entries<T> {
+    fn new() -> Result<Self> {
+        let t = c_type(T::DTYPE)?;
+        Ok(Entries {
+            rows: Entry::new(&SOURCE, "tile_spmv", &[&t, &false])?,
+            segments: Entry::new(&SOURCE, "tile_spmv", &[&t, &true])?,
+            combine: Entry::new(&SOURCE, "tile_combine", &[&t])?,
+        })
+    }
+
+    fn specs(&self) -> Vec<&KernelSpec> {
+        vec![self.rows.spec(), self.segments.spec(), self.combine.spec()]
+    }
+}
+
+/// Every kernel of this file Rust can ask for: the table's precisions, f64 and f32 (the
+/// builder's scans are flashsparse.cu's, listed there).
+pub(crate) fn all_specs() -> Result<Vec<KernelSpec>> {
+    let (f64s, f32s) = (Entries::<f64>::new()?, Entries::<f32>::new()?);
+    let (b64, b32) = (BuildEntries::<f64>::new()?, BuildEntries::<f32>::new()?);
+    Ok(f64s
+        .specs()
+        .into_iter()
+        .chain(f32s.specs())
+        .chain(b64.own_specs())
+        .chain(b32.own_specs())
+        .cloned()
+        .collect())
+}
+
+/// Segments of the tile rows of more than [`LONG_TILES`] tiles, from the tile pointers.
+#[derive(Debug, Default, PartialEq)]
+struct Segments {
+    /// Per segment, its tile row and first tile.
+    row: Vec<u32>,
+    first: Vec<u32>,
+    /// The long tile rows, and each one's first segment (one more entry).
+    long_row: Vec<u32>,
+    first_segment: Vec<u32>,
+}
+
+impl Segments {
+    fn new(tile_ptr: &[u32]) -> Result<Self> {
+        let mut s = Segments {
+            first_segment: vec![0],
+            ..Segments::default()
+        };
+        for (tr, w) in tile_ptr.windows(2).enumerate() {
+            if w[1] - w[0] > LONG_TILES {
+                s.long_row.push(to_u32("tile row", tr)?);
+                for first in (w[0]..w[1]).step_by(TILE_SEGMENT as usize) {
+                    s.row.push(to_u32("tile row", tr)?);
+                    s.first.push(first);
+                }
+                s.first_segment.push(to_u32("segment count", s.row.len())?);
+            }
+        }
+        Ok(s)
+    }
+}
+
+/// The segments on the device, with the partial sums they write and their kernels.
+struct DeviceSegments<T: Scalar> {
+    segments: u32,
+    long_rows: u32,
+    row: CudaSlice<u32>,
+    first: CudaSlice<u32>,
+    long_row: CudaSlice<u32>,
+    first_segment: CudaSlice<u32>,
+    /// 16 accumulation values per segment.
+    partial: CudaSlice<u8>,
+    kernels: SegmentKernels<T>,
+}
+
+impl<T: Scalar> DeviceSegments<T> {
+    /// `None` when no tile row is long.
+    fn upload(device: &Device, s: &Segments, kernels: SegmentKernels<T>) -> Result<Option<Self>> {
+        if s.long_row.is_empty() {
+            return Ok(None);
+        }
+        let upload = |v: &[u32]| device.upload_converted(v, 0, |&i| i);
+        Ok(Some(DeviceSegments {
+            segments: to_u32("segment count", s.row.len())?,
+            long_rows: to_u32("long tile row count", s.long_row.len())?,
+            row: upload(&s.row)?,
+            first: upload(&s.first)?,
+            long_row: upload(&s.long_row)?,
+            first_segment: upload(&s.first_segment)?,
+            partial: device.alloc_zeros::<u8>(
+                s.row.len() * TILE as usize * size_of::<T::Acc>(),
+                "allocating tile-row segment partials",
+            )?,
+            kernels,
+        }))
+    }
+
+    fn bytes(&self) -> usize {
+        (2 * self.segments as usize + 2 * self.long_rows as usize + 1) * 4
+            + self.segments as usize * TILE as usize * size_of::<T::Acc>()
+    }
+}
+
+impl<T: Scalar> DeviceTiled16<T> {
+    fn params(&self, device: &Device) -> TileMatrix<T> {
+        TileMatrix {
+            rows: self.rows,
+            cols: self.cols,
+            tile_rows: self.tile_rows,
+            tile_ptr: Ptr::of(&self.tile_ptr, device),
+            tile_col: Ptr::of(&self.tile_col, device),
+            tile_nnz: Ptr::of(&self.tile_nnz, device),
+            tile_format: Ptr::of(&self.tile_format, device),
+            byte_ptr: Ptr::of(&self.byte_ptr, device),
+            value_ptr: Ptr::of(&self.value_ptr, device),
+            bytes: Ptr::of(&self.payload, device),
+            values: Ptr::of_buffer(&self.values),
+        }
+    }
+}
+
+/// The kernels of long tile rows: their segments, and the sums of each row's segments.
+struct SegmentKernels<T: Scalar> {
+    segments: Kernel<TileSpmv<T>>,
+    combine: Kernel<TileCombine<T>>,
+}
+
+/// The TileSpMV kernels of one plan and the matrix they read.
+pub(crate) struct TileFamily<T: Scalar> {
+    a: DeviceTiled16<T>,
+    rows: Kernel<TileSpmv<T>>,
+    segments: Option<DeviceSegments<T>>,
+    /// `vector-split` over the deferred entries.
+    deferred: Option<CsrRows<T>>,
+}
+
+/// A planned TileSpMV for `desc`: the tiles the CPU backend converts to, by
+/// [`TileSelection::default`]; Tiled16 has no block shape to ask for.
+pub(crate) fn plan<T: Scalar, I: SpIndex>(
+    device: &Arc<Device>,
+    a: CsrRef<'_, T, I>,
+    desc: &SpmvDesc,
+    clock: PlanClock,
+) -> Result<CudaPlan<T, TileFamily<T>>> {
+    if let Some(b) = desc.block {
+        return Err(Error::invalid(format!(
+            "{} has no block shape, but {b} was asked for",
+            Format::Tiled16
+        )));
+    }
+    plan_with(device, a, desc.precision, &TileSelection::default(), clock)
+}
+
+/// A planned TileSpMV of `a` in `precision`, its tiles chosen by `selection`.
+fn plan_with<T: Scalar, I: SpIndex>(
+    device: &Arc<Device>,
+    a: CsrRef<'_, T, I>,
+    precision: Precision,
+    selection: &TileSelection,
+    clock: PlanClock,
+) -> Result<CudaPlan<T, TileFamily<T>>> {
+    let entries = Entries::<T>::new()?;
+    let builder = BuildEntries::<T>::new()?;
+    let info = PlanInfo::new(
+        BackendKind::Cuda,
+        OpKind::Spmv,
+        Format::Tiled16,
+        precision,
+        Algorithm::TileSpmv,
+        true,
+    );
+    let mut specs = entries.specs();
+    specs.extend(builder.specs());
+    let (base, mut clock) = PlanBase::new(device, a, info, &specs, clock)?;
+    let builder = builder.load(device)?;
+    let rows = device.kernel(&entries.rows)?;
+    let segment_kernels = SegmentKernels {
+        segments: device.kernel(&entries.segments)?,
+        combine: device.kernel(&entries.combine)?,
+    };
+    clock.lap(device, Phase::Kernels)?;
+    let dev = DeviceTiled16::build(
+        device,
+        &builder,
+        a,
+        selection,
+        FillLimit::default(),
+        &mut clock,
+    )?;
+    let segments = Segments::new(&dev.host_tile_ptr)?;
+    clock.lap(device, Phase::Host)?;
+    let deferred_rows = dev
+        .deferred
+        .as_ref()
+        .map(|d| download(device, &d.row_ptr, dev.rows as usize + 1))
+        .transpose()?;
+    clock.lap(device, Phase::Transfer)?;
+    let deferred = deferred_rows
+        .map(|row_ptr| CsrRows::vector_split(device, &row_ptr))
+        .transpose()?;
+    clock.lap(device, Phase::Kernels)?;
+    let segments = DeviceSegments::upload(device, &segments, segment_kernels)?;
+    clock.lap(device, Phase::Transfer)?;
+    let bytes = dev.bytes()
+        + segments.as_ref().map_or(0, DeviceSegments::bytes)
+        + deferred.as_ref().map_or(0, CsrRows::bytes);
+    Ok(base.into_plan(
+        clock,
+        bytes,
+        TileFamily {
+            a: dev,
+            rows,
+            segments,
+            deferred,
+        },
+    ))
+}
+
+impl<T: Scalar> SpmvKernels<T> for TileFamily<T> {
+    fn run(&mut self, base: &PlanBase<T>, run: &Run<SpmvOperands, T::Acc>) -> Result<()> {
+        let device = &base.device;
+        let (a, dense) = (self.a.params(device), SpmvDense::new(run));
+        let segments = self.segments.as_ref();
+        let tile_spmv = |s: Option<&DeviceSegments<T>>| TileSpmv {
+            a,
+            long_tiles: LONG_TILES,
+            segments: s.map_or(0, |s| s.segments),
+            segment_row: s.map_or(Ptr::NULL, |s| Ptr::of(&s.row, device)),
+            segment_first: s.map_or(Ptr::NULL, |s| Ptr::of(&s.first, device)),
+            partial: s.map_or(MutPtr::NULL, |s| MutPtr::of_bytes(&s.partial, device)),
+            dense,
+        };
+        // SAFETY: the device-built Tiled16 holds the invariants `Tiled16::validate` checks (it
+        // equals the host conversion): tile pointers, columns and payloads in range, in-tile
+        // indices inside each tile, so x is read below cols and y written below rows, at the
+        // bound operands' strides; one warp per tile row.
+        unsafe {
+            self.rows.launch(
+                spmv::grid(u64::from(self.a.tile_rows) * 32)?,
+                &tile_spmv(None),
+            )?
+        };
+        if let Some(s) = segments {
+            // SAFETY: as above; segments start at tiles of their tile row, and partial holds 16
+            // values for each of the `segments` warps.
+            unsafe {
+                s.kernels
+                    .segments
+                    .launch(spmv::grid(u64::from(s.segments) * 32)?, &tile_spmv(Some(s)))?
+            };
+            let params = TileCombine {
+                rows: self.a.rows,
+                long_rows: s.long_rows,
+                long_row: Ptr::of(&s.long_row, device),
+                first_segment: Ptr::of(&s.first_segment, device),
+                partial: Ptr::of_bytes(&s.partial, device),
+                dense,
+            };
+            // SAFETY: first_segment holds long_rows + 1 offsets into the partials written above
+            // (stream order); one thread per row of a long tile row, rows below `rows` only.
+            unsafe {
+                s.kernels.combine.launch(
+                    spmv::grid(u64::from(s.long_rows) * u64::from(TILE))?,
+                    &params,
+                )?
+            };
+        }
+        if let (Some(rows), Some(csr)) = (&self.deferred, &self.a.deferred) {
+            let pointers = (
+                Ptr::of(&csr.row_ptr, device),
+                Ptr::of(&csr.col_idx, device),
+                Ptr::of_buffer(&self.a.values).offset(self.a.tile_values),
+            );
+            let beta_one = SpmvDense {
+                beta: T::Acc::ONE,
+                ..dense
+            };
+            // SAFETY: the deferred CSR is canonical with the matrix's shape, its values the
+            // last of the plan's values, and `rows` was planned for it; y holds the tile pass's
+            // result (stream order), which beta = 1 adds to.
+            unsafe { rows.launch(device, self.a.rows, pointers, beta_one)? };
+        }
+        Ok(())
+    }
+}
+
+impl<T: Scalar> Kernels<T> for TileFamily<T> {
+    fn values(&self) -> Values<'_, T> {
+        Values {
+            buffer: &self.a.values,
+            slots: Some(&self.a.slots),
+        }
+    }
+}
+
+/// Tiled16 of `a` built on `backend`'s device by `selection` and read back: what the plans run
+/// on.
+pub fn tiled16_on_device<T: Scalar, I: SpIndex>(
+    backend: &CudaBackend,
+    a: CsrRef<'_, T, I>,
+    selection: &TileSelection,
+) -> Result<Tiled16<T>> {
+    let device = backend.device();
+    let builder = BuildEntries::<T>::new()?.load(device)?;
+    DeviceTiled16::build(
+        device,
+        &builder,
+        a,
+        selection,
+        FillLimit::default(),
+        &mut PlanClock::start(),
+    )?
+    .to_host(device)
+}
+
+impl CudaBackend {
+    /// A TileSpMV plan of `a` in `precision` with its tiles chosen by `selection` (forced
+    /// formats, other thresholds, deferred COO at any size); descriptors plan with
+    /// [`TileSelection::default`], as the CPU backend converts.
+    pub fn plan_tilespmv<'a, T: Scalar, I: SpIndex>(
+        &self,
+        a: CsrRef<'a, T, I>,
+        precision: Precision,
+        selection: &TileSelection,
+    ) -> Result<Box<dyn SpmvPlan<T> + 'a>> {
+        let clock = PlanClock::start();
+        check_request::<T>(
+            BackendKind::Cuda,
+            registry::algorithms,
+            (
+                OpKind::Spmv,
+                Format::Tiled16,
+                precision,
+                Algorithm::TileSpmv,
+            ),
+        )?;
+        Ok(Box::new(plan_with(
+            self.device(),
+            a,
+            precision,
+            selection,
+            clock,
+        )?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_tile_rows_are_cut_into_segments() {
+        let long = LONG_TILES + 1;
+        let tile_ptr = [0, 3, 3, 3 + long, 3 + long + LONG_TILES];
+        let s = Segments::new(&tile_ptr).unwrap();
+        assert_eq!(s.long_row, [2]);
+        let starts: Vec<u32> = (0..long)
+            .step_by(TILE_SEGMENT as usize)
+            .map(|k| 3 + k)
+            .collect();
+        assert_eq!(s.first, starts);
+        assert_eq!(s.row, vec![2; starts.len()]);
+        assert_eq!(s.first_segment, [0, starts.len() as u32]);
+        assert_eq!(
+            Segments::new(&[0, LONG_TILES]).unwrap(),
+            Segments {
+                first_segment: vec![0],
+                ..Segments::default()
+            }
+        );
+    }
+
+    #[test]
+    fn the_table_offers_tilespmv_in_f64_and_f32() {
+        for precision in [Precision::F64, Precision::F32] {
+            assert_eq!(
+                registry::family(
+                    OpKind::Spmv,
+                    Format::Tiled16,
+                    precision,
+                    Algorithm::TileSpmv
+                ),
+                Some(registry::Family::TileSpmv)
+            );
+        }
+    }
+}
