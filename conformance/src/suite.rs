@@ -1009,15 +1009,25 @@ fn abs<T: Scalar>(a: &Csr<T>) -> Csr<T> {
     m
 }
 
-/// Where a plan's description of itself contradicts what it was asked to be.
+/// Where a plan's description of itself contradicts what it was asked to be. `auto` of the cuda
+/// backend may hand a CSR SpMV to cuSPARSE on the same device, in a format cuSPARSE builds from
+/// the CSR itself; the plan then says so, and the rest must still match.
 fn info_problem(info: &PlanInfo, backend: BackendKind, r: &PlanRequest) -> Option<String> {
     let mismatch = |what: &str, asked: String, reported: String| {
         (asked != reported)
             .then(|| format!("asked for {what} {asked}, the plan reports {reported}"))
     };
+    let handed_to_vendor = r.algorithm == Algorithm::Auto
+        && backend == BackendKind::Cuda
+        && info.backend == BackendKind::Cusparse;
+    let (backend, format) = if handed_to_vendor {
+        (info.backend, info.format)
+    } else {
+        (backend, r.format)
+    };
     mismatch("backend", backend.to_string(), info.backend.to_string())
         .or_else(|| mismatch("op", r.op.to_string(), info.op.to_string()))
-        .or_else(|| mismatch("format", r.format.to_string(), info.format.to_string()))
+        .or_else(|| mismatch("format", format.to_string(), info.format.to_string()))
         .or_else(|| {
             mismatch(
                 "precision",
@@ -1145,6 +1155,32 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_cuda_auto_may_hand_a_plan_to_cusparse() {
+        let request = |algorithm| PlanRequest {
+            op: OpKind::Spmv,
+            format: Format::Csr,
+            precision: Precision::F64,
+            algorithm,
+            scale_by_values: false,
+            max_width: None,
+        };
+        let mut vendor = PlanInfo::new(
+            BackendKind::Cusparse,
+            OpKind::Spmv,
+            Format::Coo,
+            Precision::F64,
+            Algorithm::VendorDefault,
+            false,
+        );
+        let auto = request(Algorithm::Auto);
+        assert_eq!(info_problem(&vendor, BackendKind::Cuda, &auto), None);
+        assert!(info_problem(&vendor, BackendKind::Cpu, &auto).is_some());
+        assert!(info_problem(&vendor, BackendKind::Cuda, &request(Algorithm::Scalar)).is_some());
+        vendor.precision = Precision::F32;
+        assert!(info_problem(&vendor, BackendKind::Cuda, &auto).is_some());
+    }
 
     #[test]
     fn alpha_is_fitted_only_for_float_outputs_that_would_overflow() {
