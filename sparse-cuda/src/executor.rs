@@ -138,7 +138,7 @@ impl Executor for CudaBackend {
             if desc.tune {
                 return spmv_auto::tuned(self, a, &desc);
             }
-            let span = spmv_auto::column_span(a);
+            let span = || spmv_auto::column_span(a);
             match spmv_auto::csr_choice(&stats, a.nnz(), span, desc.precision) {
                 Choice::Cuda(algorithm) => desc.algorithm = algorithm,
                 Choice::Vendor(format, algorithm) => match CusparseBackend::sharing(self) {

@@ -53,12 +53,17 @@ pub(crate) enum Choice {
     Vendor(Format, Algorithm),
 }
 
+/// Rows [`column_span`] looks at, at most, evenly spread: enough for a mean, and planning a
+/// matrix of millions of rows does not wait on a pass over all of them.
+const SPAN_SAMPLE: usize = 1 << 16;
+
 /// The mean over non-empty rows of the span of their columns (last minus first, plus one), as a
-/// fraction of the columns: small where a row's x entries lie close together.
+/// fraction of the columns: small where a row's x entries lie close together. Taken over at
+/// most [`SPAN_SAMPLE`] rows.
 pub(crate) fn column_span<T, I: SpIndex>(a: CsrRef<'_, T, I>) -> f64 {
     let cols = a.col_idx();
     let (mut spans, mut rows) = (0.0, 0usize);
-    for i in 0..a.rows() {
+    for i in (0..a.rows()).step_by(a.rows().div_ceil(SPAN_SAMPLE).max(1)) {
         let range = a.row_range(i);
         if let (Some(first), Some(last)) = (cols.get(range.start), cols[range].last()) {
             spans += (last.to_usize() - first.to_usize() + 1) as f64;
@@ -73,8 +78,13 @@ pub(crate) fn column_span<T, I: SpIndex>(a: CsrRef<'_, T, I>) -> f64 {
 }
 
 /// The rule's choice for a CSR matrix of `nnz` entries with these row statistics and column
-/// span.
-pub(crate) fn csr_choice(stats: &RowStats, nnz: usize, span: f64, precision: Precision) -> Choice {
+/// span (asked for only where it decides).
+pub(crate) fn csr_choice(
+    stats: &RowStats,
+    nnz: usize,
+    span: impl FnOnce() -> f64,
+    precision: Precision,
+) -> Choice {
     if stats.max > LONG_ROW as usize || stats.cv > SKEWED_CV {
         if precision == Precision::F16 {
             Choice::Cuda(Algorithm::MergePath)
@@ -83,7 +93,8 @@ pub(crate) fn csr_choice(stats: &RowStats, nnz: usize, span: f64, precision: Pre
         }
     } else if stats.mean >= LONG_MEAN {
         Choice::Cuda(Algorithm::Vector)
-    } else if stats.mean < 1.5 || (nnz >= LARGE_NNZ && stats.cv <= REGULAR_CV && span <= LOCAL_SPAN)
+    } else if stats.mean < 1.5
+        || (nnz >= LARGE_NNZ && stats.cv <= REGULAR_CV && span() <= LOCAL_SPAN)
     {
         Choice::Cuda(Algorithm::Scalar)
     } else {
@@ -229,7 +240,7 @@ mod tests {
     #[test]
     fn the_rule_picks_by_shape() {
         let f64 = Precision::F64;
-        let pick = |s: RowStats, nnz, span, p| csr_choice(&s, nnz, span, p);
+        let pick = |s: RowStats, nnz, span: f64, p| csr_choice(&s, nnz, || span, p);
         let vendor = Choice::Vendor(Format::Coo, Algorithm::VendorDefault);
         assert_eq!(pick(stats(15.0, 9458, 5.3), 578_006, 0.1, f64), vendor);
         assert_eq!(pick(stats(12.5, 893, 3.2), 103_689, 0.1, f64), vendor);
