@@ -3,23 +3,24 @@
 // with SpmvDense<T> (src/operand.rs). The payload of each tile format is drawn in
 // sparse-formats/src/tiled16/mod.rs.
 //
-// A warp walks the tiles of one tile row (or of one segment of a long tile row) in tile order.
-// Lanes r and r + 16 own row r of the tile row: every tile format is decoded so that a lane visits
-// only entries of its own row, the two lanes of a row taking alternate entries (CSR, COO), slot
-// columns (ELL, HYB) or columns (Dense, DenseRow, DenseCol). Partial sums therefore stay in
-// registers, are added in a fixed order and need no atomics; the two lanes of a row are added
-// once, when the warp has walked all its tiles. A tile's format is the same for every lane, so the
-// format switch does not diverge.
+// A warp walks the tiles of one tile row, or of one segment of a longer tile row, two tiles at a
+// time: half-warp `half` takes every other tile, and lane r of a half owns row r of its tile.
+// Every tile format is decoded so that a lane visits only entries of its own row, so partial sums
+// stay in registers, are added in a fixed order and need no atomics; the two halves of a row are
+// added once, when the warp has walked all its tiles. Two tiles in flight per warp, and short
+// segments, keep the chain of dependent loads (metadata, payload, x) short: a tile's latency, not
+// its bandwidth, is what a tile row of many sparse tiles waits on.
 //
-// Per tile, the 16 values of x the tile reads are staged once in the warp's shared memory (lanes
+// Per tile, the 16 values of x the tile reads are staged once in its half's shared memory (lanes
 // walk rows of different lengths, so shuffles would diverge); the tile metadata of 32 tiles at a
 // time is loaded by one lane per tile, coalesced, and broadcast by shuffles.
 //
-// Balancing: tile rows of more than `long_tiles` tiles are skipped by the row kernel; one warp per
-// segment of TILE_SEGMENT tiles writes 16 partial row sums, and tile_combine adds each long tile
-// row's segments in segment order and writes the rows once (deterministic, as spmv's split rows).
-// Deferred very sparse tiles are a CSR added afterwards, with beta = 1, by spmv.cu's vector-split
-// kernels (long rows of deferred entries cut into segments too).
+// Balancing: tile rows of more than `long_tiles` tiles are cut into segments of `segment_tiles`
+// tiles (both chosen per matrix by the plan); one launch runs a warp per short tile row, writing
+// its rows of y, and a warp per segment, writing 16 partial row sums; tile_combine then adds each
+// long tile row's segments in segment order and writes the rows once (deterministic, as spmv's
+// split rows). Deferred very sparse tiles are a CSR added afterwards, with beta = 1, by spmv.cu's
+// vector-split kernels (long rows of deferred entries cut into segments too).
 
 #define TILE 16
 #define WARPS (TILE_BLOCK / 32)
@@ -54,55 +55,55 @@ struct Tile {
 };
 
 // Entries of row r among the n row-major positions at pos (COO tiles and the COO part of HYB),
-// values at v: lane half `half` takes every other one.
+// values at v.
 template <typename T, typename A>
-__device__ __forceinline__ A coo_row(const unsigned char* pos, const T* v, u32 n, u32 r, u32 half, const A* xs) {
+__device__ __forceinline__ A coo_row(const unsigned char* pos, const T* v, u32 n, u32 r, const A* xs) {
     const u32 from = lower_bound(pos, n, r << 4), to = lower_bound(pos, n, (r + 1) << 4);
     A sum = 0;
-    for (u32 k = from + half; k < to; k += 2) sum += to_acc(load(v + k)) * xs[byte_at(pos + k) & 0xF];
+    for (u32 k = from; k < to; ++k) sum += to_acc(load(v + k)) * xs[byte_at(pos + k) & 0xF];
     return sum;
 }
 
 // The ELL part of width k (ELL and HYB tiles): slot column j holds row r's entry when bit r of its
-// mask is set; lanes of half `half` take the slot columns of that parity.
+// mask is set.
 template <typename T, typename A>
-__device__ __forceinline__ A ell_row(const Tile<T>& t, u32 k, u32 r, u32 half, const A* xs) {
+__device__ __forceinline__ A ell_row(const Tile<T>& t, u32 k, u32 r, const A* xs) {
     const unsigned char* cols = t.bytes + 1 + 2 * k;
     A sum = 0;
-    for (u32 j = half; j < k; j += 2) {
+    for (u32 j = 0; j < k; ++j) {
         const u32 slot = j * t.h + r;
         if (mask16(t.bytes + 1 + 2 * j) >> r & 1) sum += to_acc(load(t.values + slot)) * xs[nibble(cols, slot)];
     }
     return sum;
 }
 
-// This lane's share of row r (< t.h) of the tile.
+// Row r (< t.h) of the tile times x.
 template <typename T, typename A>
-__device__ __forceinline__ A tile_row(u32 format, const Tile<T>& t, u32 r, u32 half, const A* xs) {
+__device__ __forceinline__ A tile_row(u32 format, const Tile<T>& t, u32 r, const A* xs) {
     A sum = 0;
     switch (format) {
     case CSR: {
         const u32 from = byte_at(t.bytes + r), to = r + 1 < t.h ? byte_at(t.bytes + r + 1) : t.nnz;
-        for (u32 k = from + half; k < to; k += 2) sum += to_acc(load(t.values + k)) * xs[nibble(t.bytes + t.h, k)];
+        for (u32 k = from; k < to; ++k) sum += to_acc(load(t.values + k)) * xs[nibble(t.bytes + t.h, k)];
         break;
     }
     case COO:
-        sum = coo_row(t.bytes, t.values, t.nnz, r, half, xs);
+        sum = coo_row(t.bytes, t.values, t.nnz, r, xs);
         break;
     case ELL:
-        sum = ell_row(t, byte_at(t.bytes), r, half, xs);
+        sum = ell_row(t, byte_at(t.bytes), r, xs);
         break;
     case HYB: {
         const u32 k = byte_at(t.bytes);
         u32 in_ell = 0;
         for (u32 j = 0; j < k; ++j) in_ell += __popc(mask16(t.bytes + 1 + 2 * j));
-        sum = ell_row(t, k, r, half, xs);
+        sum = ell_row(t, k, r, xs);
         const unsigned char* pos = t.bytes + 1 + 2 * k + (k * t.h + 1) / 2;
-        sum += coo_row(pos, t.values + k * t.h, t.nnz - in_ell, r, half, xs);
+        sum += coo_row(pos, t.values + k * t.h, t.nnz - in_ell, r, xs);
         break;
     }
     case DENSE:
-        for (u32 c = half; c < t.w; c += 2) {
+        for (u32 c = 0; c < t.w; ++c) {
             const u32 slot = c * t.h + r;
             if (byte_at(t.bytes + slot / 8) >> (slot % 8) & 1) sum += to_acc(load(t.values + slot)) * xs[c];
         }
@@ -111,14 +112,14 @@ __device__ __forceinline__ A tile_row(u32 format, const Tile<T>& t, u32 r, u32 h
         const u32 rows = mask16(t.bytes);
         if (rows >> r & 1) {
             const T* row = t.values + __popc(rows & ((1u << r) - 1)) * t.w;
-            for (u32 c = half; c < t.w; c += 2) sum += to_acc(load(row + c)) * xs[c];
+            for (u32 c = 0; c < t.w; ++c) sum += to_acc(load(row + c)) * xs[c];
         }
         break;
     }
     case DENSE_COL: {
         u32 j = 0;
         for (u32 cols = mask16(t.bytes); cols != 0; cols &= cols - 1, ++j)
-            if ((j & 1) == half) sum += to_acc(load(t.values + j * t.h + r)) * xs[__ffs(cols) - 1];
+            sum += to_acc(load(t.values + j * t.h + r)) * xs[__ffs(cols) - 1];
         break;
     }
     }
@@ -126,10 +127,10 @@ __device__ __forceinline__ A tile_row(u32 format, const Tile<T>& t, u32 r, u32 h
 }
 
 // The sum of row (lane % 16) of tile row tr over tiles first..end, complete in lanes 0..15. The
-// whole warp calls it.
+// whole warp calls it; xs holds 16 values of x for each half.
 template <typename T>
 __device__ __forceinline__ typename acc_of<T>::type
-tile_range(const TileMatrix<T>& a, const SpmvDense<T>& o, u32 tr, u32 first, u32 end, typename acc_of<T>::type* xs) {
+tile_range(const TileMatrix<T>& a, const SpmvDense<T>& o, u32 tr, u32 first, u32 end, typename acc_of<T>::type (*xs)[TILE]) {
     typedef typename acc_of<T>::type A;
     const u32 lane = threadIdx.x % 32, r = lane % TILE, half = lane / TILE;
     const u32 h = min(a.rows - tr * TILE, (u32)TILE);
@@ -145,41 +146,44 @@ tile_range(const TileMatrix<T>& a, const SpmvDense<T>& o, u32 tr, u32 first, u32
             nnz = load(a.tile_nnz + mine + 1) - load(a.tile_nnz + mine);
         }
         const u32 count = min(end - base, 32u);
-        for (u32 i = 0; i < count; ++i) {
-            const u32 tc = __shfl_sync(FULL, col, i);
+        for (u32 i = 0; i < count; i += 2) {
+            // The half's tile; past the last one, the second half repeats it and adds nothing.
+            const u32 src = min(i + half, count - 1);
+            const bool active = i + half < count;
+            const u32 tc = __shfl_sync(FULL, col, src);
             Tile<T> t;
             t.h = h;
             t.w = min(a.cols - tc * TILE, (u32)TILE);
-            t.nnz = __shfl_sync(FULL, nnz, i);
-            t.bytes = a.bytes + __shfl_sync(FULL, byte0, i);
-            t.values = a.values + __shfl_sync(FULL, value0, i);
-            const u32 f = __shfl_sync(FULL, format, i);
+            t.nnz = __shfl_sync(FULL, nnz, src);
+            t.bytes = a.bytes + __shfl_sync(FULL, byte0, src);
+            t.values = a.values + __shfl_sync(FULL, value0, src);
+            const u32 f = __shfl_sync(FULL, format, src);
             __syncwarp();
-            if (lane < t.w) xs[lane] = to_acc(load(o.x + ((u64)tc * TILE + lane) * o.incx));
+            if (active && r < t.w) xs[half][r] = to_acc(load(o.x + ((u64)tc * TILE + r) * o.incx));
             __syncwarp();
-            if (r < h) sum += tile_row(f, t, r, half, xs);
+            if (active && r < h) sum += tile_row(f, t, r, xs[half]);
         }
     }
     return sum + __shfl_down_sync(FULL, sum, TILE);
 }
 
-// SEGMENTS = false: one warp per tile row of at most long_tiles tiles, writing its rows of y.
-// SEGMENTS = true: one warp per segment of a long tile row, writing 16 partial sums.
-template <typename T, bool SEGMENTS>
+// One warp per tile row of at most long_tiles tiles, writing its rows of y, then one warp per
+// segment of a longer tile row, writing its 16 partial sums.
+template <typename T>
 __global__ void __launch_bounds__(TILE_BLOCK) tile_spmv(const TileSpmv<T> p) {
-    __shared__ typename acc_of<T>::type staged[WARPS][TILE];
+    __shared__ typename acc_of<T>::type staged[WARPS][2][TILE];
     const TileMatrix<T>& a = p.a;
     const SpmvDense<T>& o = p.dense;
     const u64 item = ((u64)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const u32 lane = threadIdx.x % 32;
+    const bool segment = item >= a.tile_rows;
     u32 tr, first, end;
-    if (SEGMENTS) {
-        if (item >= p.segments) return;  // whole warps leave together
-        tr = load(p.segment_row + item);
-        first = load(p.segment_first + item);
-        end = min(load(a.tile_ptr + tr + 1), first + TILE_SEGMENT);
+    if (segment) {
+        if (item - a.tile_rows >= p.segments) return;  // whole warps leave together
+        tr = load(p.segment_row + (item - a.tile_rows));
+        first = load(p.segment_first + (item - a.tile_rows));
+        end = min(load(a.tile_ptr + tr + 1), first + p.segment_tiles);
     } else {
-        if (item >= a.tile_rows) return;
         tr = (u32)item;
         first = load(a.tile_ptr + tr);
         end = load(a.tile_ptr + tr + 1);
@@ -187,8 +191,8 @@ __global__ void __launch_bounds__(TILE_BLOCK) tile_spmv(const TileSpmv<T> p) {
     }
     const typename acc_of<T>::type sum = tile_range(a, o, tr, first, end, staged[threadIdx.x / 32]);
     if (lane >= TILE) return;
-    if (SEGMENTS) {
-        p.partial[item * TILE + lane] = sum;
+    if (segment) {
+        p.partial[(item - a.tile_rows) * TILE + lane] = sum;
     } else {
         const u64 row = (u64)tr * TILE + lane;
         if (row < a.rows) update(o.y + row * o.incy, o.alpha, sum, o.beta);

@@ -2,9 +2,9 @@
 //! a warp walks its tiles. A plan converts the CSR to Tiled16 on the device ([`build`]: the same
 //! tiles as the format crate's conversion, so both backends store the same tiles for the same
 //! descriptor), with each CSR entry's slot in the values (value updates scatter through it), and
-//! cuts tile rows of more than [`LONG_TILES`] tiles into segments of [`TILE_SEGMENT`] tiles, one
-//! warp each. Deferred very sparse tiles are a CSR that spmv's `vector-split` kernels add after
-//! the tile pass, with beta = 1 (a hub row's many deferred entries are cut into segments too).
+//! cuts tile rows of more than [`segment_tiles`] tiles into segments of that many tiles, one warp
+//! each. Deferred very sparse tiles are a CSR that spmv's `vector-split` kernels add after the
+//! tile pass, with beta = 1 (a hub row's many deferred entries are cut into segments too).
 
 use std::sync::Arc;
 
@@ -31,11 +31,11 @@ use build::{BuildEntries, DeviceTiled16, TileBuild, TileRule};
 
 mod build;
 
-/// Tiles per segment of a long tile row (`TILE_SEGMENT`).
-pub const TILE_SEGMENT: u32 = 16;
-/// Tile rows of more tiles than this are cut into segments: a warp walks at most two segments'
-/// worth of tiles alone.
-pub const LONG_TILES: u32 = 2 * TILE_SEGMENT;
+/// The shortest and longest segments (in tiles) tile rows are cut into.
+const SEGMENT_TILES: std::ops::RangeInclusive<u32> = 2..=16;
+/// Warps a launch should have at least, where segments can be short enough: eight waves of
+/// 64 warps on each of 128 SMs.
+const TARGET_WARPS: usize = 1 << 16;
 /// Rows (and columns) of a tile.
 const TILE: u32 = TILED16_TILE as u32;
 
@@ -58,11 +58,12 @@ kernel_params! {
 }
 
 kernel_params! {
-    /// `tile_spmv<T, false>`: tile rows of at most `long_tiles` tiles (segments unused);
-    /// `tile_spmv<T, true>`: the segments of long tile rows, 16 sums each to `partial` (y unused).
+    /// `tile_spmv`: tile rows of at most `long_tiles` tiles write y; the `segments` of
+    /// `segment_tiles` tiles of the longer ones write 16 sums each to `partial`.
     pub(crate) struct TileSpmv<T> {
         a: sub(TileMatrix),
         long_tiles: u32,
+        segment_tiles: u32,
         segments: u32,
         segment_row: ptr(u32),
         segment_first: ptr(u32),
@@ -96,15 +97,13 @@ pub(crate) const SOURCE: KernelSource = KernelSource {
     ],
     defines: &[
         ("TILE_BLOCK", spmv::BLOCK),
-        ("TILE_SEGMENT", TILE_SEGMENT),
         ("TILE_ADAPTIVE", build::ADAPTIVE),
     ],
 };
 
 /// The entries of this file for storage type `T`.
 struct Entries<T: Scalar> {
-    rows: Entry<TileSpmv<T>>,
-    segments: Entry<TileSpmv<T>>,
+    spmv: Entry<TileSpmv<T>>,
     combine: Entry<TileCombine<T>>,
 }
 
@@ -112,14 +111,13 @@ impl<T: Scalar> Entries<T> {
     fn new() -> Result<Self> {
         let t = c_type(T::DTYPE)?;
         Ok(Entries {
-            rows: Entry::new(&SOURCE, "tile_spmv", &[&t, &false])?,
-            segments: Entry::new(&SOURCE, "tile_spmv", &[&t, &true])?,
+            spmv: Entry::new(&SOURCE, "tile_spmv", &[&t])?,
             combine: Entry::new(&SOURCE, "tile_combine", &[&t])?,
         })
     }
 
     fn specs(&self) -> Vec<&KernelSpec> {
-        vec![self.rows.spec(), self.segments.spec(), self.combine.spec()]
+        vec![self.spmv.spec(), self.combine.spec()]
     }
 }
 
@@ -138,9 +136,22 @@ pub(crate) fn all_specs() -> Result<Vec<KernelSpec>> {
         .collect())
 }
 
-/// Segments of the tile rows of more than [`LONG_TILES`] tiles, from the tile pointers.
+/// Tiles per segment for a matrix of `tiles` tiles: the longest (a power of two in
+/// [`SEGMENT_TILES`]) that still gives [`TARGET_WARPS`] warps or more. Small matrices get short
+/// segments, many warps and short chains of dependent loads; large ones write fewer partial sums.
+fn segment_tiles(tiles: usize) -> u32 {
+    let mut s = *SEGMENT_TILES.start();
+    while s < *SEGMENT_TILES.end() && tiles / (2 * s as usize) >= TARGET_WARPS {
+        s *= 2;
+    }
+    s
+}
+
+/// Segments of the tile rows of more than `tiles` tiles, from the tile pointers.
 #[derive(Debug, Default, PartialEq)]
 struct Segments {
+    /// Tiles per segment; tile rows of at most this many are not cut.
+    tiles: u32,
     /// Per segment, its tile row and first tile.
     row: Vec<u32>,
     first: Vec<u32>,
@@ -150,15 +161,16 @@ struct Segments {
 }
 
 impl Segments {
-    fn new(tile_ptr: &[u32]) -> Result<Self> {
+    fn new(tile_ptr: &[u32], tiles: u32) -> Result<Self> {
         let mut s = Segments {
+            tiles,
             first_segment: vec![0],
             ..Segments::default()
         };
         for (tr, w) in tile_ptr.windows(2).enumerate() {
-            if w[1] - w[0] > LONG_TILES {
+            if w[1] - w[0] > tiles {
                 s.long_row.push(to_u32("tile row", tr)?);
-                for first in (w[0]..w[1]).step_by(TILE_SEGMENT as usize) {
+                for first in (w[0]..w[1]).step_by(tiles as usize) {
                     s.row.push(to_u32("tile row", tr)?);
                     s.first.push(first);
                 }
@@ -179,12 +191,16 @@ struct DeviceSegments<T: Scalar> {
     first_segment: CudaSlice<u32>,
     /// 16 accumulation values per segment.
     partial: CudaSlice<u8>,
-    kernels: SegmentKernels<T>,
+    combine: Kernel<TileCombine<T>>,
 }
 
 impl<T: Scalar> DeviceSegments<T> {
     /// `None` when no tile row is long.
-    fn upload(device: &Device, s: &Segments, kernels: SegmentKernels<T>) -> Result<Option<Self>> {
+    fn upload(
+        device: &Device,
+        s: &Segments,
+        combine: Kernel<TileCombine<T>>,
+    ) -> Result<Option<Self>> {
         if s.long_row.is_empty() {
             return Ok(None);
         }
@@ -200,7 +216,7 @@ impl<T: Scalar> DeviceSegments<T> {
                 s.row.len() * TILE as usize * size_of::<T::Acc>(),
                 "allocating tile-row segment partials",
             )?,
-            kernels,
+            combine,
         }))
     }
 
@@ -228,16 +244,12 @@ impl<T: Scalar> DeviceTiled16<T> {
     }
 }
 
-/// The kernels of long tile rows: their segments, and the sums of each row's segments.
-struct SegmentKernels<T: Scalar> {
-    segments: Kernel<TileSpmv<T>>,
-    combine: Kernel<TileCombine<T>>,
-}
-
 /// The TileSpMV kernels of one plan and the matrix they read.
 pub(crate) struct TileFamily<T: Scalar> {
     a: DeviceTiled16<T>,
-    rows: Kernel<TileSpmv<T>>,
+    spmv: Kernel<TileSpmv<T>>,
+    /// Tiles per segment, and the most a tile row holds without being cut.
+    segment_tiles: u32,
     segments: Option<DeviceSegments<T>>,
     /// `vector-split` over the deferred entries.
     deferred: Option<CsrRows<T>>,
@@ -282,11 +294,8 @@ fn plan_with<T: Scalar, I: SpIndex>(
     specs.extend(builder.specs());
     let (base, mut clock) = PlanBase::new(device, a, info, &specs, clock)?;
     let builder = builder.load(device)?;
-    let rows = device.kernel(&entries.rows)?;
-    let segment_kernels = SegmentKernels {
-        segments: device.kernel(&entries.segments)?,
-        combine: device.kernel(&entries.combine)?,
-    };
+    let spmv = device.kernel(&entries.spmv)?;
+    let combine = device.kernel(&entries.combine)?;
     clock.lap(device, Phase::Kernels)?;
     let dev = DeviceTiled16::build(
         device,
@@ -296,7 +305,9 @@ fn plan_with<T: Scalar, I: SpIndex>(
         FillLimit::default(),
         &mut clock,
     )?;
-    let segments = Segments::new(&dev.host_tile_ptr)?;
+    let tiles = dev.host_tile_ptr.last().map_or(0, |&n| n as usize);
+    let segments = Segments::new(&dev.host_tile_ptr, segment_tiles(tiles))?;
+    let segment_tiles = segments.tiles;
     clock.lap(device, Phase::Host)?;
     let deferred_rows = dev
         .deferred
@@ -308,7 +319,7 @@ fn plan_with<T: Scalar, I: SpIndex>(
         .map(|row_ptr| CsrRows::vector_split(device, &row_ptr))
         .transpose()?;
     clock.lap(device, Phase::Kernels)?;
-    let segments = DeviceSegments::upload(device, &segments, segment_kernels)?;
+    let segments = DeviceSegments::upload(device, &segments, combine)?;
     clock.lap(device, Phase::Transfer)?;
     let bytes = dev.bytes()
         + segments.as_ref().map_or(0, DeviceSegments::bytes)
@@ -318,7 +329,8 @@ fn plan_with<T: Scalar, I: SpIndex>(
         bytes,
         TileFamily {
             a: dev,
-            rows,
+            spmv,
+            segment_tiles,
             segments,
             deferred,
         },
@@ -330,33 +342,24 @@ impl<T: Scalar> SpmvKernels<T> for TileFamily<T> {
         let device = &base.device;
         let (a, dense) = (self.a.params(device), SpmvDense::new(run));
         let segments = self.segments.as_ref();
-        let tile_spmv = |s: Option<&DeviceSegments<T>>| TileSpmv {
+        let params = TileSpmv {
             a,
-            long_tiles: LONG_TILES,
-            segments: s.map_or(0, |s| s.segments),
-            segment_row: s.map_or(Ptr::NULL, |s| Ptr::of(&s.row, device)),
-            segment_first: s.map_or(Ptr::NULL, |s| Ptr::of(&s.first, device)),
-            partial: s.map_or(MutPtr::NULL, |s| MutPtr::of_bytes(&s.partial, device)),
+            long_tiles: self.segment_tiles,
+            segment_tiles: self.segment_tiles,
+            segments: segments.map_or(0, |s| s.segments),
+            segment_row: segments.map_or(Ptr::NULL, |s| Ptr::of(&s.row, device)),
+            segment_first: segments.map_or(Ptr::NULL, |s| Ptr::of(&s.first, device)),
+            partial: segments.map_or(MutPtr::NULL, |s| MutPtr::of_bytes(&s.partial, device)),
             dense,
         };
+        let warps = u64::from(self.a.tile_rows) + u64::from(params.segments);
         // SAFETY: the device-built Tiled16 holds the invariants `Tiled16::validate` checks (it
         // equals the host conversion): tile pointers, columns and payloads in range, in-tile
         // indices inside each tile, so x is read below cols and y written below rows, at the
-        // bound operands' strides; one warp per tile row.
-        unsafe {
-            self.rows.launch(
-                spmv::grid(u64::from(self.a.tile_rows) * 32)?,
-                &tile_spmv(None),
-            )?
-        };
+        // bound operands' strides. One warp per tile row, then one per segment: segments start
+        // at tiles of their tile row, and partial holds 16 values for each.
+        unsafe { self.spmv.launch(spmv::grid(warps * 32)?, &params)? };
         if let Some(s) = segments {
-            // SAFETY: as above; segments start at tiles of their tile row, and partial holds 16
-            // values for each of the `segments` warps.
-            unsafe {
-                s.kernels
-                    .segments
-                    .launch(spmv::grid(u64::from(s.segments) * 32)?, &tile_spmv(Some(s)))?
-            };
             let params = TileCombine {
                 rows: self.a.rows,
                 long_rows: s.long_rows,
@@ -368,7 +371,7 @@ impl<T: Scalar> SpmvKernels<T> for TileFamily<T> {
             // SAFETY: first_segment holds long_rows + 1 offsets into the partials written above
             // (stream order); one thread per row of a long tile row, rows below `rows` only.
             unsafe {
-                s.kernels.combine.launch(
+                s.combine.launch(
                     spmv::grid(u64::from(s.long_rows) * u64::from(TILE))?,
                     &params,
                 )?
@@ -459,24 +462,30 @@ mod tests {
 
     #[test]
     fn long_tile_rows_are_cut_into_segments() {
-        let long = LONG_TILES + 1;
-        let tile_ptr = [0, 3, 3, 3 + long, 3 + long + LONG_TILES];
-        let s = Segments::new(&tile_ptr).unwrap();
+        let tiles = 4;
+        let long = 3 * tiles + 1;
+        let tile_ptr = [0, 3, 3, 3 + long, 3 + long + tiles];
+        let s = Segments::new(&tile_ptr, tiles).unwrap();
         assert_eq!(s.long_row, [2]);
-        let starts: Vec<u32> = (0..long)
-            .step_by(TILE_SEGMENT as usize)
-            .map(|k| 3 + k)
-            .collect();
-        assert_eq!(s.first, starts);
-        assert_eq!(s.row, vec![2; starts.len()]);
-        assert_eq!(s.first_segment, [0, starts.len() as u32]);
+        assert_eq!(s.first, [3, 7, 11, 15]);
+        assert_eq!(s.row, [2; 4]);
+        assert_eq!(s.first_segment, [0, 4]);
         assert_eq!(
-            Segments::new(&[0, LONG_TILES]).unwrap(),
+            Segments::new(&[0, tiles], tiles).unwrap(),
             Segments {
+                tiles,
                 first_segment: vec![0],
                 ..Segments::default()
             }
         );
+    }
+
+    #[test]
+    fn small_matrices_get_short_segments_and_large_ones_long() {
+        assert_eq!(segment_tiles(0), 2);
+        assert_eq!(segment_tiles(4 * TARGET_WARPS - 1), 2);
+        assert_eq!(segment_tiles(4 * TARGET_WARPS), 4);
+        assert_eq!(segment_tiles(usize::MAX), 16);
     }
 
     #[test]

@@ -128,7 +128,7 @@ const EXPECTED: &[(&str, &[&str])] = &[
         &[
             // tile metadata loaded a lane per tile and broadcast
             "shfl.sync.idx",
-            // the two lanes of a row added once per tile row
+            // the two halves of a row added once per tile row
             "shfl.sync.down",
             // payload bytes and nibbles, the x segment staged per warp
             "ld.global.nc.u8",
