@@ -1,5 +1,5 @@
 // TileSpMV (Niu et al., IPDPS'21) on Tiled16: y = alpha*A*x + beta*y. Parameters: TileMatrix<T>,
-// TileSpmv<T> (src/tilespmv.rs), TileRule, TileBuild<T> (src/tilespmv/build.rs),
+// TileSpmv<T>, TileCombine<T> (src/tilespmv.rs), TileRule, TileBuild<T> (src/tilespmv/build.rs),
 // with SpmvDense<T> (src/operand.rs). The payload of each tile format is drawn in
 // sparse-formats/src/tiled16/mod.rs.
 //
@@ -17,9 +17,9 @@
 //
 // Balancing: tile rows of more than `long_tiles` tiles are cut into segments of `segment_tiles`
 // tiles (both chosen per matrix by the plan); one launch runs a warp per short tile row, writing
-// its rows of y, and a warp per segment, writing 16 partial row sums, the last of a tile row's
-// segments adding them in segment order and writing the rows once (deterministic, as spmv's split
-// rows). Deferred very sparse tiles are a CSR added afterwards, with beta = 1, by spmv.cu's
+// its rows of y, and a warp per segment, writing 16 partial row sums; tile_combine then adds each
+// long tile row's segments in segment order and writes the rows once (deterministic, as spmv's
+// split rows). Deferred very sparse tiles are a CSR added afterwards, with beta = 1, by spmv.cu's
 // vector-split kernels (long rows of deferred entries cut into segments too).
 
 #define TILE 16
@@ -168,26 +168,20 @@ tile_range(const TileMatrix<T>& a, const SpmvDense<T>& o, u32 tr, u32 first, u32
 }
 
 // One warp per tile row of at most long_tiles tiles, writing its rows of y, then one warp per
-// segment of a longer tile row, writing its 16 partial sums. The last segment of a long tile row
-// to finish (counted in `arrivals`, which it sets back to 0 for the next run) adds the row's
-// partials in segment order and writes its rows of y: the result does not depend on which
-// segment finished last, and no second launch is needed.
+// segment of a longer tile row, writing its 16 partial sums.
 template <typename T>
 __global__ void __launch_bounds__(TILE_BLOCK) tile_spmv(const TileSpmv<T> p) {
-    typedef typename acc_of<T>::type A;
-    __shared__ A staged[WARPS][2][TILE];
+    __shared__ typename acc_of<T>::type staged[WARPS][2][TILE];
     const TileMatrix<T>& a = p.a;
     const SpmvDense<T>& o = p.dense;
     const u64 item = ((u64)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const u32 lane = threadIdx.x % 32;
     const bool segment = item >= a.tile_rows;
-    const u64 s = item - a.tile_rows;
-    u32 tr, first, end, l = 0;
+    u32 tr, first, end;
     if (segment) {
-        if (s >= p.segments) return;  // whole warps leave together
-        l = load(p.segment_long + s);
-        tr = load(p.long_row + l);
-        first = load(p.segment_first + s);
+        if (item - a.tile_rows >= p.segments) return;  // whole warps leave together
+        tr = load(p.segment_row + (item - a.tile_rows));
+        first = load(p.segment_first + (item - a.tile_rows));
         end = min(load(a.tile_ptr + tr + 1), first + p.segment_tiles);
     } else {
         tr = (u32)item;
@@ -195,27 +189,30 @@ __global__ void __launch_bounds__(TILE_BLOCK) tile_spmv(const TileSpmv<T> p) {
         end = load(a.tile_ptr + tr + 1);
         if (end - first > p.long_tiles) return;
     }
-    const A sum = tile_range(a, o, tr, first, end, staged[threadIdx.x / 32]);
-    const u64 row = (u64)tr * TILE + lane;
-    if (!segment) {
-        if (lane < TILE && row < a.rows) update(o.y + row * o.incy, o.alpha, sum, o.beta);
-        return;
+    const typename acc_of<T>::type sum = tile_range(a, o, tr, first, end, staged[threadIdx.x / 32]);
+    if (lane >= TILE) return;
+    if (segment) {
+        p.partial[(item - a.tile_rows) * TILE + lane] = sum;
+    } else {
+        const u64 row = (u64)tr * TILE + lane;
+        if (row < a.rows) update(o.y + row * o.incy, o.alpha, sum, o.beta);
     }
-    if (lane < TILE) p.partial[s * TILE + lane] = sum;
-    __threadfence();
-    u32 arrived = 0;
-    if (lane == 0) arrived = atomicAdd(p.arrivals + l, 1u) + 1;
-    arrived = __shfl_sync(FULL, arrived, 0);
+}
+
+// One thread per row of a long tile row: its segments' partial sums added in segment order.
+template <typename T>
+__global__ void __launch_bounds__(TILE_BLOCK) tile_combine(const TileCombine<T> p) {
+    const SpmvDense<T>& o = p.dense;
+    const u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    const u64 l = t / TILE;
+    const u32 r = t % TILE;
+    if (l >= p.long_rows) return;
+    const u64 row = (u64)load(p.long_row + l) * TILE + r;
+    if (row >= p.rows) return;
+    typename acc_of<T>::type sum = 0;
     const u32 from = load(p.first_segment + l), to = load(p.first_segment + l + 1);
-    if (arrived != to - from) return;
-    __threadfence();
-    if (lane < TILE && row < a.rows) {
-        A total = 0;
-        // L2 reads: the other segments' partials were written by other SMs.
-        for (u32 k = from; k < to; ++k) total += __ldcg(p.partial + (u64)k * TILE + lane);
-        update(o.y + row * o.incy, o.alpha, total, o.beta);
-    }
-    if (lane == 0) p.arrivals[l] = 0;
+    for (u32 s = from; s < to; ++s) sum += load(p.partial + (u64)s * TILE + r);
+    update(o.y + row * o.incy, o.alpha, sum, o.beta);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -59,19 +59,27 @@ kernel_params! {
 
 kernel_params! {
     /// `tile_spmv`: tile rows of at most `long_tiles` tiles write y; the `segments` of
-    /// `segment_tiles` tiles of the longer ones write 16 sums each to `partial`, and the last of
-    /// a long tile row's segments to finish (counted in `arrivals`, zero between runs) adds them.
+    /// `segment_tiles` tiles of the longer ones write 16 sums each to `partial`.
     pub(crate) struct TileSpmv<T> {
         a: sub(TileMatrix),
         long_tiles: u32,
         segment_tiles: u32,
         segments: u32,
-        segment_long: ptr(u32),
+        segment_row: ptr(u32),
         segment_first: ptr(u32),
+        partial: out(acc),
+        dense: sub(SpmvDense),
+    }
+}
+
+kernel_params! {
+    /// `tile_combine`: each long tile row's segment sums added in order (x unused).
+    pub(crate) struct TileCombine<T> {
+        rows: u32,
+        long_rows: u32,
         long_row: ptr(u32),
         first_segment: ptr(u32),
-        arrivals: out(u32),
-        partial: out(acc),
+        partial: ptr(acc),
         dense: sub(SpmvDense),
     }
 }
@@ -83,6 +91,7 @@ pub(crate) const SOURCE: KernelSource = KernelSource {
         <SpmvDense<f32> as KernelParams>::C_DECL,
         <TileMatrix<f32> as KernelParams>::C_DECL,
         <TileSpmv<f32> as KernelParams>::C_DECL,
+        <TileCombine<f32> as KernelParams>::C_DECL,
         <TileRule as KernelParams>::C_DECL,
         <TileBuild<f32> as KernelParams>::C_DECL,
     ],
@@ -92,18 +101,35 @@ pub(crate) const SOURCE: KernelSource = KernelSource {
     ],
 };
 
-/// The SpMV entry of this file for storage type `T`.
-fn tile_spmv<T: Scalar>() -> Result<Entry<TileSpmv<T>>> {
-    Entry::new(&SOURCE, "tile_spmv", &[&c_type(T::DTYPE)?])
+/// The entries of this file for storage type `T`.
+struct Entries<T: Scalar> {
+    spmv: Entry<TileSpmv<T>>,
+    combine: Entry<TileCombine<T>>,
+}
+
+impl<T: Scalar> Entries<T> {
+    fn new() -> Result<Self> {
+        let t = c_type(T::DTYPE)?;
+        Ok(Entries {
+            spmv: Entry::new(&SOURCE, "tile_spmv", &[&t])?,
+            combine: Entry::new(&SOURCE, "tile_combine", &[&t])?,
+        })
+    }
+
+    fn specs(&self) -> Vec<&KernelSpec> {
+        vec![self.spmv.spec(), self.combine.spec()]
+    }
 }
 
 /// Every kernel of this file Rust can ask for: the table's precisions, f64 and f32 (the
 /// builder's scans are flashsparse.cu's, listed there).
 pub(crate) fn all_specs() -> Result<Vec<KernelSpec>> {
-    let (f64s, f32s) = (tile_spmv::<f64>()?, tile_spmv::<f32>()?);
+    let (f64s, f32s) = (Entries::<f64>::new()?, Entries::<f32>::new()?);
     let (b64, b32) = (BuildEntries::<f64>::new()?, BuildEntries::<f32>::new()?);
-    Ok([f64s.spec(), f32s.spec()]
+    Ok(f64s
+        .specs()
         .into_iter()
+        .chain(f32s.specs())
         .chain(b64.own_specs())
         .chain(b32.own_specs())
         .cloned()
@@ -126,8 +152,8 @@ fn segment_tiles(tiles: usize) -> u32 {
 struct Segments {
     /// Tiles per segment; tile rows of at most this many are not cut.
     tiles: u32,
-    /// Per segment, its long tile row (an index into `long_row`) and first tile.
-    long: Vec<u32>,
+    /// Per segment, its tile row and first tile.
+    row: Vec<u32>,
     first: Vec<u32>,
     /// The long tile rows, and each one's first segment (one more entry).
     long_row: Vec<u32>,
@@ -143,57 +169,59 @@ impl Segments {
         };
         for (tr, w) in tile_ptr.windows(2).enumerate() {
             if w[1] - w[0] > tiles {
-                let long = to_u32("long tile row count", s.long_row.len())?;
                 s.long_row.push(to_u32("tile row", tr)?);
                 for first in (w[0]..w[1]).step_by(tiles as usize) {
-                    s.long.push(long);
+                    s.row.push(to_u32("tile row", tr)?);
                     s.first.push(first);
                 }
-                s.first_segment.push(to_u32("segment count", s.long.len())?);
+                s.first_segment.push(to_u32("segment count", s.row.len())?);
             }
         }
         Ok(s)
     }
 }
 
-/// The segments on the device, with the partial sums they write and their arrival counts.
-struct DeviceSegments {
+/// The segments on the device, with the partial sums they write and their kernels.
+struct DeviceSegments<T: Scalar> {
     segments: u32,
     long_rows: u32,
-    long: CudaSlice<u32>,
+    row: CudaSlice<u32>,
     first: CudaSlice<u32>,
     long_row: CudaSlice<u32>,
     first_segment: CudaSlice<u32>,
-    /// Per long tile row, its segments finished in the current run; zero between runs.
-    arrivals: CudaSlice<u32>,
     /// 16 accumulation values per segment.
     partial: CudaSlice<u8>,
+    combine: Kernel<TileCombine<T>>,
 }
 
-impl DeviceSegments {
+impl<T: Scalar> DeviceSegments<T> {
     /// `None` when no tile row is long.
-    fn upload<T: Scalar>(device: &Device, s: &Segments) -> Result<Option<Self>> {
+    fn upload(
+        device: &Device,
+        s: &Segments,
+        combine: Kernel<TileCombine<T>>,
+    ) -> Result<Option<Self>> {
         if s.long_row.is_empty() {
             return Ok(None);
         }
         let upload = |v: &[u32]| device.upload_converted(v, 0, |&i| i);
         Ok(Some(DeviceSegments {
-            segments: to_u32("segment count", s.long.len())?,
+            segments: to_u32("segment count", s.row.len())?,
             long_rows: to_u32("long tile row count", s.long_row.len())?,
-            long: upload(&s.long)?,
+            row: upload(&s.row)?,
             first: upload(&s.first)?,
             long_row: upload(&s.long_row)?,
             first_segment: upload(&s.first_segment)?,
-            arrivals: device.alloc_zeros(s.long_row.len(), "allocating tile-row arrival counts")?,
             partial: device.alloc_zeros::<u8>(
-                s.long.len() * TILE as usize * size_of::<T::Acc>(),
+                s.row.len() * TILE as usize * size_of::<T::Acc>(),
                 "allocating tile-row segment partials",
             )?,
+            combine,
         }))
     }
 
-    fn bytes<T: Scalar>(&self) -> usize {
-        (2 * self.segments as usize + 3 * self.long_rows as usize + 1) * 4
+    fn bytes(&self) -> usize {
+        (2 * self.segments as usize + 2 * self.long_rows as usize + 1) * 4
             + self.segments as usize * TILE as usize * size_of::<T::Acc>()
     }
 }
@@ -222,7 +250,7 @@ pub(crate) struct TileFamily<T: Scalar> {
     spmv: Kernel<TileSpmv<T>>,
     /// Tiles per segment, and the most a tile row holds without being cut.
     segment_tiles: u32,
-    segments: Option<DeviceSegments>,
+    segments: Option<DeviceSegments<T>>,
     /// `vector-split` over the deferred entries.
     deferred: Option<CsrRows<T>>,
 }
@@ -252,7 +280,7 @@ fn plan_with<T: Scalar, I: SpIndex>(
     selection: &TileSelection,
     clock: PlanClock,
 ) -> Result<CudaPlan<T, TileFamily<T>>> {
-    let entry = tile_spmv::<T>()?;
+    let entries = Entries::<T>::new()?;
     let builder = BuildEntries::<T>::new()?;
     let info = PlanInfo::new(
         BackendKind::Cuda,
@@ -262,11 +290,12 @@ fn plan_with<T: Scalar, I: SpIndex>(
         Algorithm::TileSpmv,
         true,
     );
-    let mut specs = vec![entry.spec()];
+    let mut specs = entries.specs();
     specs.extend(builder.specs());
     let (base, mut clock) = PlanBase::new(device, a, info, &specs, clock)?;
     let builder = builder.load(device)?;
-    let spmv = device.kernel(&entry)?;
+    let spmv = device.kernel(&entries.spmv)?;
+    let combine = device.kernel(&entries.combine)?;
     clock.lap(device, Phase::Kernels)?;
     let dev = DeviceTiled16::build(
         device,
@@ -290,10 +319,10 @@ fn plan_with<T: Scalar, I: SpIndex>(
         .map(|row_ptr| CsrRows::vector_split(device, &row_ptr))
         .transpose()?;
     clock.lap(device, Phase::Kernels)?;
-    let segments = DeviceSegments::upload::<T>(device, &segments)?;
+    let segments = DeviceSegments::upload(device, &segments, combine)?;
     clock.lap(device, Phase::Transfer)?;
     let bytes = dev.bytes()
-        + segments.as_ref().map_or(0, DeviceSegments::bytes::<T>)
+        + segments.as_ref().map_or(0, DeviceSegments::bytes)
         + deferred.as_ref().map_or(0, CsrRows::bytes);
     Ok(base.into_plan(
         clock,
@@ -313,19 +342,13 @@ impl<T: Scalar> SpmvKernels<T> for TileFamily<T> {
         let device = &base.device;
         let (a, dense) = (self.a.params(device), SpmvDense::new(run));
         let segments = self.segments.as_ref();
-        let of = |f: fn(&DeviceSegments) -> &CudaSlice<u32>| {
-            segments.map_or(Ptr::NULL, |s| Ptr::of(f(s), device))
-        };
         let params = TileSpmv {
             a,
             long_tiles: self.segment_tiles,
             segment_tiles: self.segment_tiles,
             segments: segments.map_or(0, |s| s.segments),
-            segment_long: of(|s| &s.long),
-            segment_first: of(|s| &s.first),
-            long_row: of(|s| &s.long_row),
-            first_segment: of(|s| &s.first_segment),
-            arrivals: segments.map_or(MutPtr::NULL, |s| MutPtr::of(&s.arrivals, device)),
+            segment_row: segments.map_or(Ptr::NULL, |s| Ptr::of(&s.row, device)),
+            segment_first: segments.map_or(Ptr::NULL, |s| Ptr::of(&s.first, device)),
             partial: segments.map_or(MutPtr::NULL, |s| MutPtr::of_bytes(&s.partial, device)),
             dense,
         };
@@ -334,10 +357,26 @@ impl<T: Scalar> SpmvKernels<T> for TileFamily<T> {
         // equals the host conversion): tile pointers, columns and payloads in range, in-tile
         // indices inside each tile, so x is read below cols and y written below rows, at the
         // bound operands' strides. One warp per tile row, then one per segment: segments start
-        // at tiles of their long tile row, first_segment holds long_rows + 1 offsets, partial
-        // 16 values per segment, and arrivals one zeroed count per long tile row, which the
-        // launch leaves zeroed.
+        // at tiles of their tile row, and partial holds 16 values for each.
         unsafe { self.spmv.launch(spmv::grid(warps * 32)?, &params)? };
+        if let Some(s) = segments {
+            let params = TileCombine {
+                rows: self.a.rows,
+                long_rows: s.long_rows,
+                long_row: Ptr::of(&s.long_row, device),
+                first_segment: Ptr::of(&s.first_segment, device),
+                partial: Ptr::of_bytes(&s.partial, device),
+                dense,
+            };
+            // SAFETY: first_segment holds long_rows + 1 offsets into the partials written above
+            // (stream order); one thread per row of a long tile row, rows below `rows` only.
+            unsafe {
+                s.combine.launch(
+                    spmv::grid(u64::from(s.long_rows) * u64::from(TILE))?,
+                    &params,
+                )?
+            };
+        }
         if let (Some(rows), Some(csr)) = (&self.deferred, &self.a.deferred) {
             let pointers = (
                 Ptr::of(&csr.row_ptr, device),
@@ -429,7 +468,7 @@ mod tests {
         let s = Segments::new(&tile_ptr, tiles).unwrap();
         assert_eq!(s.long_row, [2]);
         assert_eq!(s.first, [3, 7, 11, 15]);
-        assert_eq!(s.long, [0; 4]);
+        assert_eq!(s.row, [2; 4]);
         assert_eq!(s.first_segment, [0, 4]);
         assert_eq!(
             Segments::new(&[0, tiles], tiles).unwrap(),

@@ -130,9 +130,6 @@ const EXPECTED: &[(&str, &[&str])] = &[
             "shfl.sync.idx",
             // the two halves of a row added once per tile row
             "shfl.sync.down",
-            // the last segment of a long tile row to arrive adds the others' partials from L2
-            "atom.global.add.u32",
-            "ld.global.cg",
             // payload bytes and nibbles, the x segment staged per warp
             "ld.global.nc.u8",
             "st.shared.f64",
