@@ -15,8 +15,8 @@
 // walk rows of different lengths, so shuffles would diverge); the tile metadata of 32 tiles at a
 // time is loaded by one lane per tile, coalesced, and broadcast by shuffles.
 //
-// Balancing: tile rows of more than `long_tiles` tiles are cut into segments of `segment_tiles`
-// tiles (both chosen per matrix by the plan); one launch runs a warp per short tile row, writing
+// Balancing: tile rows of more than `segment_tiles` tiles are cut into segments of that many
+// tiles (chosen per matrix by the plan); one launch runs a warp per short tile row, writing
 // its rows of y, and a warp per segment, writing 16 partial row sums; tile_combine then adds each
 // long tile row's segments in segment order and writes the rows once (deterministic, as spmv's
 // split rows). Deferred very sparse tiles are a CSR added afterwards, with beta = 1, by spmv.cu's
@@ -167,7 +167,7 @@ tile_range(const TileMatrix<T>& a, const SpmvDense<T>& o, u32 tr, u32 first, u32
     return sum + __shfl_down_sync(FULL, sum, TILE);
 }
 
-// One warp per tile row of at most long_tiles tiles, writing its rows of y, then one warp per
+// One warp per tile row of at most segment_tiles tiles, writing its rows of y, then one warp per
 // segment of a longer tile row, writing its 16 partial sums.
 template <typename T>
 __global__ void __launch_bounds__(TILE_BLOCK) tile_spmv(const TileSpmv<T> p) {
@@ -187,7 +187,7 @@ __global__ void __launch_bounds__(TILE_BLOCK) tile_spmv(const TileSpmv<T> p) {
         tr = (u32)item;
         first = load(a.tile_ptr + tr);
         end = load(a.tile_ptr + tr + 1);
-        if (end - first > p.long_tiles) return;
+        if (end - first > p.segment_tiles) return;
     }
     const typename acc_of<T>::type sum = tile_range(a, o, tr, first, end, staged[threadIdx.x / 32]);
     if (lane >= TILE) return;

@@ -58,11 +58,10 @@ kernel_params! {
 }
 
 kernel_params! {
-    /// `tile_spmv`: tile rows of at most `long_tiles` tiles write y; the `segments` of
+    /// `tile_spmv`: tile rows of at most `segment_tiles` tiles write y; the `segments` of
     /// `segment_tiles` tiles of the longer ones write 16 sums each to `partial`.
     pub(crate) struct TileSpmv<T> {
         a: sub(TileMatrix),
-        long_tiles: u32,
         segment_tiles: u32,
         segments: u32,
         segment_row: ptr(u32),
@@ -344,7 +343,6 @@ impl<T: Scalar> SpmvKernels<T> for TileFamily<T> {
         let segments = self.segments.as_ref();
         let params = TileSpmv {
             a,
-            long_tiles: self.segment_tiles,
             segment_tiles: self.segment_tiles,
             segments: segments.map_or(0, |s| s.segments),
             segment_row: segments.map_or(Ptr::NULL, |s| Ptr::of(&s.row, device)),
