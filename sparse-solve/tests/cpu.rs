@@ -19,31 +19,6 @@ fn max_error<T: Real>(x: &[T]) -> f64 {
         .fold(0.0, f64::max)
 }
 
-/// A 2D convection-diffusion operator on an n x n grid: the 5-point Laplacian plus first-order
-/// upwind convection of strength `c` along x and `c/2` along y, so A is not symmetric.
-fn convection_diffusion(n: usize, c: f64) -> Csr<f64, u32> {
-    let mut t = Vec::new();
-    for j in 0..n {
-        for i in 0..n {
-            let row = j * n + i;
-            t.push((row, row, 4.0 + c + c / 2.0));
-            if i > 0 {
-                t.push((row, row - 1, -1.0 - c));
-            }
-            if i + 1 < n {
-                t.push((row, row + 1, -1.0));
-            }
-            if j > 0 {
-                t.push((row, row - n, -1.0 - c / 2.0));
-            }
-            if j + 1 < n {
-                t.push((row, row + n, -1.0));
-            }
-        }
-    }
-    Csr::from_triplets(n * n, n * n, &t).unwrap()
-}
-
 /// Poisson 2D scaled symmetrically by a varying diagonal: SPD with a diagonal spread over two
 /// orders of magnitude, where Jacobi pays.
 fn scaled_poisson(n: usize) -> Csr<f64, u32> {
@@ -107,7 +82,7 @@ fn jacobi_pays_on_a_varying_diagonal() {
 
 #[test]
 fn bicgstab_converges_on_a_non_symmetric_system() {
-    let a = convection_diffusion(40, 2.0);
+    let a = generate::convection_diffusion2d::<f64, u32>(40, 2.0).unwrap();
     assert!(!a.is_symmetric().unwrap());
     for precond in [Precond::None, Precond::Jacobi] {
         let options = SolveOptions::default()
