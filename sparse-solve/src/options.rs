@@ -168,10 +168,13 @@ impl fmt::Display for SolveReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} ({} preconditioner): {} after {} iterations, relative residual {:.3e}, \
+            "{} ({}): {} after {} iterations, relative residual {:.3e}, \
              {:.3} ms ({:.1} us per iteration, SpMV {:.0}%)",
             self.method,
-            self.precond,
+            match self.precond {
+                Precond::None => "no preconditioner",
+                Precond::Jacobi => "jacobi preconditioner",
+            },
             if self.converged {
                 "converged"
             } else {
