@@ -191,7 +191,8 @@ fn f32_solves_and_mixed_precision_refinement_on_the_gpu() {
     let a = generate::poisson3d::<f64, u32>(32).unwrap();
     let a32 = a.cast::<f32>();
     let (report, x32) = solve_on(&gpu, &a32, &SolveOptions::default().tol(1e-5)).unwrap();
-    assert!(report.converged && max_error(&x32) < 1e-3, "{report}");
+    // The error is at most the condition number (about 440) times the relative residual.
+    assert!(report.converged && max_error(&x32) < 1e-2, "{report}");
 
     let b = upload(&gpu, &rhs_of_ones(&a));
     let mut x = gpu.zeros::<f64>(a.rows(), 1, Layout::ColMajor).unwrap();
@@ -209,7 +210,7 @@ fn f32_solves_and_mixed_precision_refinement_on_the_gpu() {
         refined.converged && refined.relative_residual <= 1e-10,
         "{refined:?}"
     );
-    assert!(max_error(&host(&gpu, &x)) < 1e-8);
+    assert!(max_error(&host(&gpu, &x)) < 1e-7);
 }
 
 #[test]
