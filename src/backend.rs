@@ -1,9 +1,9 @@
 //! The backend chosen at run time.
 
 use sparse_core::{
-    AttentionDesc, AttentionPlan, BackendKind, BackendRequest, CsrRef, Dense, DenseRef, Error,
-    Executor, Format, Layout, Offer, OpKind, Precision, Result, Scalar, SddmmDesc, SddmmPlan,
-    SpIndex, SpmmDesc, SpmmPlan, SpmvDesc, SpmvPlan,
+    AttentionDesc, AttentionPlan, BackendKind, BackendRequest, Coef, CsrRef, Dense, DenseMut,
+    DenseRef, Error, Executor, Format, Layout, Offer, OpKind, Precision, Real, Result, Scalar,
+    SddmmDesc, SddmmPlan, SpIndex, SpmmDesc, SpmmPlan, SpmvDesc, SpmvPlan, VectorOps,
 };
 use sparse_cpu::CpuBackend;
 use sparse_cuda::{CudaBackend, CusparseBackend};
@@ -168,6 +168,79 @@ impl Executor for Backend {
             Backend::Cuda(b) => b.synchronize(),
             Backend::Cusparse(b) => b.synchronize(),
         }
+    }
+}
+
+/// `$call` on the backend inside, whichever it is.
+macro_rules! each {
+    ($self:ident, $b:ident => $call:expr) => {
+        match $self {
+            Backend::Cpu($b) => $call,
+            Backend::Cuda($b) => $call,
+            Backend::Cusparse($b) => $call,
+        }
+    };
+}
+
+impl VectorOps for Backend {
+    fn copy<T: Real>(&self, x: DenseRef<'_, T>, y: DenseMut<'_, T>) -> Result<()> {
+        each!(self, b => VectorOps::copy(b, x, y))
+    }
+    fn convert<T: Real, U: Real>(&self, x: DenseRef<'_, T>, y: DenseMut<'_, U>) -> Result<()> {
+        each!(self, b => VectorOps::convert(b, x, y))
+    }
+    fn dot<T: Real>(
+        &self,
+        x: DenseRef<'_, T>,
+        y: DenseRef<'_, T>,
+        z: Option<DenseRef<'_, T>>,
+        s: DenseMut<'_, f64>,
+        slots: [usize; 2],
+    ) -> Result<()> {
+        each!(self, b => VectorOps::dot(b, x, y, z, s, slots))
+    }
+    fn axpy<T: Real>(
+        &self,
+        c: Coef,
+        x: DenseRef<'_, T>,
+        y: DenseMut<'_, T>,
+        s: DenseRef<'_, f64>,
+    ) -> Result<()> {
+        each!(self, b => VectorOps::axpy(b, c, x, y, s))
+    }
+    fn xpby<T: Real>(
+        &self,
+        x: DenseRef<'_, T>,
+        c: Coef,
+        y: DenseMut<'_, T>,
+        s: DenseRef<'_, f64>,
+    ) -> Result<()> {
+        each!(self, b => VectorOps::xpby(b, x, c, y, s))
+    }
+    fn cg_update<T: Real>(
+        &self,
+        c: Coef,
+        p: DenseRef<'_, T>,
+        q: DenseRef<'_, T>,
+        x: DenseMut<'_, T>,
+        r: DenseMut<'_, T>,
+        s: DenseMut<'_, f64>,
+        norm: Option<usize>,
+    ) -> Result<()> {
+        each!(self, b => VectorOps::cg_update(b, c, p, q, x, r, s, norm))
+    }
+    fn scale<T: Real>(
+        &self,
+        d: DenseRef<'_, T>,
+        r: DenseRef<'_, T>,
+        z: DenseMut<'_, T>,
+        s: DenseMut<'_, f64>,
+        slots: Option<[usize; 2]>,
+    ) -> Result<()> {
+        each!(self, b => VectorOps::scale(b, d, r, z, s, slots))
+    }
+    fn read_scalars(&self, s: DenseRef<'_, f64>, out: &mut [f64]) -> Result<()> {
+        each!(self, b => VectorOps::read_scalars(b, s, out))
     }
 }
 

@@ -16,6 +16,9 @@
 //! # Ok::<(), sparse_blas::Error>(())
 //! ```
 //!
+//! [`solve`] solves linear systems with the plans and [`VectorOps`], keeping the iteration on
+//! the backend.
+//!
 //! The semantics of every operation are fixed in [`sparse_core`]; [`reference`] holds the
 //! serial oracle every backend is tested against.
 
@@ -31,6 +34,12 @@ pub use sparse_formats::{
     HybWidth, MeBcrs, MeBcrsShape, Rejected, RowStats, SparseFormat, SrBcrs, SrBcrsShape,
     TileFormat, TileSelection, Tiled16,
 };
+
+/// Iterative solvers: conjugate gradient and BiCGSTAB, Jacobi preconditioning, mixed-precision
+/// refinement, on any [`Backend`].
+pub mod solve {
+    pub use sparse_solve::*;
+}
 
 /// Matrix Market reading and writing.
 pub mod io {

@@ -220,3 +220,104 @@ fn info_describes_a_matrix() {
         "{text}"
     );
 }
+
+/// The numbers of a Matrix Market array file.
+fn read_vector(path: &std::path::Path) -> Vec<f64> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with('%'))
+        .skip(1)
+        .map(|l| l.trim().parse().unwrap())
+        .collect()
+}
+
+#[test]
+fn solve_finds_the_solution_of_all_ones_and_refuses_a_non_square_matrix() {
+    let dir = scratch("solve");
+    let spd = dir.join("poisson.mtx");
+    let general = dir.join("convection.mtx");
+    sparse_blas::io::write_csr(
+        &spd,
+        &sparse_blas::generate::poisson2d::<f64, u32>(12).unwrap(),
+    )
+    .unwrap();
+    sparse_blas::io::write_csr(
+        &general,
+        &sparse_blas::generate::convection_diffusion2d::<f64, u32>(12, 1.0).unwrap(),
+    )
+    .unwrap();
+    let out = dir.join("x.mtx");
+    for (a, method, extra) in [
+        (&spd, "cg", &["--precond", "jacobi"][..]),
+        (&general, "bicgstab", &[][..]),
+        (&spd, "cg", &["--precision", "f32", "--tol", "1e-5"][..]),
+        (&spd, "cg", &["--refine"][..]),
+    ] {
+        let mut args = vec![
+            "solve",
+            a.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--method",
+            method,
+            "--backend",
+            "cpu",
+        ];
+        args.extend(extra);
+        let o = spblas(&args);
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            text.contains("converged after") && text.contains("max |x - 1|"),
+            "{text}"
+        );
+        let x = read_vector(&out);
+        assert_eq!(x.len(), 144);
+        assert!(x.iter().all(|v| (v - 1.0).abs() < 1e-3), "{args:?}: {x:?}");
+    }
+
+    let b = write(
+        &dir,
+        "b.mtx",
+        &format!(
+            "%%MatrixMarket matrix array real general\n144 1\n{}",
+            "1\n".repeat(144)
+        ),
+    );
+    let o = spblas(&[
+        "solve",
+        spd.to_str().unwrap(),
+        &b,
+        "-o",
+        out.to_str().unwrap(),
+        "--backend",
+        "cpu",
+        "--max-iter",
+        "3",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "not converged exits 1");
+    assert!(String::from_utf8_lossy(&o.stdout).contains("not converged after 3 iterations"));
+    assert_eq!(read_vector(&out).len(), 144, "the last iterate is written");
+
+    let rect = write(
+        &dir,
+        "rect.mtx",
+        "%%MatrixMarket matrix coordinate real general\n3 2 2\n1 1 1\n3 2 1\n",
+    );
+    let o = spblas(&[
+        "solve",
+        &rect,
+        "-o",
+        out.to_str().unwrap(),
+        "--backend",
+        "cpu",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("square") && err.contains("3x2"), "{err}");
+}

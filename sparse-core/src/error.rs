@@ -135,6 +135,30 @@ pub enum Error {
         limit: usize,
     },
 
+    /// An iterative method cannot go on: `quantity` (named as the method's literature names
+    /// it) became zero or lost its sign at `iteration`.
+    #[error("{method} broke down at iteration {iteration}: {quantity}")]
+    Breakdown {
+        method: &'static str,
+        iteration: usize,
+        quantity: String,
+    },
+
+    /// Conjugate gradient found a direction p with pᵀAp <= 0: the matrix is not symmetric
+    /// positive definite (BiCGSTAB solves such systems).
+    #[error(
+        "the matrix is not symmetric positive definite: pᵀAp = {value:e} at iteration          {iteration} of conjugate gradient (use bicgstab)"
+    )]
+    NotSpd { iteration: usize, value: f64 },
+
+    /// A solver was given a matrix that is not square.
+    #[error("a linear system needs a square matrix, but this one is {rows}x{cols}")]
+    NotSquare { rows: usize, cols: usize },
+
+    /// Jacobi preconditioning divides by the diagonal, and a diagonal entry is zero (or absent).
+    #[error("row {row} has a zero (or no) diagonal entry, so Jacobi preconditioning cannot divide by it")]
+    ZeroDiagonal { row: usize },
+
     /// An argument is outside its domain (an unknown name, a non-finite scale, ...).
     #[error("{message}")]
     InvalidArgument { message: String },

@@ -7,6 +7,7 @@
 //! - [`CsrRef`]: the borrowed CSR view that executors plan from.
 //! - [`OpKind`], [`Format`], [`Algorithm`] and the op descriptors: what to compute and how.
 //! - [`Executor`] and the plan traits: plan once, run many.
+//! - [`VectorOps`]: vector operations with scalars in backend memory, for iterative solvers.
 //! - [`Error`]: the one error type.
 //!
 //! # Semantics
@@ -28,6 +29,7 @@ mod op;
 mod precision;
 mod scalar;
 mod value_order;
+mod vector_ops;
 
 pub use backend::{
     check_offered, supported_summary, AlgorithmTable, AttentionPlan, BackendKind, BackendRequest,
@@ -43,5 +45,6 @@ pub use op::{
 pub use precision::{Compute, DType, Precision};
 pub use scalar::{Accumulator, Scalar, SpIndex};
 pub use value_order::ValueOrder;
+pub use vector_ops::{check_slots, Coef, Real, VectorOps, ONE};
 
 pub use half::{bf16, f16};

@@ -14,5 +14,6 @@ mod partition;
 pub mod reference;
 mod shared_out;
 mod stored;
+mod vector_ops;
 
 pub use executor::CpuBackend;

@@ -6,22 +6,6 @@
 // Sums run in the accumulation type (f32 for f16 and f32, f64 for f64). Parameters: Reduce<T>,
 // SumPartials<T>, Axpy<T>, Scal<T> (src/blas1.rs).
 
-// Sum over the block (whose size is a multiple of 32); thread 0 holds the total. Every thread
-// of the block must call it.
-template <typename A>
-__device__ __forceinline__ A block_sum(A v) {
-    __shared__ A warp_sums[32];
-    const u32 lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    v = subwarp_sum<32>(v);
-    if (lane == 0) warp_sums[warp] = v;
-    __syncthreads();
-    if (warp == 0) {
-        v = lane < blockDim.x / 32 ? warp_sums[lane] : A(0);
-        v = subwarp_sum<32>(v);
-    }
-    return v;
-}
-
 // partial[block] = the block's share of sum(x[i]*y[i]), or of sum(x[i]^2) when SQUARE (y unused).
 template <typename T, bool SQUARE>
 __global__ void __launch_bounds__(BLAS1_BLOCK) reduce_partial(const Reduce<T> p) {

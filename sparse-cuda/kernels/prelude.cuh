@@ -64,6 +64,22 @@ __device__ __forceinline__ A subwarp_sum(A v) {
     return v;
 }
 
+// Sum over the block (whose size is a multiple of 32); thread 0 holds the total. Every thread
+// of the block must call it.
+template <typename A>
+__device__ __forceinline__ A block_sum(A v) {
+    __shared__ A warp_sums[32];
+    const u32 lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    v = subwarp_sum<32>(v);
+    if (lane == 0) warp_sums[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        v = lane < blockDim.x / 32 ? warp_sums[lane] : A(0);
+        v = subwarp_sum<32>(v);
+    }
+    return v;
+}
+
 // Sub-warp helpers and vector loads shared by the SpMM and SDDMM kernels.
 
 // The lanes of this thread's sub-warp of W lanes, for shuffles inside loops whose trip counts

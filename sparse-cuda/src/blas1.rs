@@ -17,10 +17,12 @@ use crate::kernel::{c_type, kernel_params, Entry, KernelParams, KernelSource, Ke
 use crate::operand::{bind_input, bind_output, to_u32, Bound};
 
 /// Threads per block (`BLAS1_BLOCK`).
-const BLOCK: u32 = 256;
+pub(crate) const BLOCK: u32 = 256;
 /// Blocks of the first reduction pass (and of axpy/scal): enough to fill an H100 at 8 blocks
 /// per SM, with each thread striding over the rest.
-const MAX_BLOCKS: u32 = 1024;
+pub(crate) const MAX_BLOCKS: u32 = 1024;
+/// Sets of partials the workspace holds: a pass of `vector_ops.rs` may form two sums at once.
+pub(crate) const PARTIAL_SETS: usize = 2;
 
 kernel_params! {
     /// `reduce_partial<SQUARE>`: each block's share of `sum x*y` (of `sum x*x` when SQUARE).
@@ -110,7 +112,8 @@ pub(crate) fn all_specs() -> Result<Vec<KernelSpec>> {
 /// The partial sums of the reductions: one accumulation value per block of the first pass.
 /// Allocated with the backend at its largest size (the grid is capped at [`MAX_BLOCKS`], so it
 /// never has to grow), and locked from a reduction's first launch to its copy back, so
-/// concurrent reductions on one backend cannot overwrite each other's partials.
+/// concurrent reductions on one backend cannot overwrite each other's partials. The reductions
+/// of `vector_ops.rs` lock it while they enqueue: their work runs in stream order.
 pub(crate) struct Blas1Workspace {
     partials: Mutex<CudaSlice<u8>>,
 }
@@ -118,7 +121,7 @@ pub(crate) struct Blas1Workspace {
 impl Blas1Workspace {
     pub(crate) fn new(device: &Device) -> Result<Self> {
         let partials = device.alloc_zeros::<u8>(
-            MAX_BLOCKS as usize * size_of::<f64>(),
+            PARTIAL_SETS * MAX_BLOCKS as usize * size_of::<f64>(),
             "allocating the BLAS-1 workspace",
         )?;
         Ok(Blas1Workspace {
@@ -126,7 +129,7 @@ impl Blas1Workspace {
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, CudaSlice<u8>> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, CudaSlice<u8>> {
         self.partials
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -134,7 +137,7 @@ impl Blas1Workspace {
 }
 
 /// An n x 1 vector operand and its length.
-fn vector<T: Scalar>(
+pub(crate) fn vector<T: Scalar>(
     backend: &CudaBackend,
     v: &DenseRef<'_, T>,
     context: &str,
@@ -147,7 +150,7 @@ fn vector<T: Scalar>(
 }
 
 /// Blocks for n elements, one per BLOCK elements up to MAX_BLOCKS (at least one).
-fn config(n: u32) -> LaunchConfig {
+pub(crate) fn config(n: u32) -> LaunchConfig {
     LaunchConfig {
         grid_dim: (n.div_ceil(BLOCK).clamp(1, MAX_BLOCKS), 1, 1),
         block_dim: (BLOCK, 1, 1),

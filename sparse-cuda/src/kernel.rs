@@ -186,6 +186,7 @@ macro_rules! kernel_params {
     (@elem $t:tt u8) => { u8 };
     (@elem $t:tt u32) => { u32 };
     (@elem $t:tt f32) => { f32 };
+    (@elem $t:tt f64) => { f64 };
     (@elem $t:tt T) => { $t };
     (@elem $t:tt acc) => { <$t as sparse_core::Scalar>::Acc };
     (@c u32) => { "u32" };
@@ -199,6 +200,7 @@ macro_rules! kernel_params {
     (@celem u8) => { "unsigned char" };
     (@celem u32) => { "u32" };
     (@celem f32) => { "float" };
+    (@celem f64) => { "double" };
     (@celem T) => { "T" };
     (@celem acc) => { "typename acc_of<T>::type" };
 }

@@ -28,6 +28,7 @@ mod spmv;
 mod spmv_auto;
 pub mod tilespmv;
 mod timing;
+mod vector_ops;
 
 pub use cusparse::CusparseBackend;
 pub use executor::CudaBackend;
@@ -44,6 +45,7 @@ pub fn every_kernel() -> sparse_core::Result<Vec<kernel::KernelSpec>> {
     specs.extend(sddmm::all_specs()?);
     specs.extend(rode::all_specs()?);
     specs.extend(blas1::all_specs()?);
+    specs.extend(vector_ops::all_specs()?);
     specs.extend(flashsparse::all_specs()?);
     specs.extend(tilespmv::all_specs()?);
     Ok(specs)

@@ -105,6 +105,17 @@ const EXPECTED: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "vector_ops",
+        &[
+            // reductions into the scalar workspace, the f64/f32 conversions, no atomics
+            "shfl.sync.down",
+            "bar.sync",
+            "cvt.rn.f32.f64",
+            "cvt.f64.f32",
+            "div.rn.f64",
+        ],
+    ),
+    (
         "flashsparse",
         &[
             // the tensor-core MMAs: f16 inputs and tf32 inputs, both accumulating in f32

@@ -35,19 +35,27 @@ impl SplitMix64 {
 
 /// The 5-point Laplacian on an n x n grid (n² rows, symmetric positive definite).
 pub fn poisson2d<T: Scalar, I: SpIndex>(n: usize) -> Result<Csr<T, I>> {
-    stencil(&[n, n])
+    stencil(&[n, n], &[0.0, 0.0])
 }
 
 /// The 7-point Laplacian on an n x n x n grid (n³ rows, symmetric positive definite).
 pub fn poisson3d<T: Scalar, I: SpIndex>(n: usize) -> Result<Csr<T, I>> {
-    stencil(&[n, n, n])
+    stencil(&[n, n, n], &[0.0, 0.0, 0.0])
 }
 
-/// The (2d+1)-point Laplacian on a grid of `dims` (the first dimension varying fastest), built
-/// row by row in CSR: each row's neighbours come in increasing column order (the farther lower
-/// ones first), so nothing is sorted and a grid of tens of millions of rows takes a fraction of
-/// a second.
-fn stencil<T: Scalar, I: SpIndex>(dims: &[usize]) -> Result<Csr<T, I>> {
+/// Convection-diffusion on an n x n grid: the 5-point Laplacian plus first-order upwind
+/// convection of strength `c` along the first dimension and `c/2` along the second. Not
+/// symmetric for c > 0; diagonally dominant, so nonsingular, for c >= 0.
+pub fn convection_diffusion2d<T: Scalar, I: SpIndex>(n: usize, c: f64) -> Result<Csr<T, I>> {
+    stencil(&[n, n], &[c, c / 2.0])
+}
+
+/// The (2d+1)-point Laplacian on a grid of `dims` (the first dimension varying fastest), plus
+/// upwind convection of strength `convection[k]` along dimension k (added to the diagonal and
+/// subtracted from the lower neighbour), built row by row in CSR: each row's neighbours come in
+/// increasing column order (the farther lower ones first), so nothing is sorted and a grid of
+/// tens of millions of rows takes a fraction of a second.
+fn stencil<T: Scalar, I: SpIndex>(dims: &[usize], convection: &[f64]) -> Result<Csr<T, I>> {
     let rows = dims
         .iter()
         .try_fold(1usize, |n, &d| n.checked_mul(d))
@@ -64,7 +72,9 @@ fn stencil<T: Scalar, I: SpIndex>(dims: &[usize]) -> Result<Csr<T, I>> {
             Some(here)
         })
         .collect();
-    let (diag, off) = (T::from_f64(2.0 * dims.len() as f64), T::from_f64(-1.0));
+    let diag = T::from_f64(2.0 * dims.len() as f64 + convection.iter().sum::<f64>());
+    let off = T::from_f64(-1.0);
+    let lower: Vec<T> = convection.iter().map(|c| T::from_f64(-1.0 - c)).collect();
     let mut row_ptr = Vec::with_capacity(rows + 1);
     let mut col_idx = Vec::with_capacity(nnz_bound);
     let mut values = Vec::with_capacity(nnz_bound);
@@ -73,7 +83,7 @@ fn stencil<T: Scalar, I: SpIndex>(dims: &[usize]) -> Result<Csr<T, I>> {
         for (k, &stride) in strides.iter().enumerate().rev() {
             if (row / stride) % dims[k] > 0 {
                 col_idx.push(index(row - stride, "column")?);
-                values.push(off);
+                values.push(lower[k]);
             }
         }
         col_idx.push(index(row, "column")?);
@@ -147,24 +157,33 @@ mod tests {
     #[test]
     fn stencils_are_the_sum_of_their_couplings() {
         for dims in [vec![1], vec![5], vec![4, 3], vec![3, 4, 2], vec![2, 1, 3]] {
-            let a = stencil::<f64, u32>(&dims).unwrap();
-            let rows: usize = dims.iter().product();
-            let mut coo = Coo::empty(rows, rows);
-            let mut stride = 1;
-            for &d in &dims {
-                for row in 0..rows {
-                    if (row / stride) % d + 1 < d {
-                        coo.push(row, row + stride, -1.0).unwrap();
-                        coo.push(row + stride, row, -1.0).unwrap();
+            for scale in [0.0, 0.5] {
+                let convection: Vec<f64> =
+                    (0..dims.len()).map(|k| scale * (k + 1) as f64).collect();
+                let a = stencil::<f64, u32>(&dims, &convection).unwrap();
+                let rows: usize = dims.iter().product();
+                let mut coo = Coo::empty(rows, rows);
+                let mut stride = 1;
+                for (&d, &c) in dims.iter().zip(&convection) {
+                    for row in 0..rows {
+                        if (row / stride) % d + 1 < d {
+                            coo.push(row, row + stride, -1.0).unwrap();
+                            coo.push(row + stride, row, -1.0 - c).unwrap();
+                        }
                     }
+                    stride *= d;
                 }
-                stride *= d;
+                let diag = 2.0 * dims.len() as f64 + convection.iter().sum::<f64>();
+                for row in 0..rows {
+                    coo.push(row, row, diag).unwrap();
+                }
+                assert_eq!(a, coo.to_csr().unwrap(), "{dims:?} {convection:?}");
             }
-            for row in 0..rows {
-                coo.push(row, row, 2.0 * dims.len() as f64).unwrap();
-            }
-            assert_eq!(a, coo.to_csr().unwrap(), "{dims:?}");
         }
+        assert!(!convection_diffusion2d::<f64, u32>(4, 1.0)
+            .unwrap()
+            .is_symmetric()
+            .unwrap());
     }
 
     #[test]

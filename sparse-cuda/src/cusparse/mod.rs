@@ -215,3 +215,11 @@ impl Executor for CusparseBackend {
         self.cuda.synchronize()
     }
 }
+
+impl CusparseBackend {
+    /// The `cuda` backend on the same device and stream, whose vector operations this backend
+    /// shares.
+    pub(crate) fn cuda(&self) -> &CudaBackend {
+        &self.cuda
+    }
+}

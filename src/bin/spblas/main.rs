@@ -2,14 +2,16 @@
 //!
 //! With no arguments it runs the main job: SpMV, SpMM, SDDMM and attention on generated
 //! problems, on the `auto` backend, each checked against the oracle. The subcommands run one
-//! operation on Matrix Market files. Bad input prints one line on stderr and exits 2; a result
-//! outside the error bound under `--check` exits 1.
+//! operation on Matrix Market files; `solve` solves a linear system. Bad input prints one line on
+//! stderr and exits 2; a result outside the error bound under `--check`, or a solve that did not
+//! converge, exits 1.
 
 mod capabilities;
 mod commands;
 mod info;
 mod main_job;
 mod measure;
+mod solve;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -52,6 +54,8 @@ enum Command {
         #[arg(long)]
         op: Option<OpKind>,
     },
+    /// Solve A x = b by conjugate gradient or BiCGSTAB (b = A·1 when no B is given).
+    Solve(solve::SolveArgs),
     #[command(flatten)]
     Op(OpCommand),
 }
@@ -171,6 +175,7 @@ fn main() -> ExitCode {
         Some(Command::Capabilities { backend, op }) => {
             capabilities::run(backend, op).map(|()| true)
         }
+        Some(Command::Solve(args)) => solve::run(&args),
         Some(Command::Op(command)) => commands::run(command),
     };
     match outcome {
