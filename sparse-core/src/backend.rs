@@ -218,10 +218,11 @@ pub trait SddmmPlan<T: Scalar>: Send {
     fn reserve(&mut self, width: usize) -> Result<()>;
 }
 
-/// A planned `O = softmax_row(scale*(Q*K^T) ∘ spy(A)) * V`.
+/// A planned `O = softmax_row(scale*(Q*K^T) ∘ spy(A)) * V` over the descriptor's heads.
 pub trait AttentionPlan<T: Scalar>: Send {
     fn info(&self) -> &PlanInfo;
-    /// `q` is rows x d, `k` cols x d, `v` cols x dv and `o` rows x dv.
+    /// `q` is rows x heads*d, `k` cols x heads*d, `v` cols x heads*dv and `o` rows x heads*dv,
+    /// each in either layout.
     fn run(
         &mut self,
         q: DenseRef<'_, T>,

@@ -37,8 +37,8 @@ pub use csr_ref::{check_dimensions, validate_csr, CsrRef, RowStats};
 pub use dense::{Dense, DenseMut, DenseRef, DeviceMemory, Layout, Memory, MemoryMut};
 pub use error::{Error, Result, StructureError};
 pub use op::{
-    support_of, Algorithm, AttentionDesc, BlockShape, Format, Offer, OpKind, SddmmDesc, SpmmDesc,
-    SpmvDesc, Support, DEFAULT_MAX_WIDTH,
+    support_of, Algorithm, AttentionDesc, AttentionShape, BlockShape, Format, Offer, OpKind,
+    SddmmDesc, SpmmDesc, SpmvDesc, Support, DEFAULT_MAX_WIDTH,
 };
 pub use precision::{Compute, DType, Precision};
 pub use scalar::{Accumulator, Scalar, SpIndex};

@@ -10,7 +10,8 @@
 //! the same rounded values the kernel reads. Integer arithmetic (u = 0) must be exact.
 
 use sparse_core::{
-    CsrRef, DType, Dense, DenseRef, Error, Layout, Precision, Result, Scalar, SpIndex,
+    AttentionShape, CsrRef, DType, Dense, DenseRef, Error, Layout, Precision, Result, Scalar,
+    SpIndex,
 };
 
 use crate::reference;
@@ -274,44 +275,53 @@ pub fn sddmm<T: Scalar, I: SpIndex>(
     })
 }
 
-/// Expected sparse attention, row-major.
+/// Expected sparse attention, rows x heads*dv, row-major.
 ///
-/// A score s_j = scale*<q, k_j> computed with d products errs by at most
-/// `e = gamma(d+2, u) * scale * sum_t |q_t k_jt|`; each softmax weight then changes by a factor
-/// within exp(±2e), so the weighted mean of V rows moves by at most `(exp(2e_max) - 1) * max|v|`
-/// over the row's entries. Summing n weights and n weighted rows adds `gamma(2n+4, u) * max|v|`.
+/// A score s_j = scale*<q, k_j> (+ bias b_j) computed with d products errs by at most
+/// `e = gamma(d+3, u) * (scale * sum_t |q_t k_jt| + |b_j|)`; each softmax weight then changes by
+/// a factor within exp(±2e), so the weighted mean of V rows moves by at most
+/// `(exp(2e_max) - 1) * max|v|` over the row's entries. Summing n weights and n weighted rows
+/// adds `gamma(2n+4, u) * max|v|`.
 pub fn attention<T: Scalar, I: SpIndex>(
     a: CsrRef<'_, T, I>,
     precision: Precision,
     q: DenseRef<'_, T>,
     k: DenseRef<'_, T>,
     v: DenseRef<'_, T>,
-    scale: f64,
+    shape: &AttentionShape,
 ) -> Result<Expectation> {
-    let values = reference::attention(a, q, k, v, scale)?.into_host_vec()?;
+    let values = reference::attention(a, q, k, v, shape)?.into_host_vec()?;
     let (aq, ak, av) = (abs_dense(q)?, abs_dense(k)?, abs_dense(v)?);
-    let (d, dv) = (q.cols(), v.cols());
+    let AttentionShape { heads, d, dv, .. } = *shape;
     let u = precision.compute.unit_roundoff();
     let mut tolerance = Vec::with_capacity(values.len());
     for i in 0..a.rows() {
-        let (cols, _) = a.row(i);
-        let score_error = cols
-            .iter()
-            .map(|&c| {
-                (0..d)
-                    .map(|t| aq.at(i, t) * ak.at(c.to_usize(), t))
-                    .sum::<f64>()
-            })
-            .fold(0.0, f64::max)
-            * scale.abs()
-            * gamma(d + 2, u);
-        let spread = (2.0 * score_error).exp_m1() + gamma(2 * cols.len() + 4, u);
-        for t in 0..dv {
-            let vmax = cols
+        let (cols, vals) = a.row(i);
+        for h in 0..heads {
+            let score_error = cols
                 .iter()
-                .map(|&c| av.at(c.to_usize(), t))
-                .fold(0.0, f64::max);
-            tolerance.push(spread * vmax);
+                .zip(vals)
+                .map(|(&c, &value)| {
+                    let dot: f64 = (0..d)
+                        .map(|t| aq.at(i, h * d + t) * ak.at(c.to_usize(), h * d + t))
+                        .sum();
+                    let bias = if shape.bias {
+                        value.to_f64().abs()
+                    } else {
+                        0.0
+                    };
+                    dot * shape.scale.abs() + bias
+                })
+                .fold(0.0, f64::max)
+                * gamma(d + 3, u);
+            let spread = (2.0 * score_error).exp_m1() + gamma(2 * cols.len() + 4, u);
+            for t in 0..dv {
+                let vmax = cols
+                    .iter()
+                    .map(|&c| av.at(c.to_usize(), h * dv + t))
+                    .fold(0.0, f64::max);
+                tolerance.push(spread * vmax);
+            }
         }
     }
     Ok(Expectation {

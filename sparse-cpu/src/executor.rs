@@ -44,7 +44,8 @@ struct CpuPlan<'a, T, I> {
     path: Vec<PathPoint>,
     row_bounds: Vec<usize>,
     scale_by_values: bool,
-    attention_scale: Option<f64>,
+    /// The attention descriptor (a default one for other operations).
+    attention: AttentionDesc,
 }
 
 impl<'a, T: Scalar, I: SpIndex> CpuPlan<'a, T, I> {
@@ -94,7 +95,7 @@ impl<'a, T: Scalar, I: SpIndex> CpuPlan<'a, T, I> {
             path,
             row_bounds,
             scale_by_values: false,
-            attention_scale: None,
+            attention: AttentionDesc::new(precision),
         };
         plan.info.bytes = plan.bytes();
         plan.info.plan_time.host = start.elapsed();
@@ -385,20 +386,16 @@ impl<T: Scalar, I: SpIndex> AttentionPlan<T> for CpuPlan<'_, T, I> {
         v: DenseRef<'_, T>,
         o: DenseMut<'_, T::Out>,
     ) -> Result<()> {
+        let shape = self.attention.shape(q.cols(), v.cols())?;
         q.expect_shape("attention Q", (self.a.rows(), q.cols()))?;
         k.expect_shape("attention K", (self.a.cols(), q.cols()))?;
         v.expect_shape("attention V", (self.a.cols(), v.cols()))?;
         o.expect_shape("attention O", (self.a.rows(), v.cols()))?;
-        let desc = AttentionDesc {
-            scale: self.attention_scale,
-            ..AttentionDesc::new(self.info.precision)
-        };
-        let scale = desc.resolved_scale(q.cols())?;
         if self.info.algorithm == Algorithm::Reference {
-            let r = reference::attention(self.a, q, k, v, scale)?;
+            let r = reference::attention(self.csr(), q, k, v, &shape)?;
             return store_reference(&r, o, "attention O");
         }
-        kernels::attention(self.a, &self.row_bounds, q, k, v, scale, o)
+        kernels::attention(self.csr(), &self.row_bounds, q, k, v, &shape, o)
     }
 }
 
@@ -474,6 +471,9 @@ impl Executor for CpuBackend {
             desc.resolved_scale(0)
                 .map_err(|_| Error::invalid(format!("attention scale must be finite, got {s}")))?;
         }
+        if desc.heads == 0 {
+            return Err(Error::invalid("attention needs at least one head"));
+        }
         let request = Request {
             op: OpKind::Attention,
             format: desc.format,
@@ -482,7 +482,7 @@ impl Executor for CpuBackend {
             block: None,
         };
         let mut plan = CpuPlan::new(a, request)?;
-        plan.attention_scale = desc.scale;
+        plan.attention = *desc;
         Ok(Box::new(plan))
     }
 
