@@ -323,6 +323,38 @@ pub(crate) fn bind_sddmm<T: Scalar, O: Scalar>(
     })
 }
 
+/// Attention's operands, bound for a launch.
+pub(crate) struct AttentionOperands {
+    pub q: Bound,
+    pub k: Bound,
+    pub v: Bound,
+    pub o: Bound,
+}
+
+/// Q (rows x w), K (cols x w), V (cols x wv) and O (rows x wv); the heads are the caller's.
+pub(crate) fn bind_attention<T: Scalar, O: Scalar>(
+    device: &Arc<Device>,
+    (rows, cols): (usize, usize),
+    q: &DenseRef<'_, T>,
+    k: &DenseRef<'_, T>,
+    v: &DenseRef<'_, T>,
+    o: &mut DenseMut<'_, O>,
+) -> Result<AttentionOperands> {
+    let (w, wv) = (q.cols(), v.cols());
+    q.expect_shape("attention Q", (rows, w))?;
+    k.expect_shape("attention K", (cols, w))?;
+    v.expect_shape("attention V", (cols, wv))?;
+    o.expect_shape("attention O", (rows, wv))?;
+    to_u32("attention width (columns of Q)", w)?;
+    to_u32("attention width (columns of V)", wv)?;
+    Ok(AttentionOperands {
+        q: bind_input(q, device, "attention Q")?,
+        k: bind_input(k, device, "attention K")?,
+        v: bind_input(v, device, "attention V")?,
+        o: bind_output(o, device, "attention O")?,
+    })
+}
+
 /// A dimension or index as the kernels' `u32`, or an overflow error with the numbers.
 pub(crate) fn to_u32(what: &str, v: usize) -> Result<u32> {
     u32::try_from(v).map_err(|_| Error::overflow::<u32>(what, v))

@@ -53,7 +53,7 @@ enum Command {
         op: Option<OpKind>,
     },
     #[command(flatten)]
-    Op(OpCommand),
+    Op(Box<OpCommand>),
 }
 
 /// One operation on Matrix Market files.
@@ -84,15 +84,21 @@ enum OpCommand {
         #[command(flatten)]
         common: Common,
     },
-    /// O = softmax_row(scale*(Q*K^T) ∘ spy(A)) * V
+    /// O = softmax_row(scale*(Q*K^T) ∘ spy(A)) * V, per head
     Attention {
         a: PathBuf,
         q: PathBuf,
         k: PathBuf,
         v: PathBuf,
-        /// Score scale; default 1/sqrt(width of Q).
+        /// Score scale; default 1/sqrt(width of one head of Q).
         #[arg(long)]
         scale: Option<f64>,
+        /// Heads: the columns of Q, K and V split into this many consecutive groups.
+        #[arg(long, default_value_t = 1)]
+        heads: usize,
+        /// Add A's values to the scaled scores (an edge bias).
+        #[arg(long)]
+        bias: bool,
         #[command(flatten)]
         common: Common,
     },
@@ -171,7 +177,7 @@ fn main() -> ExitCode {
         Some(Command::Capabilities { backend, op }) => {
             capabilities::run(backend, op).map(|()| true)
         }
-        Some(Command::Op(command)) => commands::run(command),
+        Some(Command::Op(command)) => commands::run(*command),
     };
     match outcome {
         Ok(true) => ExitCode::SUCCESS,

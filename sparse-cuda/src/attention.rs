@@ -1,0 +1,342 @@
+//! Sparse attention on CUDA cores, `O = softmax_row(scale*(Q*K^T) ∘ spy(A) [+ A]) * V` over
+//! several heads (`attention.cu` has the kernel).
+//!
+//! The `fused` algorithm (DF-GNN's tiling, corrected): one kernel, one pass over each row's K
+//! and V rows per head with an online softmax whose running maximum starts at -inf. Rows are
+//! listed by length at plan time: rows of up to [`LONG_ROW`] entries take one warp per head,
+//! longer rows a block of [`LONG_WARPS`] warps whose partial results are combined in a fixed
+//! order, so runs are bit-reproducible. Any d and dv: lanes hold 32*CH columns (CH chosen per run
+//! from d and dv), wider V heads are cut into slices over grid.y.
+//!
+//! The `unfused` algorithm (`unfused.rs`): SDDMM, a row softmax and SpMM, the baseline.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, LaunchConfig};
+use sparse_core::{
+    Algorithm, AttentionDesc, AttentionShape, BackendKind, CsrRef, Error, Format, OpKind, PlanInfo,
+    Result, Scalar, SpIndex,
+};
+
+use crate::device::Device;
+use crate::kernel::{
+    c_type, kernel_params, Entry, Kernel, KernelParams, KernelSource, KernelSpec, Ptr,
+};
+use crate::matrix::DeviceCsr;
+use crate::operand::{to_u32, AttentionOperands};
+use crate::plan::{AttentionKernels, CudaPlan, Phase, PlanBase, PlanClock};
+
+mod unfused;
+pub(crate) use unfused::plan as unfused_plan;
+
+/// Threads per block (`ATTN_BLOCK`): eight warps.
+const BLOCK: u32 = 256;
+/// Rows longer than this take a block of warps rather than one.
+const LONG_ROW: usize = 256;
+/// Warps of a long row: the whole block.
+const LONG_WARPS: u32 = BLOCK / 32;
+/// Columns per lane (CH) instantiated: a lane holds 32*CH columns of a head.
+const CHUNKS: [u32; 4] = [1, 2, 4, 8];
+/// Warps per item instantiated: short rows and long rows.
+const WARPS: [u32; 2] = [1, LONG_WARPS];
+
+kernel_params! {
+    /// `attention_fused<T, CH, WPI>`: the (row, head) items are `rows[i]` for i < items, each
+    /// with every head; operands by row and column strides.
+    pub(crate) struct AttentionFused<T> {
+        items: u32,
+        rows: ptr(u32),
+        row_ptr: ptr(u32),
+        col_idx: ptr(u32),
+        values: ptr(T),
+        heads: u32,
+        d: u32,
+        dv: u32,
+        bias: u32,
+        scale: f32,
+        q: ptr(T),
+        q_rs: u32,
+        q_cs: u32,
+        k: ptr(T),
+        k_rs: u32,
+        k_cs: u32,
+        v: ptr(T),
+        v_rs: u32,
+        v_cs: u32,
+        o: out(T),
+        o_rs: u32,
+        o_cs: u32,
+    }
+}
+
+kernel_params! {
+    /// `attention_softmax<T>`: row i's weights from `scores` (plus `values` with `bias`) into
+    /// `weights`, entries `row_ptr[i] .. row_ptr[i + 1]`.
+    pub(crate) struct AttentionSoftmax<T> {
+        rows: u32,
+        row_ptr: ptr(u32),
+        values: ptr(T),
+        scores: ptr(T),
+        weights: out(T),
+        bias: u32,
+    }
+}
+
+pub(crate) const SOURCE: KernelSource = KernelSource {
+    name: "attention",
+    code: include_str!("../kernels/attention.cu"),
+    params: &[
+        <AttentionFused<f32> as KernelParams>::C_DECL,
+        <AttentionSoftmax<f32> as KernelParams>::C_DECL,
+    ],
+    defines: &[("ATTN_BLOCK", BLOCK)],
+};
+
+fn entry<T: Scalar>(chunks: u32, warps: u32) -> Result<Entry<AttentionFused<T>>> {
+    Entry::new(
+        &SOURCE,
+        "attention_fused",
+        &[&c_type(T::DTYPE)?, &chunks, &warps],
+    )
+}
+
+/// Every (CH, WPI) instantiation, WPI major.
+fn entries<T: Scalar>() -> Result<Vec<Entry<AttentionFused<T>>>> {
+    WARPS
+        .iter()
+        .flat_map(|&w| CHUNKS.iter().map(move |&c| entry::<T>(c, w)))
+        .collect()
+}
+
+fn softmax_entry<T: Scalar>() -> Result<Entry<AttentionSoftmax<T>>> {
+    Entry::new(&SOURCE, "attention_softmax", &[&c_type(T::DTYPE)?])
+}
+
+fn specs_of<T: Scalar>() -> Result<Vec<KernelSpec>> {
+    Ok(entries::<T>()?.iter().map(|e| e.spec().clone()).collect())
+}
+
+/// Every kernel of this file Rust can ask for.
+pub(crate) fn all_specs() -> Result<Vec<KernelSpec>> {
+    let mut specs = vec![softmax_entry::<f32>()?.spec().clone()];
+    specs.extend(specs_of::<f32>()?);
+    specs.extend(specs_of::<half::f16>()?);
+    specs.extend(specs_of::<half::bf16>()?);
+    Ok(specs)
+}
+
+/// CH for heads of widths `d` and `dv`: the fewest columns per lane that hold both, at most
+/// the widest instantiated.
+fn chunks_for(d: usize, dv: usize) -> u32 {
+    let width = d.max(dv).max(1);
+    CHUNKS
+        .iter()
+        .copied()
+        .find(|&c| 32 * c as usize >= width)
+        .unwrap_or(CHUNKS[CHUNKS.len() - 1])
+}
+
+/// The rows of `a` by length: those of up to [`LONG_ROW`] entries (empty rows included), and
+/// the longer ones.
+fn split_rows<T, I: SpIndex>(a: CsrRef<'_, T, I>) -> Result<(Vec<u32>, Vec<u32>)> {
+    let (mut short, mut long) = (Vec::new(), Vec::new());
+    for i in 0..a.rows() {
+        let list = if a.row_len(i) > LONG_ROW {
+            &mut long
+        } else {
+            &mut short
+        };
+        list.push(to_u32("row index", i)?);
+    }
+    Ok((short, long))
+}
+
+/// One list of rows and how many there are.
+struct RowList {
+    rows: CudaSlice<u32>,
+    len: u32,
+}
+
+impl RowList {
+    fn upload(device: &Device, rows: &[u32]) -> Result<Self> {
+        Ok(RowList {
+            rows: device.upload_converted(rows, 0, |&r| r)?,
+            len: to_u32("number of rows", rows.len())?,
+        })
+    }
+}
+
+/// The fused attention kernels of one plan and the matrix they read.
+pub(crate) struct FusedAttention<T: Scalar> {
+    desc: AttentionDesc,
+    a: DeviceCsr<T>,
+    short: RowList,
+    long: RowList,
+    /// By (WPI, CH), in the order of [`entries`].
+    kernels: Vec<Kernel<AttentionFused<T>>>,
+}
+
+/// `auto`: the fused kernel. It reads each K and V row once per (row, head) and writes O once,
+/// where the unfused pipeline also writes and reads the scores and the weights (three kernels
+/// per head); nothing found so far makes the unfused pipeline the faster one.
+pub(crate) fn auto_algorithm() -> Algorithm {
+    Algorithm::Fused
+}
+
+/// A planned `fused` attention.
+pub(crate) fn plan<T: Scalar, I: SpIndex>(
+    device: &Arc<Device>,
+    a: CsrRef<'_, T, I>,
+    desc: &AttentionDesc,
+    clock: PlanClock,
+) -> Result<CudaPlan<T, FusedAttention<T>>> {
+    let entries = entries::<T>()?;
+    let specs: Vec<&KernelSpec> = entries.iter().map(|e| e.spec()).collect();
+    let info = PlanInfo::new(
+        BackendKind::Cuda,
+        OpKind::Attention,
+        Format::Csr,
+        desc.precision,
+        Algorithm::Fused,
+        true,
+    );
+    let (base, mut clock) = PlanBase::new(device, a, info, &specs, clock)?;
+    let (short, long) = split_rows(a)?;
+    clock.lap(device, Phase::Host)?;
+    let family = FusedAttention {
+        desc: *desc,
+        a: DeviceCsr::upload(device, a)?,
+        short: RowList::upload(device, &short)?,
+        long: RowList::upload(device, &long)?,
+        kernels: entries
+            .iter()
+            .map(|e| device.kernel(e))
+            .collect::<Result<_>>()?,
+    };
+    clock.lap(device, Phase::Transfer)?;
+    let bytes = family.a.bytes() + (short.len() + long.len()) * size_of::<u32>();
+    Ok(base.into_plan(clock, bytes, family))
+}
+
+impl<T: Scalar> FusedAttention<T> {
+    fn kernel(&self, chunks: u32, warps: u32) -> Result<&Kernel<AttentionFused<T>>> {
+        let w = WARPS.iter().position(|&x| x == warps);
+        let c = CHUNKS.iter().position(|&x| x == chunks);
+        match (w, c) {
+            (Some(w), Some(c)) => Ok(&self.kernels[w * CHUNKS.len() + c]),
+            _ => Err(Error::internal(format!(
+                "no attention kernel with {chunks} columns per lane and {warps} warps per row"
+            ))),
+        }
+    }
+}
+
+impl<T: Scalar> AttentionKernels<T> for FusedAttention<T> {
+    fn desc(&self) -> &AttentionDesc {
+        &self.desc
+    }
+
+    fn run(
+        &mut self,
+        base: &PlanBase<T>,
+        shape: &AttentionShape,
+        ops: &AttentionOperands,
+    ) -> Result<()> {
+        let chunks = chunks_for(shape.d, shape.dv);
+        let slices = to_u32(
+            "attention column slices",
+            shape.dv.div_ceil(32 * chunks as usize),
+        )?;
+        if slices > 65_535 {
+            return Err(Error::invalid(format!(
+                "attention heads of {} V columns need {slices} column slices, more than grid.y \
+                 holds (65535)",
+                shape.dv
+            )));
+        }
+        let (row_ptr, col_idx, values) = self.a.pointers(&base.device);
+        let strides = |b: &crate::operand::Bound| b.strides();
+        let ((q_rs, q_cs), (k_rs, k_cs), (v_rs, v_cs), (o_rs, o_cs)) = (
+            strides(&ops.q),
+            strides(&ops.k),
+            strides(&ops.v),
+            strides(&ops.o),
+        );
+        let heads = to_u32("attention heads", shape.heads)?;
+        for (list, warps) in [(&self.short, 1), (&self.long, LONG_WARPS)] {
+            if list.len == 0 {
+                continue;
+            }
+            let params = AttentionFused {
+                items: list.len,
+                rows: Ptr::of(&list.rows, &base.device),
+                row_ptr,
+                col_idx,
+                values,
+                heads,
+                d: to_u32("attention head width", shape.d)?,
+                dv: to_u32("attention V head width", shape.dv)?,
+                bias: u32::from(shape.bias),
+                scale: shape.scale as f32,
+                q: ops.q.input(),
+                q_rs,
+                q_cs,
+                k: ops.k.input(),
+                k_rs,
+                k_cs,
+                v: ops.v.input(),
+                v_rs,
+                v_cs,
+                o: ops.o.output(),
+                o_rs,
+                o_cs,
+            };
+            let items = u64::from(list.len) * u64::from(heads);
+            let per_block = u64::from(BLOCK / 32 / warps);
+            let blocks = u32::try_from(items.div_ceil(per_block))
+                .map_err(|_| Error::overflow::<u32>("attention blocks", items as usize))?;
+            let config = LaunchConfig {
+                grid_dim: (blocks, slices, 1),
+                block_dim: (BLOCK, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            // SAFETY: every listed row is below A's rows and its entries' columns below A's
+            // columns (a canonical CSR); Q spans rows x heads*d, K cols x heads*d, V cols x
+            // heads*dv and O rows x heads*dv at their strides (bound operands checked against
+            // `shape`); the kernel reads head h's columns h*d + t for t < d (h*dv + t, t < dv)
+            // only, and writes each (row, head, column) of O once.
+            unsafe { self.kernel(chunks, warps)?.launch(config, &params)? };
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lanes_hold_both_widths_up_to_the_widest_variant() {
+        assert_eq!(chunks_for(1, 1), 1);
+        assert_eq!(chunks_for(0, 0), 1);
+        assert_eq!(chunks_for(33, 3), 2);
+        assert_eq!(chunks_for(64, 64), 2);
+        assert_eq!(chunks_for(128, 130), 8);
+        assert_eq!(chunks_for(1000, 4), 8);
+    }
+
+    #[test]
+    fn long_rows_are_listed_apart() {
+        let lengths = [0usize, LONG_ROW, LONG_ROW + 1, 3];
+        let mut row_ptr = vec![0u32];
+        let mut col_idx = Vec::new();
+        for &len in &lengths {
+            col_idx.extend(0..len as u32);
+            row_ptr.push(col_idx.len() as u32);
+        }
+        let values = vec![1.0f32; col_idx.len()];
+        let a = CsrRef::try_new(lengths.len(), LONG_ROW + 1, &row_ptr, &col_idx, &values).unwrap();
+        let (short, long) = split_rows(a).unwrap();
+        assert_eq!((short, long), (vec![0, 1, 3], vec![2]));
+    }
+}
