@@ -30,8 +30,9 @@ mod scalar;
 mod value_order;
 
 pub use backend::{
-    check_offered, supported_summary, AlgorithmTable, AttentionPlan, BackendKind, BackendRequest,
-    Executor, PlanInfo, PlanTime, SddmmPlan, SpmmPlan, SpmvPlan, BACKEND_ENV,
+    check_offered, supported_summary, AlgorithmTable, AttentionBackward, AttentionPlan,
+    BackendKind, BackendRequest, Executor, PlanInfo, PlanTime, SddmmPlan, SpmmPlan, SpmvPlan,
+    BACKEND_ENV,
 };
 pub use csr_ref::{check_dimensions, validate_csr, CsrRef, RowStats};
 pub use dense::{Dense, DenseMut, DenseRef, DeviceMemory, Layout, Memory, MemoryMut};

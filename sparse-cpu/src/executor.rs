@@ -3,12 +3,13 @@
 use std::time::Instant;
 
 use sparse_core::{
-    check_offered, Accumulator, Algorithm, AttentionDesc, AttentionPlan, BackendKind, BlockShape,
-    CsrRef, Dense, DenseMut, DenseRef, Error, Executor, Format, Layout, Offer, OpKind, PlanInfo,
-    Precision, Result, Scalar, SddmmDesc, SddmmPlan, SpIndex, SpmmDesc, SpmmPlan, SpmvDesc,
-    SpmvPlan, ValueOrder,
+    check_offered, Accumulator, Algorithm, AttentionBackward, AttentionDesc, AttentionPlan,
+    BackendKind, BlockShape, CsrRef, Dense, DenseMut, DenseRef, Error, Executor, Format, Layout,
+    Offer, OpKind, PlanInfo, Precision, Result, Scalar, SddmmDesc, SddmmPlan, SpIndex, SpmmDesc,
+    SpmmPlan, SpmvDesc, SpmvPlan, ValueOrder,
 };
 
+use crate::attention::{self, Transpose, Workspace};
 use crate::partition::{balanced_rows, merge_path, part_count, PathPoint};
 use crate::shared_out::SharedOut;
 use crate::stored::{algorithms, Stored};
@@ -46,6 +47,24 @@ struct CpuPlan<'a, T, I> {
     scale_by_values: bool,
     /// The attention descriptor (a default one for other operations).
     attention: AttentionDesc,
+    /// What an attention plan keeps for the backward.
+    backward: Option<BackwardState>,
+}
+
+/// The row statistics of the last attention run (rows x 2*heads: maximum, normaliser; `None`
+/// before the first, or after a run of the reference, which keeps none), the transposed
+/// pattern and the backward's workspace.
+struct BackwardState {
+    stats: Vec<f64>,
+    ran: bool,
+    transpose: Transpose,
+    work: Workspace,
+}
+
+impl BackwardState {
+    fn bytes(&self) -> usize {
+        self.stats.len() * size_of::<f64>() + self.transpose.bytes() + self.work.bytes()
+    }
 }
 
 impl<'a, T: Scalar, I: SpIndex> CpuPlan<'a, T, I> {
@@ -96,6 +115,7 @@ impl<'a, T: Scalar, I: SpIndex> CpuPlan<'a, T, I> {
             row_bounds,
             scale_by_values: false,
             attention: AttentionDesc::new(precision),
+            backward: None,
         };
         plan.info.bytes = plan.bytes();
         plan.info.plan_time.host = start.elapsed();
@@ -107,6 +127,7 @@ impl<'a, T: Scalar, I: SpIndex> CpuPlan<'a, T, I> {
         self.stored.bytes()
             + std::mem::size_of_val(self.path.as_slice())
             + std::mem::size_of_val(self.row_bounds.as_slice())
+            + self.backward.as_ref().map_or(0, BackwardState::bytes)
     }
 
     /// The CSR the CSR kernels and the reference read: the caller's, with the values given
@@ -391,11 +412,74 @@ impl<T: Scalar, I: SpIndex> AttentionPlan<T> for CpuPlan<'_, T, I> {
         k.expect_shape("attention K", (self.a.cols(), q.cols()))?;
         v.expect_shape("attention V", (self.a.cols(), v.cols()))?;
         o.expect_shape("attention O", (self.a.rows(), v.cols()))?;
+        // Attention plans take no new values: the caller's CSR is the one to read.
+        let a = self.a;
+        let state = self
+            .backward
+            .as_mut()
+            .ok_or_else(|| Error::internal("an attention plan without its backward state"))?;
         if self.info.algorithm == Algorithm::Reference {
-            let r = reference::attention(self.csr(), q, k, v, &shape)?;
+            state.ran = false;
+            let r = reference::attention(a, q, k, v, &shape)?;
             return store_reference(&r, o, "attention O");
         }
-        kernels::attention(self.csr(), &self.row_bounds, q, k, v, &shape, o)
+        if shape.heads * 2 * a.rows() != state.stats.len() {
+            return Err(Error::internal("attention statistics of another shape"));
+        }
+        kernels::attention(a, &self.row_bounds, q, k, v, &shape, o, &mut state.stats)?;
+        state.ran = true;
+        Ok(())
+    }
+
+    fn backward(&mut self, grads: AttentionBackward<'_, T>) -> Result<()> {
+        let shape = self.attention.shape(grads.q.cols(), grads.v.cols())?;
+        let (rows, cols, w, wv) = (self.a.rows(), self.a.cols(), grads.q.cols(), grads.v.cols());
+        grads.q.expect_shape("attention Q", (rows, w))?;
+        grads.k.expect_shape("attention K", (cols, w))?;
+        grads.v.expect_shape("attention V", (cols, wv))?;
+        grads.o.expect_shape("attention O", (rows, wv))?;
+        grads.d_o.expect_shape("attention dO", (rows, wv))?;
+        grads.dq.expect_shape("attention dQ", (rows, w))?;
+        grads.dk.expect_shape("attention dK", (cols, w))?;
+        grads.dv.expect_shape("attention dV", (cols, wv))?;
+        match &grads.dbias {
+            Some(db) => db.expect_shape("attention dbias", (self.a.nnz(), 1))?,
+            None if shape.bias => {
+                return Err(Error::invalid(
+                    "an attention backward with a bias needs dbias for the bias gradient",
+                ))
+            }
+            None => {}
+        }
+        // Attention plans take no new values: the caller's CSR is the one to read.
+        let a = self.a;
+        let state = self
+            .backward
+            .as_mut()
+            .ok_or_else(|| Error::internal("an attention plan without its backward state"))?;
+        if self.info.algorithm == Algorithm::Reference {
+            let g = reference::attention_backward(a, grads.q, grads.k, grads.v, grads.d_o, &shape)?;
+            store_reference(&g.dq, grads.dq, "attention dQ")?;
+            store_reference(&g.dk, grads.dk, "attention dK")?;
+            store_reference(&g.dv, grads.dv, "attention dV")?;
+            if let Some(db) = grads.dbias {
+                store_reference(&column(g.dbias)?, db, "attention dbias")?;
+            }
+            return Ok(());
+        }
+        if !state.ran {
+            return Err(Error::invalid(
+                "the attention backward reads the statistics of a forward run: run the plan first",
+            ));
+        }
+        attention::backward(
+            a,
+            &shape,
+            grads,
+            &state.stats,
+            &state.transpose,
+            &mut state.work,
+        )
     }
 }
 
@@ -483,6 +567,13 @@ impl Executor for CpuBackend {
         };
         let mut plan = CpuPlan::new(a, request)?;
         plan.attention = *desc;
+        plan.backward = Some(BackwardState {
+            stats: vec![0.0; 2 * desc.heads * a.rows()],
+            ran: false,
+            transpose: Transpose::of(a),
+            work: Workspace::new(a.nnz(), desc.heads),
+        });
+        plan.info.bytes = plan.bytes();
         Ok(Box::new(plan))
     }
 

@@ -293,8 +293,10 @@ pub fn sddmm<T: Scalar, I: SpIndex>(
 
 /// Fused sparse attention with an online softmax, each head of each row on its own: one pass
 /// over the row's entries keeps the running maximum, the running normaliser and the weighted
-/// sum of V rows, rescaling the last two whenever the maximum grows. The caller has checked
-/// shapes.
+/// sum of V rows, rescaling the last two whenever the maximum grows. Each row and head's final
+/// maximum and normaliser go to `stats` (rows x 2*heads), for the backward. The caller has
+/// checked shapes.
+#[allow(clippy::too_many_arguments)]
 pub fn attention<T: Scalar, I: SpIndex>(
     a: CsrRef<'_, T, I>,
     row_bounds: &[usize],
@@ -303,6 +305,7 @@ pub fn attention<T: Scalar, I: SpIndex>(
     v: DenseRef<'_, T>,
     shape: &AttentionShape,
     mut o: DenseMut<'_, T::Out>,
+    stats: &mut [f64],
 ) -> Result<()> {
     use num_traits::Float;
     let AttentionShape {
@@ -315,6 +318,8 @@ pub fn attention<T: Scalar, I: SpIndex>(
     );
     let ((q_row, q_col), (k_row, k_col), (v_row, v_col)) = (strides(&q), strides(&k), strides(&v));
     let out = SharedOut::new(&mut o, "attention O")?;
+    let mut stats = DenseMut::from_slice(stats, a.rows(), 2 * heads, Layout::RowMajor)?;
+    let stats = SharedOut::new(&mut stats, "attention statistics")?;
     let scale = <T::Float as Accumulator>::from_f64(shape.scale);
     let float = |x: T| <T::Float as Accumulator>::from_f64(x.to_f64());
     row_bounds.par_windows(2).for_each(|w| {
@@ -357,6 +362,11 @@ pub fn attention<T: Scalar, I: SpIndex>(
                             float(unsafe { *vs.get_unchecked(j * v_row + t * v_col) }),
                         );
                     }
+                }
+                // SAFETY: row i belongs to this task alone; h < heads.
+                unsafe {
+                    stats.write(i, 2 * h, max.to_f64());
+                    stats.write(i, 2 * h + 1, norm.to_f64());
                 }
                 for (t, &x) in acc.iter().enumerate() {
                     let value = if cols.is_empty() {

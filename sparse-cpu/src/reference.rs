@@ -169,6 +169,96 @@ fn attention_weights<T: Scalar, I: SpIndex>(
     scores.iter().map(|s| (s - max).exp()).collect()
 }
 
+/// The gradients of a loss with respect to attention's inputs, as the oracle computes them
+/// (f64, row-major): dQ (rows x heads*d), dK (cols x heads*d), dV (cols x heads*dv), and the
+/// gradient of A's values (one per entry, summed over the heads; zeros without a bias).
+#[derive(Debug)]
+pub struct AttentionGrads {
+    pub dq: Dense<f64>,
+    pub dk: Dense<f64>,
+    pub dv: Dense<f64>,
+    pub dbias: Vec<f64>,
+}
+
+/// The softmax weights of row `i` of head `h`, normalised (empty for an empty row).
+pub fn attention_probabilities<T: Scalar, I: SpIndex>(
+    a: CsrRef<'_, T, I>,
+    q: DenseRef<'_, T>,
+    k: DenseRef<'_, T>,
+    shape: &AttentionShape,
+    i: usize,
+    h: usize,
+) -> Vec<f64> {
+    let weights = attention_weights(a, q, k, shape, i, h);
+    let total: f64 = weights.iter().sum();
+    weights.iter().map(|w| w / total).collect()
+}
+
+/// The gradients of a loss L given `d_o` = dL/dO (rows x heads*dv) for the attention of `q`,
+/// `k`, `v`: with P the softmax weights of a row and head, dP_ij = <dO_i, V_j>,
+/// dS_ij = P_ij (dP_ij - sum_l P_il dP_il), dQ_i = scale sum_j dS_ij K_j,
+/// dK_j = scale sum_i dS_ij Q_i, dV_j = sum_i P_ij dO_i and d(A_ij) = sum over heads of dS_ij.
+pub fn attention_backward<T: Scalar, I: SpIndex>(
+    a: CsrRef<'_, T, I>,
+    q: DenseRef<'_, T>,
+    k: DenseRef<'_, T>,
+    v: DenseRef<'_, T>,
+    d_o: DenseRef<'_, T::Out>,
+    shape: &AttentionShape,
+) -> Result<AttentionGrads> {
+    let AttentionShape { heads, d, dv, .. } = *shape;
+    q.expect_shape("attention Q", (a.rows(), heads * d))?;
+    k.expect_shape("attention K", (a.cols(), heads * d))?;
+    v.expect_shape("attention V", (a.cols(), heads * dv))?;
+    d_o.expect_shape("attention dO", (a.rows(), heads * dv))?;
+    let mut dq = vec![0.0; a.rows() * heads * d];
+    let mut dk = vec![0.0; a.cols() * heads * d];
+    let mut dvv = vec![0.0; a.cols() * heads * dv];
+    let mut dbias = vec![0.0; a.nnz()];
+    for i in 0..a.rows() {
+        let (cols, _) = a.row(i);
+        let entries = a.row_range(i);
+        for h in 0..heads {
+            let p = attention_probabilities(a, q, k, shape, i, h);
+            let dp: Vec<f64> = cols
+                .iter()
+                .map(|&c| {
+                    (0..dv)
+                        .map(|t| {
+                            d_o.at(i, h * dv + t).to_f64() * v.at(c.to_usize(), h * dv + t).to_f64()
+                        })
+                        .sum()
+                })
+                .collect();
+            let mean: f64 = p.iter().zip(&dp).map(|(p, dp)| p * dp).sum();
+            for (n, &c) in cols.iter().enumerate() {
+                let j = c.to_usize();
+                let ds = p[n] * (dp[n] - mean);
+                if shape.bias {
+                    dbias[entries.start + n] += ds;
+                }
+                for t in 0..d {
+                    let col = h * d + t;
+                    dq[i * heads * d + col] += shape.scale * ds * k.at(j, col).to_f64();
+                    dk[j * heads * d + col] += shape.scale * ds * q.at(i, col).to_f64();
+                }
+                for t in 0..dv {
+                    let col = h * dv + t;
+                    dvv[j * heads * dv + col] += p[n] * d_o.at(i, col).to_f64();
+                }
+            }
+        }
+    }
+    let dense =
+        |values, rows, cols| Dense::from_vec(values, rows, cols, cols.max(1), Layout::RowMajor);
+    Ok(AttentionGrads {
+        dq: dense(dq, a.rows(), heads * d)?,
+        dk: dense(dk, a.cols(), heads * d)?,
+        dv: dense(dvv, a.cols(), heads * dv)?,
+        dbias,
+    })
+}
+
 /// The prior output, checked, when `beta` makes it an input; `None` when it is write-only.
 fn prior_output<'a, T>(
     out: Option<DenseRef<'a, T>>,

@@ -3,7 +3,8 @@
 //! all scores negative).
 
 use sparse_core::{
-    bf16, f16, Algorithm, AttentionDesc, AttentionShape, Dense, Executor, Layout, Precision, Scalar,
+    bf16, f16, Algorithm, AttentionBackward, AttentionDesc, AttentionPlan, AttentionShape, Dense,
+    Executor, Layout, Precision, Scalar,
 };
 use sparse_cpu::{bound, reference, CpuBackend};
 use sparse_formats::{generate, Csr};
@@ -180,4 +181,193 @@ fn heads_that_do_not_divide_the_widths_are_refused() {
     assert!(CpuBackend
         .plan_attention(a.as_ref(), &AttentionDesc::new(Precision::F32).heads(0))
         .is_err());
+}
+
+/// L = sum of O ∘ G for a fixed G, so dL/dO = G.
+fn loss(
+    a: &Csr<f64>,
+    q: &Dense<f64>,
+    k: &Dense<f64>,
+    v: &Dense<f64>,
+    g: &Dense<f64>,
+    shape: &AttentionShape,
+) -> f64 {
+    let o = reference::attention(a.as_ref(), q.as_ref(), k.as_ref(), v.as_ref(), shape).unwrap();
+    (0..o.rows())
+        .flat_map(|i| (0..o.cols()).map(move |t| (i, t)))
+        .map(|(i, t)| o.at(i, t) * g.at(i, t))
+        .sum()
+}
+
+/// `d` with entry (i, j) moved by `by`.
+fn nudged(d: &Dense<f64>, i: usize, j: usize, by: f64) -> Dense<f64> {
+    Dense::from_fn(d.rows(), d.cols(), Layout::RowMajor, |r, c| {
+        d.at(r, c) + if (r, c) == (i, j) { by } else { 0.0 }
+    })
+}
+
+#[test]
+fn the_oracle_backward_matches_finite_differences() {
+    let a = Csr::<f64>::from_triplets(
+        4,
+        5,
+        &[
+            (0, 0, 0.5),
+            (0, 3, -1.0),
+            (0, 4, 0.25),
+            (1, 2, 1.5),
+            (3, 0, -0.5),
+            (3, 1, 0.0),
+            (3, 4, 2.0),
+        ],
+    )
+    .unwrap();
+    let (heads, d, dv) = (2, 3, 2);
+    let q = dense::<f64>(4, heads * d, Layout::RowMajor, 1);
+    let k = dense::<f64>(5, heads * d, Layout::RowMajor, 2);
+    let v = dense::<f64>(5, heads * dv, Layout::RowMajor, 3);
+    let g = dense::<f64>(4, heads * dv, Layout::RowMajor, 4);
+    let shape = AttentionDesc::new(Precision::F64)
+        .heads(heads)
+        .bias_from_values(true)
+        .shape(heads * d, heads * dv)
+        .unwrap();
+    let grads = reference::attention_backward(
+        a.as_ref(),
+        q.as_ref(),
+        k.as_ref(),
+        v.as_ref(),
+        g.as_ref(),
+        &shape,
+    )
+    .unwrap();
+    let eps = 1e-6;
+    let close = |numeric: f64, analytic: f64, what: &str| {
+        assert!(
+            (numeric - analytic).abs() < 1e-6 * (1.0 + analytic.abs()),
+            "{what}: {numeric} vs {analytic}"
+        );
+    };
+    for (name, x, grad) in [
+        ("Q", &q, &grads.dq),
+        ("K", &k, &grads.dk),
+        ("V", &v, &grads.dv),
+    ] {
+        for i in 0..x.rows() {
+            for j in 0..x.cols() {
+                let with = |by| match name {
+                    "Q" => loss(&a, &nudged(x, i, j, by), &k, &v, &g, &shape),
+                    "K" => loss(&a, &q, &nudged(x, i, j, by), &v, &g, &shape),
+                    _ => loss(&a, &q, &k, &nudged(x, i, j, by), &g, &shape),
+                };
+                close(
+                    (with(eps) - with(-eps)) / (2.0 * eps),
+                    grad.at(i, j),
+                    &format!("d{name}({i}, {j})"),
+                );
+            }
+        }
+    }
+    for e in 0..a.nnz() {
+        let with = |by: f64| {
+            let mut b = a.clone();
+            b.values_mut()[e] += by;
+            loss(&b, &q, &k, &v, &g, &shape)
+        };
+        close(
+            (with(eps) - with(-eps)) / (2.0 * eps),
+            grads.dbias[e],
+            &format!("dA entry {e}"),
+        );
+    }
+}
+
+fn backward_meets_the_bound<T: Scalar<Out = T>>(precision: Precision) {
+    for a in patterns() {
+        let a: Csr<T> = a.cast();
+        for (heads, d, dv, bias) in [(1, 1, 1, false), (3, 3, 4, true), (2, 33, 5, true)] {
+            let q = dense::<T>(a.rows(), heads * d, Layout::ColMajor, 4);
+            let k = dense::<T>(a.cols(), heads * d, Layout::RowMajor, 5);
+            let v = dense::<T>(a.cols(), heads * dv, Layout::RowMajor, 6);
+            let d_o = dense::<T>(a.rows(), heads * dv, Layout::ColMajor, 7);
+            let desc = AttentionDesc::new(precision)
+                .heads(heads)
+                .bias_from_values(bias)
+                .algorithm(Algorithm::RowSplit);
+            let mut plan = CpuBackend.plan_attention(a.as_ref(), &desc).unwrap();
+            let mut o = Dense::<T>::zeros(a.rows(), heads * dv, Layout::RowMajor);
+            let zeros = |rows, cols| Dense::<T>::zeros(rows, cols, Layout::RowMajor);
+            let (mut dq, mut dk, mut dv_) = (
+                zeros(a.rows(), heads * d),
+                zeros(a.cols(), heads * d),
+                zeros(a.cols(), heads * dv),
+            );
+            let mut db = zeros(a.nnz(), 1);
+            let backward = |plan: &mut Box<dyn AttentionPlan<T> + '_>,
+                            o: &Dense<T>,
+                            dq: &mut Dense<T>,
+                            dk: &mut Dense<T>,
+                            dv_: &mut Dense<T>,
+                            db: &mut Dense<T>| {
+                plan.backward(AttentionBackward {
+                    q: q.as_ref(),
+                    k: k.as_ref(),
+                    v: v.as_ref(),
+                    o: o.as_ref(),
+                    d_o: d_o.as_ref(),
+                    dq: dq.as_mut(),
+                    dk: dk.as_mut(),
+                    dv: dv_.as_mut(),
+                    dbias: Some(db.as_mut()),
+                })
+            };
+            assert!(
+                backward(&mut plan, &o, &mut dq, &mut dk, &mut dv_, &mut db).is_err(),
+                "a backward before any run"
+            );
+            plan.run(q.as_ref(), k.as_ref(), v.as_ref(), o.as_mut())
+                .unwrap();
+            backward(&mut plan, &o, &mut dq, &mut dk, &mut dv_, &mut db).unwrap();
+            let shape = desc.shape(heads * d, heads * dv).unwrap();
+            let expected = bound::attention_backward(
+                a.as_ref(),
+                precision,
+                q.as_ref(),
+                k.as_ref(),
+                v.as_ref(),
+                o.as_ref(),
+                d_o.as_ref(),
+                &shape,
+            )
+            .unwrap();
+            let values = |x: &Dense<T>| -> Vec<f64> {
+                x.as_ref()
+                    .host("got")
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.to_f64())
+                    .collect()
+            };
+            for (name, got, e) in [
+                ("dQ", &dq, &expected.dq),
+                ("dK", &dk, &expected.dk),
+                ("dV", &dv_, &expected.dv),
+                ("dbias", &db, &expected.dbias),
+            ] {
+                let verdict = e.check(&values(got)).unwrap();
+                assert!(
+                    verdict.passed(),
+                    "{precision} {name} heads {heads} d {d} dv {dv} bias {bias}: {verdict:?}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn the_backward_meets_the_bound_in_every_precision() {
+    backward_meets_the_bound::<f64>(Precision::F64);
+    backward_meets_the_bound::<f32>(Precision::F32);
+    backward_meets_the_bound::<f16>(Precision::F16);
+    backward_meets_the_bound::<bf16>(Precision::BF16);
 }
