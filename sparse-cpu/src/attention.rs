@@ -12,46 +12,9 @@ use sparse_core::{
     Scalar, SpIndex,
 };
 
+use sparse_formats::Transposed;
+
 use crate::shared_out::SharedOut;
-
-/// A's pattern by columns: column j's entries are `col_ptr[j] .. col_ptr[j + 1]`, each with its
-/// row and its position in A's CSR order, rows ascending.
-pub struct Transpose {
-    col_ptr: Vec<usize>,
-    row: Vec<usize>,
-    entry: Vec<usize>,
-}
-
-impl Transpose {
-    pub fn of<T, I: SpIndex>(a: CsrRef<'_, T, I>) -> Self {
-        let mut col_ptr = vec![0usize; a.cols() + 1];
-        for &c in a.col_idx() {
-            col_ptr[c.to_usize() + 1] += 1;
-        }
-        for j in 0..a.cols() {
-            col_ptr[j + 1] += col_ptr[j];
-        }
-        let mut next = col_ptr.clone();
-        let (mut row, mut entry) = (vec![0usize; a.nnz()], vec![0usize; a.nnz()]);
-        for i in 0..a.rows() {
-            for e in a.row_range(i) {
-                let j = a.col_idx()[e].to_usize();
-                row[next[j]] = i;
-                entry[next[j]] = e;
-                next[j] += 1;
-            }
-        }
-        Transpose {
-            col_ptr,
-            row,
-            entry,
-        }
-    }
-
-    pub fn bytes(&self) -> usize {
-        (self.col_ptr.len() + self.row.len() + self.entry.len()) * size_of::<usize>()
-    }
-}
 
 /// What the backward keeps between its passes: P and dS per (entry, head), entry major.
 pub struct Workspace {
@@ -96,7 +59,7 @@ pub fn backward<T: Scalar, I: SpIndex>(
     shape: &AttentionShape,
     grads: AttentionBackward<'_, T>,
     stats: &[f64],
-    transpose: &Transpose,
+    transpose: &Transposed,
     work: &mut Workspace,
 ) -> Result<()> {
     let AttentionShape {

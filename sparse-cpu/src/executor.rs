@@ -9,7 +9,9 @@ use sparse_core::{
     SpmmPlan, SpmvDesc, SpmvPlan, ValueOrder,
 };
 
-use crate::attention::{self, Transpose, Workspace};
+use crate::attention::{self, Workspace};
+use sparse_formats::Transposed;
+
 use crate::partition::{balanced_rows, merge_path, part_count, PathPoint};
 use crate::shared_out::SharedOut;
 use crate::stored::{algorithms, Stored};
@@ -57,7 +59,7 @@ struct CpuPlan<'a, T, I> {
 struct BackwardState {
     stats: Vec<f64>,
     ran: bool,
-    transpose: Transpose,
+    transpose: Transposed,
     work: Workspace,
 }
 
@@ -570,7 +572,7 @@ impl Executor for CpuBackend {
         plan.backward = Some(BackwardState {
             stats: vec![0.0; 2 * desc.heads * a.rows()],
             ran: false,
-            transpose: Transpose::of(a),
+            transpose: Transposed::of(a),
             work: Workspace::new(a.nnz(), desc.heads),
         });
         plan.info.bytes = plan.bytes();

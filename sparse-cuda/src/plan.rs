@@ -14,17 +14,18 @@ use std::time::Instant;
 
 use cudarc::driver::{CudaSlice, LaunchConfig};
 use sparse_core::{
-    check_offered, Accumulator, Algorithm, AlgorithmTable, AttentionDesc, AttentionPlan,
-    AttentionShape, BackendKind, CsrRef, DenseMut, DenseRef, Error, Format, Memory, OpKind,
-    PlanInfo, PlanTime, Precision, Result, Scalar, SddmmDesc, SddmmPlan, SpIndex, SpmmDesc,
+    check_offered, Accumulator, Algorithm, AlgorithmTable, AttentionBackward, AttentionDesc,
+    AttentionPlan, AttentionShape, BackendKind, CsrRef, DenseMut, DenseRef, Error, Format, Memory,
+    OpKind, PlanInfo, PlanTime, Precision, Result, Scalar, SddmmDesc, SddmmPlan, SpIndex, SpmmDesc,
     SpmmPlan, SpmvDesc, SpmvPlan, ValueOrder,
 };
 
 use crate::device::{CudaBuffer, Device};
 use crate::kernel::{kernel_params, Entry, Kernel, KernelParams, KernelSource, KernelSpec, Ptr};
 use crate::operand::{
-    bind_attention, bind_input, bind_sddmm, bind_spmm, bind_spmv, AttentionOperands, Bound, Run,
-    SddmmOperands, SpmmOperands, SpmvOperands,
+    bind_attention, bind_attention_backward, bind_input, bind_sddmm, bind_spmm, bind_spmv,
+    AttentionGradOperands, AttentionOperands, Bound, Run, SddmmOperands, SpmmOperands,
+    SpmvOperands,
 };
 
 /// Threads per block of the shared kernels (`PLAN_BLOCK`).
@@ -445,6 +446,14 @@ pub(crate) trait AttentionKernels<T: Scalar>: Send {
         shape: &AttentionShape,
         ops: &AttentionOperands,
     ) -> Result<()>;
+    /// The gradients, bound and checked against `shape` (dbias present when it has a bias),
+    /// A with at least one row; the family's error when it has no backward.
+    fn backward(
+        &mut self,
+        base: &PlanBase<T>,
+        shape: &AttentionShape,
+        ops: &AttentionGradOperands,
+    ) -> Result<()>;
 }
 
 impl<T: Scalar, K> CudaPlan<T, K> {
@@ -550,6 +559,22 @@ impl<T: Scalar, K: AttentionKernels<T>> AttentionPlan<T> for CudaPlan<T, K> {
             return Ok(());
         }
         self.kernels.run(base, &shape, &ops)
+    }
+
+    fn backward(&mut self, mut grads: AttentionBackward<'_, T>) -> Result<()> {
+        let base = &self.base;
+        let shape = self.kernels.desc().shape(grads.q.cols(), grads.v.cols())?;
+        let ops =
+            bind_attention_backward(&base.device, (base.rows, base.cols, base.nnz), &mut grads)?;
+        if shape.bias && ops.dbias.is_none() {
+            return Err(Error::invalid(
+                "an attention backward with a bias needs dbias for the bias gradient",
+            ));
+        }
+        if base.rows == 0 {
+            return Ok(());
+        }
+        self.kernels.backward(base, &shape, &ops)
     }
 }
 

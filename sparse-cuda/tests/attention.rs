@@ -2,15 +2,17 @@
 //! f32, f16 and bf16, one and three heads, head widths 1, 3, 33 and 130, with and without the
 //! edge bias, on rows with no entry, one entry, past the long-row limit and 100k entries, and
 //! on scores that are all far below zero. Operands are padded (NaN past every leading
-//! dimension) and mix layouts; runs are compared bit for bit with a second run. Skips without a
-//! GPU (fails under `SPARSE_REQUIRE_GPU=1`).
+//! dimension) and mix layouts; runs are compared bit for bit with a second run. The backward
+//! (dQ, dK, dV, the bias gradient) of every algorithm that has one is checked the same way
+//! against the oracle's backward bound. Skips without a GPU (fails under
+//! `SPARSE_REQUIRE_GPU=1`).
 
 mod common;
 
 use common::{available, collect, value, Failures, Host};
 use sparse_core::{
-    bf16, f16, Algorithm, AttentionDesc, BackendKind, Dense, Error, Executor, Format, Layout,
-    OpKind, Precision, Scalar,
+    bf16, f16, Algorithm, AttentionBackward, AttentionDesc, BackendKind, Dense, Error, Executor,
+    Format, Layout, OpKind, Precision, Scalar,
 };
 use sparse_cpu::bound;
 use sparse_cuda::CudaBackend;
@@ -67,6 +69,11 @@ enum Scores {
 /// An operand's value at (row, column).
 type Fill = fn(usize, usize) -> f64;
 
+/// dQ, dK, dV and dbias as downloaded.
+type Grads<T> = [Dense<T>; 4];
+/// The forward's output and the gradients of two backward runs.
+type Backward<T> = (Dense<T>, Grads<T>, Grads<T>);
+
 /// One run: its operands on the host and what it asks for.
 struct Run<'a, T: Scalar> {
     a: &'a Csr<T>,
@@ -105,6 +112,107 @@ impl<'a, T: Scalar<Out = T>> Run<'a, T> {
             v: Host::new((a.cols(), h * dv), layout(2), 0, |i, j| value(i + 3, j)),
             o: Host::new((a.rows(), h * dv), layout(3), 3, |_, _| f64::NAN),
         }
+    }
+
+    /// Plans, runs the forward once and the backward twice on `backend`, and checks the
+    /// gradients against the oracle (given the forward's output as the GPU stored it) and the
+    /// second backward against the first, bit for bit. A plan whose backward is `Unsupported`
+    /// is skipped.
+    fn check_backward(&self, backend: &CudaBackend, what: &str, failures: &mut Failures) {
+        let (rows, cols, w, wv) = (
+            self.a.rows(),
+            self.a.cols(),
+            self.q.view().cols(),
+            self.v.view().cols(),
+        );
+        let nan = |shape, layout, pad| Host::<T>::new(shape, layout, pad, |_, _| f64::NAN);
+        let d_o = Host::<T>::new((rows, wv), Layout::ColMajor, 1, |i, j| value(j + 5, i));
+        let (hq, hk, hv, hb) = (
+            nan((rows, w), Layout::RowMajor, 1),
+            nan((cols, w), Layout::ColMajor, 2),
+            nan((cols, wv), Layout::RowMajor, 0),
+            nan((self.a.nnz(), 1), Layout::ColMajor, 0),
+        );
+        let ran = || -> Result<Option<Backward<T>>, Error> {
+            let mut plan = backend.plan_attention(self.a.as_ref(), &self.desc)?;
+            let up = |h: &Host<T>| backend.upload(h.view());
+            let (q, k, v, g) = (up(&self.q)?, up(&self.k)?, up(&self.v)?, up(&d_o)?);
+            let mut o = up(&self.o)?;
+            plan.run(q.as_ref(), k.as_ref(), v.as_ref(), o.as_mut())?;
+            let mut once = || -> Result<Grads<T>, Error> {
+                let (mut dq, mut dk, mut dv, mut db) = (up(&hq)?, up(&hk)?, up(&hv)?, up(&hb)?);
+                plan.backward(AttentionBackward {
+                    q: q.as_ref(),
+                    k: k.as_ref(),
+                    v: v.as_ref(),
+                    o: o.as_ref(),
+                    d_o: g.as_ref(),
+                    dq: dq.as_mut(),
+                    dk: dk.as_mut(),
+                    dv: dv.as_mut(),
+                    dbias: Some(db.as_mut()),
+                })?;
+                Ok([
+                    backend.download(&dq)?,
+                    backend.download(&dk)?,
+                    backend.download(&dv)?,
+                    backend.download(&db)?,
+                ])
+            };
+            let first = match once() {
+                Err(Error::Unsupported { .. }) => return Ok(None),
+                other => other?,
+            };
+            let second = once()?;
+            Ok(Some((backend.download(&o)?, first, second)))
+        };
+        let (o, first, second) = match ran() {
+            Ok(Some(r)) => r,
+            Ok(None) => return,
+            Err(e) => return failures.error(what, e),
+        };
+        let o_host: Vec<T> = {
+            let view = o.as_ref();
+            (0..rows)
+                .flat_map(|i| (0..wv).map(move |j| (i, j)))
+                .map(|(i, j)| view.at(i, j))
+                .collect()
+        };
+        let o_dense = Dense::from_vec(o_host, rows, wv, wv.max(1), Layout::RowMajor).unwrap();
+        let shape = self.desc.shape(w, wv).unwrap();
+        let expected = bound::attention_backward(
+            self.a.as_ref(),
+            self.desc.precision,
+            self.q.view(),
+            self.k.view(),
+            self.v.view(),
+            o_dense.as_ref(),
+            d_o.view(),
+            &shape,
+        )
+        .unwrap();
+        let bits = |d: &Dense<T>| -> Vec<u64> {
+            d.as_ref()
+                .host("bits")
+                .unwrap()
+                .iter()
+                .map(|x| x.to_f64().to_bits())
+                .collect()
+        };
+        let [dq, dk, dv, db] = first;
+        if second
+            .iter()
+            .zip([&dq, &dk, &dv, &db])
+            .any(|(s, f)| bits(s) != bits(f))
+        {
+            failures
+                .0
+                .push(format!("{what}: a second backward differs"));
+        }
+        failures.check_run(&format!("{what} dQ"), &expected.dq, &hq, Ok(dq));
+        failures.check_run(&format!("{what} dK"), &expected.dk, &hk, Ok(dk));
+        failures.check_run(&format!("{what} dV"), &expected.dv, &hv, Ok(dv));
+        failures.check_run(&format!("{what} dbias"), &expected.dbias, &hb, Ok(db));
     }
 
     /// Plans, runs twice on `backend` and checks the first run against the oracle and the
@@ -182,6 +290,7 @@ fn every_case<T: Scalar<Out = T>>(backend: &CudaBackend, precision: Precision, f
                             offer.algorithm
                         );
                         run.check(backend, &what, f);
+                        run.check_backward(backend, &what, f);
                     }
                 }
             }
@@ -193,7 +302,9 @@ fn every_case<T: Scalar<Out = T>>(backend: &CudaBackend, precision: Precision, f
                 "{} {precision} on {name}: all scores negative",
                 offer.algorithm
             );
-            Run::new(&a, desc, (33, 4), Scores::AllNegative, 1).check(backend, &what, f);
+            let run = Run::new(&a, desc, (33, 4), Scores::AllNegative, 1);
+            run.check(backend, &what, f);
+            run.check_backward(backend, &what, f);
         }
     }
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use cudarc::driver::LaunchConfig;
 use sparse_core::{
-    Algorithm, AttentionDesc, AttentionShape, BackendKind, CsrRef, Format, Layout, OpKind,
+    Algorithm, AttentionDesc, AttentionShape, BackendKind, CsrRef, Error, Format, Layout, OpKind,
     PlanInfo, Result, Scalar, SddmmDesc, SpIndex, SpmmDesc,
 };
 
@@ -18,7 +18,9 @@ use super::{softmax_entry, AttentionSoftmax, BLOCK};
 use crate::device::{CudaBuffer, Device};
 use crate::kernel::{Kernel, MutPtr, Ptr};
 use crate::matrix::DeviceCsr;
-use crate::operand::{to_u32, AttentionOperands, Bound, Run, SddmmOperands, SpmmOperands};
+use crate::operand::{
+    to_u32, AttentionGradOperands, AttentionOperands, Bound, Run, SddmmOperands, SpmmOperands,
+};
 use crate::plan::{
     AttentionKernels, CudaPlan, Kernels, Phase, PlanBase, PlanClock, SddmmKernels, SpmmKernels,
 };
@@ -162,5 +164,22 @@ impl<T: Scalar> AttentionKernels<T> for UnfusedAttention<T> {
             spmm.run(spmm_base, &run)?;
         }
         Ok(())
+    }
+
+    fn backward(
+        &mut self,
+        base: &PlanBase<T>,
+        _shape: &AttentionShape,
+        _ops: &AttentionGradOperands,
+    ) -> Result<()> {
+        let info = &base.info;
+        Err(Error::Unsupported {
+            op: info.op,
+            format: info.format,
+            precision: info.precision,
+            algorithm: Some(info.algorithm),
+            backend: info.backend,
+            supported: "the attention backward of the fused algorithm".into(),
+        })
     }
 }
