@@ -649,8 +649,9 @@ impl CaseRun<'_> {
             &operands.inputs[2],
         );
         let (d, dv) = (q.shape().1, v.shape().1);
-        let scale = AttentionDesc::new(self.precision).resolved_scale(d)?;
-        let values = reference::attention(a.as_ref(), q.view()?, k.view()?, v.view()?, scale)?
+        let shape = AttentionDesc::new(self.precision).shape(d, dv)?;
+        let scale = shape.scale;
+        let values = reference::attention(a.as_ref(), q.view()?, k.view()?, v.view()?, &shape)?
             .into_host_vec()?;
         let scores = reference::sddmm(
             a.as_ref(),

@@ -4,7 +4,9 @@
 
 use conformance::generators::{self, with_values, Rng};
 use conformance::Fill;
-use sparse_blas::{dense_from_csr, reference, Csr, Dense, DenseRef, Layout};
+use sparse_blas::{
+    dense_from_csr, reference, AttentionDesc, Csr, Dense, DenseRef, Layout, Precision,
+};
 
 /// The generated patterns small enough for dense loops, with integer values in [-4, 4].
 fn integer_matrices() -> Vec<(&'static str, Csr<f64>)> {
@@ -106,8 +108,12 @@ fn attention_equals_a_dense_masked_softmax() {
         let q = integers(a.rows(), d, layout(k), 5);
         let kk = integers(a.cols(), d, layout(k + 1), 6);
         let v = integers(a.cols(), d, layout(k), 7);
+        let shape = AttentionDesc::new(Precision::F64)
+            .scale(scale)
+            .shape(d, d)
+            .unwrap();
         let got =
-            reference::attention(a.as_ref(), q.as_ref(), kk.as_ref(), v.as_ref(), scale).unwrap();
+            reference::attention(a.as_ref(), q.as_ref(), kk.as_ref(), v.as_ref(), &shape).unwrap();
         for i in 0..a.rows() {
             let scores: Vec<Option<f64>> = (0..a.cols())
                 .map(|j| {

@@ -218,10 +218,11 @@ pub trait SddmmPlan<T: Scalar>: Send {
     fn reserve(&mut self, width: usize) -> Result<()>;
 }
 
-/// A planned `O = softmax_row(scale*(Q*K^T) ∘ spy(A)) * V`.
+/// A planned `O = softmax_row(scale*(Q*K^T) ∘ spy(A)) * V` over the descriptor's heads.
 pub trait AttentionPlan<T: Scalar>: Send {
     fn info(&self) -> &PlanInfo;
-    /// `q` is rows x d, `k` cols x d, `v` cols x dv and `o` rows x dv.
+    /// `q` is rows x heads*d, `k` cols x heads*d, `v` cols x heads*dv and `o` rows x heads*dv,
+    /// each in either layout.
     fn run(
         &mut self,
         q: DenseRef<'_, T>,
@@ -229,6 +230,37 @@ pub trait AttentionPlan<T: Scalar>: Send {
         v: DenseRef<'_, T>,
         o: DenseMut<'_, T::Out>,
     ) -> Result<()>;
+
+    /// The gradients of a loss given dL/dO, for the inputs and output of the last `run` (whose
+    /// row statistics the plan kept): dQ, dK, dV, and with a bias the gradient of A's values.
+    /// An `Unsupported` error where the plan has no backward.
+    fn backward(&mut self, grads: AttentionBackward<'_, T>) -> Result<()> {
+        let _ = grads;
+        let info = self.info();
+        Err(Error::Unsupported {
+            op: info.op,
+            format: info.format,
+            precision: info.precision,
+            algorithm: Some(info.algorithm),
+            backend: info.backend,
+            supported: "the attention backward on the cpu backend".into(),
+        })
+    }
+}
+
+/// What [`AttentionPlan::backward`] reads and writes, each in either layout: the forward's
+/// inputs and output, dL/dO, and the gradients it writes (dQ like Q, dK like K, dV like V, and
+/// `dbias`, nnz x 1 in A's CSR entry order, required with a bias and not read without).
+pub struct AttentionBackward<'a, T: Scalar> {
+    pub q: DenseRef<'a, T>,
+    pub k: DenseRef<'a, T>,
+    pub v: DenseRef<'a, T>,
+    pub o: DenseRef<'a, T::Out>,
+    pub d_o: DenseRef<'a, T::Out>,
+    pub dq: DenseMut<'a, T::Out>,
+    pub dk: DenseMut<'a, T::Out>,
+    pub dv: DenseMut<'a, T::Out>,
+    pub dbias: Option<DenseMut<'a, T::Out>>,
 }
 
 /// One backend's implementation of the operations.

@@ -32,15 +32,16 @@ mod value_order;
 mod vector_ops;
 
 pub use backend::{
-    check_offered, supported_summary, AlgorithmTable, AttentionPlan, BackendKind, BackendRequest,
-    Executor, PlanInfo, PlanTime, SddmmPlan, SpmmPlan, SpmvPlan, BACKEND_ENV,
+    check_offered, supported_summary, AlgorithmTable, AttentionBackward, AttentionPlan,
+    BackendKind, BackendRequest, Executor, PlanInfo, PlanTime, SddmmPlan, SpmmPlan, SpmvPlan,
+    BACKEND_ENV,
 };
 pub use csr_ref::{check_dimensions, validate_csr, CsrRef, RowStats};
 pub use dense::{Dense, DenseMut, DenseRef, DeviceMemory, Layout, Memory, MemoryMut};
 pub use error::{Error, Result, StructureError};
 pub use op::{
-    support_of, Algorithm, AttentionDesc, BlockShape, Format, Offer, OpKind, SddmmDesc, SpmmDesc,
-    SpmvDesc, Support, DEFAULT_MAX_WIDTH,
+    support_of, Algorithm, AttentionDesc, AttentionShape, BlockShape, Format, Offer, OpKind,
+    SddmmDesc, SpmmDesc, SpmvDesc, Support, DEFAULT_MAX_WIDTH,
 };
 pub use precision::{Compute, DType, Precision};
 pub use scalar::{Accumulator, Scalar, SpIndex};

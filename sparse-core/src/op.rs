@@ -126,6 +126,11 @@ pub enum Algorithm {
     /// GPU (TileSpMV, Tiled16): a warp per 16x16 tile, each tile's kernel chosen by its
     /// stored format; deferred very sparse tiles added by a CSR kernel.
     TileSpmv,
+    /// Attention in one kernel: scores, an online softmax and the weighted sum of V rows in
+    /// one pass over each row's entries.
+    Fused,
+    /// Attention as three steps: SDDMM scores, a row softmax over them, SpMM with V.
+    Unfused,
     /// The vendor library's default algorithm.
     VendorDefault,
     /// The vendor library's numbered algorithms (`CUSPARSE_SPMV_CSR_ALG1`, ...).
@@ -151,6 +156,8 @@ named_enum!(
         (FlashSparse, "flashsparse"),
         (FlashSparse16x1, "flashsparse-16x1"),
         (TileSpmv, "tilespmv"),
+        (Fused, "fused"),
+        (Unfused, "unfused"),
         (VendorDefault, "vendor-default"),
         (VendorAlg1, "vendor-alg1"),
         (VendorAlg2, "vendor-alg2"),
@@ -390,14 +397,22 @@ impl SddmmDesc {
     }
 }
 
-/// Describes sparse attention `O = softmax_row(scale*(Q*K^T) ∘ spy(A)) * V`.
+/// Describes sparse attention `O = softmax_row(scale*(Q*K^T) ∘ spy(A) [+ A]) * V` over `heads`
+/// heads at once: Q (rows x heads*d), K (cols x heads*d) and V (cols x heads*dv) hold the heads
+/// side by side, head h in columns h*d .. (h+1)*d (h*dv .. for V and O).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AttentionDesc {
     pub precision: Precision,
     pub format: Format,
     pub algorithm: Algorithm,
-    /// Multiplies the scores before the softmax; `None` means `1/sqrt(d)` with d the width of Q.
+    /// Multiplies the scores before the softmax; `None` means `1/sqrt(d)` with d the width of
+    /// one head of Q.
     pub scale: Option<f64>,
+    /// The number of heads Q, K, V and O are split into (at least 1).
+    pub heads: usize,
+    /// Add A's value at each entry to the scaled score before the softmax (an edge bias, the
+    /// same for every head); without it only A's pattern matters.
+    pub bias_from_values: bool,
 }
 
 impl AttentionDesc {
@@ -407,6 +422,8 @@ impl AttentionDesc {
             format: Format::Csr,
             algorithm: Algorithm::Auto,
             scale: None,
+            heads: 1,
+            bias_from_values: false,
         }
     }
     pub fn format(self, format: Format) -> Self {
@@ -421,8 +438,17 @@ impl AttentionDesc {
             ..self
         }
     }
+    pub fn heads(self, heads: usize) -> Self {
+        AttentionDesc { heads, ..self }
+    }
+    pub fn bias_from_values(self, bias_from_values: bool) -> Self {
+        AttentionDesc {
+            bias_from_values,
+            ..self
+        }
+    }
 
-    /// The scale in force for queries of width `d`; an error when it is not finite.
+    /// The scale in force for queries of width `d` per head; an error when it is not finite.
     pub fn resolved_scale(&self, d: usize) -> Result<f64, Error> {
         let s = self
             .scale
@@ -435,6 +461,40 @@ impl AttentionDesc {
             )))
         }
     }
+
+    /// What a run with Q of `q_cols` columns and V of `v_cols` computes: the heads, their
+    /// widths and the scale. An error when there are no heads, or they do not divide the widths.
+    pub fn shape(&self, q_cols: usize, v_cols: usize) -> Result<AttentionShape, Error> {
+        let heads = self.heads;
+        if heads == 0 || q_cols % heads != 0 || v_cols % heads != 0 {
+            return Err(Error::invalid(format!(
+                "attention with {heads} heads needs Q and V widths that are multiples of it, \
+                 got {q_cols} and {v_cols}"
+            )));
+        }
+        let d = q_cols / heads;
+        Ok(AttentionShape {
+            heads,
+            d,
+            dv: v_cols / heads,
+            scale: self.resolved_scale(d)?,
+            bias: self.bias_from_values,
+        })
+    }
+}
+
+/// One attention run's dimensions, resolved from its descriptor and operands
+/// ([`AttentionDesc::shape`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AttentionShape {
+    pub heads: usize,
+    /// Width of one head of Q and K.
+    pub d: usize,
+    /// Width of one head of V and O.
+    pub dv: usize,
+    pub scale: f64,
+    /// A's values are added to the scaled scores.
+    pub bias: bool,
 }
 
 #[cfg(test)]
@@ -465,5 +525,17 @@ mod tests {
             .scale(f64::NAN)
             .resolved_scale(4)
             .is_err());
+    }
+
+    #[test]
+    fn heads_split_the_widths() {
+        let desc = AttentionDesc::new(Precision::F32).heads(3);
+        let shape = desc.shape(12, 6).unwrap();
+        assert_eq!(
+            (shape.heads, shape.d, shape.dv, shape.scale),
+            (3, 4, 2, 0.5)
+        );
+        assert!(desc.shape(12, 5).is_err());
+        assert!(desc.heads(0).shape(0, 0).is_err());
     }
 }

@@ -10,7 +10,8 @@
 //! the same rounded values the kernel reads. Integer arithmetic (u = 0) must be exact.
 
 use sparse_core::{
-    CsrRef, DType, Dense, DenseRef, Error, Layout, Precision, Result, Scalar, SpIndex,
+    AttentionShape, CsrRef, DType, Dense, DenseRef, Error, Layout, Precision, Result, Scalar,
+    SpIndex,
 };
 
 use crate::reference;
@@ -274,44 +275,53 @@ pub fn sddmm<T: Scalar, I: SpIndex>(
     })
 }
 
-/// Expected sparse attention, row-major.
+/// Expected sparse attention, rows x heads*dv, row-major.
 ///
-/// A score s_j = scale*<q, k_j> computed with d products errs by at most
-/// `e = gamma(d+2, u) * scale * sum_t |q_t k_jt|`; each softmax weight then changes by a factor
-/// within exp(±2e), so the weighted mean of V rows moves by at most `(exp(2e_max) - 1) * max|v|`
-/// over the row's entries. Summing n weights and n weighted rows adds `gamma(2n+4, u) * max|v|`.
+/// A score s_j = scale*<q, k_j> (+ bias b_j) computed with d products errs by at most
+/// `e = gamma(d+3, u) * (scale * sum_t |q_t k_jt| + |b_j|)`; each softmax weight then changes by
+/// a factor within exp(±2e), so the weighted mean of V rows moves by at most
+/// `(exp(2e_max) - 1) * max|v|` over the row's entries. Summing n weights and n weighted rows
+/// adds `gamma(2n+4, u) * max|v|`.
 pub fn attention<T: Scalar, I: SpIndex>(
     a: CsrRef<'_, T, I>,
     precision: Precision,
     q: DenseRef<'_, T>,
     k: DenseRef<'_, T>,
     v: DenseRef<'_, T>,
-    scale: f64,
+    shape: &AttentionShape,
 ) -> Result<Expectation> {
-    let values = reference::attention(a, q, k, v, scale)?.into_host_vec()?;
+    let values = reference::attention(a, q, k, v, shape)?.into_host_vec()?;
     let (aq, ak, av) = (abs_dense(q)?, abs_dense(k)?, abs_dense(v)?);
-    let (d, dv) = (q.cols(), v.cols());
+    let AttentionShape { heads, d, dv, .. } = *shape;
     let u = precision.compute.unit_roundoff();
     let mut tolerance = Vec::with_capacity(values.len());
     for i in 0..a.rows() {
-        let (cols, _) = a.row(i);
-        let score_error = cols
-            .iter()
-            .map(|&c| {
-                (0..d)
-                    .map(|t| aq.at(i, t) * ak.at(c.to_usize(), t))
-                    .sum::<f64>()
-            })
-            .fold(0.0, f64::max)
-            * scale.abs()
-            * gamma(d + 2, u);
-        let spread = (2.0 * score_error).exp_m1() + gamma(2 * cols.len() + 4, u);
-        for t in 0..dv {
-            let vmax = cols
+        let (cols, vals) = a.row(i);
+        for h in 0..heads {
+            let score_error = cols
                 .iter()
-                .map(|&c| av.at(c.to_usize(), t))
-                .fold(0.0, f64::max);
-            tolerance.push(spread * vmax);
+                .zip(vals)
+                .map(|(&c, &value)| {
+                    let dot: f64 = (0..d)
+                        .map(|t| aq.at(i, h * d + t) * ak.at(c.to_usize(), h * d + t))
+                        .sum();
+                    let bias = if shape.bias {
+                        value.to_f64().abs()
+                    } else {
+                        0.0
+                    };
+                    dot * shape.scale.abs() + bias
+                })
+                .fold(0.0, f64::max)
+                * gamma(d + 3, u);
+            let spread = (2.0 * score_error).exp_m1() + gamma(2 * cols.len() + 4, u);
+            for t in 0..dv {
+                let vmax = cols
+                    .iter()
+                    .map(|&c| av.at(c.to_usize(), h * dv + t))
+                    .fold(0.0, f64::max);
+                tolerance.push(spread * vmax);
+            }
         }
     }
     Ok(Expectation {
@@ -319,6 +329,140 @@ pub fn attention<T: Scalar, I: SpIndex>(
         tolerance,
         output_roundoff: output_roundoff::<T::Out>(),
         output_underflow: smallest_subnormal(<T::Out as Scalar>::DTYPE) / 2.0,
+    })
+}
+
+/// Expected gradients of attention ([`reference::attention_backward`]), each row-major.
+#[derive(Debug)]
+pub struct AttentionGradsExpectation {
+    pub dq: Expectation,
+    pub dk: Expectation,
+    pub dv: Expectation,
+    /// One per entry of A, in its CSR order.
+    pub dbias: Expectation,
+}
+
+/// Expected attention gradients given dL/dO (`d_o`) and the forward's output as stored (`o`).
+///
+/// First-order propagation, doubled for the terms it leaves out: each weight P is off by a
+/// factor within `rel_p = exp(2 e_s) - 1 + gamma(2n+4, u)` (as in [`attention`]); dP = <dO, V>
+/// by `gamma(dv+2, u) <|dO|, |V|>`; the row mean D = <dO, O> by that of the products plus what
+/// O's own error (its forward bound and its rounding to storage) moves it; then
+/// dS = P (dP - D) by `rel_p |dS| + P (err dP + err D)`, and every sum over entries adds its own
+/// `gamma(terms + 2, u)`.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_backward<T: Scalar, I: SpIndex>(
+    a: CsrRef<'_, T, I>,
+    precision: Precision,
+    q: DenseRef<'_, T>,
+    k: DenseRef<'_, T>,
+    v: DenseRef<'_, T>,
+    o: DenseRef<'_, T::Out>,
+    d_o: DenseRef<'_, T::Out>,
+    shape: &AttentionShape,
+) -> Result<AttentionGradsExpectation> {
+    const SAFETY: f64 = 2.0;
+    let grads = reference::attention_backward(a, q, k, v, d_o, shape)?;
+    let forward = attention(a, precision, q, k, v, shape)?;
+    let AttentionShape { heads, d, dv, .. } = *shape;
+    let u = precision.compute.unit_roundoff();
+    let u_out = output_roundoff::<T::Out>();
+    let (aq, ak, av) = (abs_dense(q)?, abs_dense(k)?, abs_dense(v)?);
+    let ado = abs_dense(d_o)?;
+    let ao = abs_dense(o)?;
+    let mut col_len = vec![0usize; a.cols()];
+    for &c in a.col_idx() {
+        col_len[c.to_usize()] += 1;
+    }
+    let mut tol_q = vec![0.0; a.rows() * heads * d];
+    let mut tol_k = vec![0.0; a.cols() * heads * d];
+    let mut tol_v = vec![0.0; a.cols() * heads * dv];
+    let mut tol_b = vec![0.0; a.nnz()];
+    for i in 0..a.rows() {
+        let (cols, vals) = a.row(i);
+        let entries = a.row_range(i);
+        let n = cols.len();
+        for h in 0..heads {
+            let p = reference::attention_probabilities(a, q, k, shape, i, h);
+            let score_error = cols
+                .iter()
+                .zip(vals)
+                .map(|(&c, &value)| {
+                    let dot: f64 = (0..d)
+                        .map(|t| aq.at(i, h * d + t) * ak.at(c.to_usize(), h * d + t))
+                        .sum();
+                    let bias = if shape.bias {
+                        value.to_f64().abs()
+                    } else {
+                        0.0
+                    };
+                    dot * shape.scale.abs() + bias
+                })
+                .fold(0.0, f64::max)
+                * gamma(d + 3, u);
+            let rel_p = (2.0 * score_error).exp_m1() + gamma(2 * n + 4, u);
+            let dp: Vec<f64> = cols
+                .iter()
+                .map(|&c| {
+                    (0..dv)
+                        .map(|t| {
+                            d_o.at(i, h * dv + t).to_f64() * v.at(c.to_usize(), h * dv + t).to_f64()
+                        })
+                        .sum()
+                })
+                .collect();
+            let dp_err: Vec<f64> = cols
+                .iter()
+                .map(|&c| {
+                    gamma(dv + 2, u)
+                        * (0..dv)
+                            .map(|t| ado.at(i, h * dv + t) * av.at(c.to_usize(), h * dv + t))
+                            .sum::<f64>()
+                })
+                .collect();
+            let mean: f64 = p.iter().zip(&dp).map(|(p, dp)| p * dp).sum();
+            let mean_err: f64 = (0..dv)
+                .map(|t| {
+                    let at = i * heads * dv + h * dv + t;
+                    let o_err = forward.tolerance[at] + u_out * ao.at(i, h * dv + t);
+                    gamma(dv + 2, u) * ado.at(i, h * dv + t) * ao.at(i, h * dv + t)
+                        + ado.at(i, h * dv + t) * o_err
+                })
+                .sum();
+            for (m, &c) in cols.iter().enumerate() {
+                let j = c.to_usize();
+                let ds = p[m] * (dp[m] - mean);
+                let ds_err =
+                    rel_p * p[m] * (dp[m].abs() + mean.abs()) + p[m] * (dp_err[m] + mean_err);
+                let row_terms = ds_err + gamma(n + 2, u) * ds.abs();
+                let col_terms = ds_err + gamma(col_len[j] + 2, u) * ds.abs();
+                for t in 0..d {
+                    let col = h * d + t;
+                    tol_q[i * heads * d + col] += shape.scale.abs() * row_terms * ak.at(j, col);
+                    tol_k[j * heads * d + col] += shape.scale.abs() * col_terms * aq.at(i, col);
+                }
+                for t in 0..dv {
+                    let col = h * dv + t;
+                    tol_v[j * heads * dv + col] +=
+                        (rel_p + gamma(col_len[j] + 2, u)) * p[m] * ado.at(i, col);
+                }
+                if shape.bias {
+                    tol_b[entries.start + m] += ds_err + gamma(heads + 1, u) * ds.abs();
+                }
+            }
+        }
+    }
+    let expectation = |values: Vec<f64>, tolerance: Vec<f64>| Expectation {
+        values,
+        tolerance: tolerance.into_iter().map(|t| SAFETY * t).collect(),
+        output_roundoff: u_out,
+        output_underflow: smallest_subnormal(<T::Out as Scalar>::DTYPE) / 2.0,
+    };
+    Ok(AttentionGradsExpectation {
+        dq: expectation(grads.dq.into_host_vec()?, tol_q),
+        dk: expectation(grads.dk.into_host_vec()?, tol_k),
+        dv: expectation(grads.dv.into_host_vec()?, tol_v),
+        dbias: expectation(grads.dbias, tol_b),
     })
 }
 

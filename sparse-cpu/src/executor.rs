@@ -3,11 +3,14 @@
 use std::time::Instant;
 
 use sparse_core::{
-    check_offered, Accumulator, Algorithm, AttentionDesc, AttentionPlan, BackendKind, BlockShape,
-    CsrRef, Dense, DenseMut, DenseRef, Error, Executor, Format, Layout, Offer, OpKind, PlanInfo,
-    Precision, Result, Scalar, SddmmDesc, SddmmPlan, SpIndex, SpmmDesc, SpmmPlan, SpmvDesc,
-    SpmvPlan, ValueOrder,
+    check_offered, Accumulator, Algorithm, AttentionBackward, AttentionDesc, AttentionPlan,
+    BackendKind, BlockShape, CsrRef, Dense, DenseMut, DenseRef, Error, Executor, Format, Layout,
+    Offer, OpKind, PlanInfo, Precision, Result, Scalar, SddmmDesc, SddmmPlan, SpIndex, SpmmDesc,
+    SpmmPlan, SpmvDesc, SpmvPlan, ValueOrder,
 };
+
+use crate::attention::{self, Workspace};
+use sparse_formats::Transposed;
 
 use crate::partition::{balanced_rows, merge_path, part_count, PathPoint};
 use crate::shared_out::SharedOut;
@@ -44,7 +47,26 @@ struct CpuPlan<'a, T, I> {
     path: Vec<PathPoint>,
     row_bounds: Vec<usize>,
     scale_by_values: bool,
-    attention_scale: Option<f64>,
+    /// The attention descriptor (a default one for other operations).
+    attention: AttentionDesc,
+    /// What an attention plan keeps for the backward.
+    backward: Option<BackwardState>,
+}
+
+/// The row statistics of the last attention run (rows x 2*heads: maximum, normaliser; `None`
+/// before the first, or after a run of the reference, which keeps none), the transposed
+/// pattern and the backward's workspace.
+struct BackwardState {
+    stats: Vec<f64>,
+    ran: bool,
+    transpose: Transposed,
+    work: Workspace,
+}
+
+impl BackwardState {
+    fn bytes(&self) -> usize {
+        self.stats.len() * size_of::<f64>() + self.transpose.bytes() + self.work.bytes()
+    }
 }
 
 impl<'a, T: Scalar, I: SpIndex> CpuPlan<'a, T, I> {
@@ -94,7 +116,8 @@ impl<'a, T: Scalar, I: SpIndex> CpuPlan<'a, T, I> {
             path,
             row_bounds,
             scale_by_values: false,
-            attention_scale: None,
+            attention: AttentionDesc::new(precision),
+            backward: None,
         };
         plan.info.bytes = plan.bytes();
         plan.info.plan_time.host = start.elapsed();
@@ -106,6 +129,7 @@ impl<'a, T: Scalar, I: SpIndex> CpuPlan<'a, T, I> {
         self.stored.bytes()
             + std::mem::size_of_val(self.path.as_slice())
             + std::mem::size_of_val(self.row_bounds.as_slice())
+            + self.backward.as_ref().map_or(0, BackwardState::bytes)
     }
 
     /// The CSR the CSR kernels and the reference read: the caller's, with the values given
@@ -385,20 +409,79 @@ impl<T: Scalar, I: SpIndex> AttentionPlan<T> for CpuPlan<'_, T, I> {
         v: DenseRef<'_, T>,
         o: DenseMut<'_, T::Out>,
     ) -> Result<()> {
+        let shape = self.attention.shape(q.cols(), v.cols())?;
         q.expect_shape("attention Q", (self.a.rows(), q.cols()))?;
         k.expect_shape("attention K", (self.a.cols(), q.cols()))?;
         v.expect_shape("attention V", (self.a.cols(), v.cols()))?;
         o.expect_shape("attention O", (self.a.rows(), v.cols()))?;
-        let desc = AttentionDesc {
-            scale: self.attention_scale,
-            ..AttentionDesc::new(self.info.precision)
-        };
-        let scale = desc.resolved_scale(q.cols())?;
+        // Attention plans take no new values: the caller's CSR is the one to read.
+        let a = self.a;
+        let state = self
+            .backward
+            .as_mut()
+            .ok_or_else(|| Error::internal("an attention plan without its backward state"))?;
         if self.info.algorithm == Algorithm::Reference {
-            let r = reference::attention(self.a, q, k, v, scale)?;
+            state.ran = false;
+            let r = reference::attention(a, q, k, v, &shape)?;
             return store_reference(&r, o, "attention O");
         }
-        kernels::attention(self.a, &self.row_bounds, q, k, v, scale, o)
+        if shape.heads * 2 * a.rows() != state.stats.len() {
+            return Err(Error::internal("attention statistics of another shape"));
+        }
+        kernels::attention(a, &self.row_bounds, q, k, v, &shape, o, &mut state.stats)?;
+        state.ran = true;
+        Ok(())
+    }
+
+    fn backward(&mut self, grads: AttentionBackward<'_, T>) -> Result<()> {
+        let shape = self.attention.shape(grads.q.cols(), grads.v.cols())?;
+        let (rows, cols, w, wv) = (self.a.rows(), self.a.cols(), grads.q.cols(), grads.v.cols());
+        grads.q.expect_shape("attention Q", (rows, w))?;
+        grads.k.expect_shape("attention K", (cols, w))?;
+        grads.v.expect_shape("attention V", (cols, wv))?;
+        grads.o.expect_shape("attention O", (rows, wv))?;
+        grads.d_o.expect_shape("attention dO", (rows, wv))?;
+        grads.dq.expect_shape("attention dQ", (rows, w))?;
+        grads.dk.expect_shape("attention dK", (cols, w))?;
+        grads.dv.expect_shape("attention dV", (cols, wv))?;
+        match &grads.dbias {
+            Some(db) => db.expect_shape("attention dbias", (self.a.nnz(), 1))?,
+            None if shape.bias => {
+                return Err(Error::invalid(
+                    "an attention backward with a bias needs dbias for the bias gradient",
+                ))
+            }
+            None => {}
+        }
+        // Attention plans take no new values: the caller's CSR is the one to read.
+        let a = self.a;
+        let state = self
+            .backward
+            .as_mut()
+            .ok_or_else(|| Error::internal("an attention plan without its backward state"))?;
+        if self.info.algorithm == Algorithm::Reference {
+            let g = reference::attention_backward(a, grads.q, grads.k, grads.v, grads.d_o, &shape)?;
+            store_reference(&g.dq, grads.dq, "attention dQ")?;
+            store_reference(&g.dk, grads.dk, "attention dK")?;
+            store_reference(&g.dv, grads.dv, "attention dV")?;
+            if let Some(db) = grads.dbias {
+                store_reference(&column(g.dbias)?, db, "attention dbias")?;
+            }
+            return Ok(());
+        }
+        if !state.ran {
+            return Err(Error::invalid(
+                "the attention backward reads the statistics of a forward run: run the plan first",
+            ));
+        }
+        attention::backward(
+            a,
+            &shape,
+            grads,
+            &state.stats,
+            &state.transpose,
+            &mut state.work,
+        )
     }
 }
 
@@ -474,6 +557,9 @@ impl Executor for CpuBackend {
             desc.resolved_scale(0)
                 .map_err(|_| Error::invalid(format!("attention scale must be finite, got {s}")))?;
         }
+        if desc.heads == 0 {
+            return Err(Error::invalid("attention needs at least one head"));
+        }
         let request = Request {
             op: OpKind::Attention,
             format: desc.format,
@@ -482,7 +568,14 @@ impl Executor for CpuBackend {
             block: None,
         };
         let mut plan = CpuPlan::new(a, request)?;
-        plan.attention_scale = desc.scale;
+        plan.attention = *desc;
+        plan.backward = Some(BackwardState {
+            stats: vec![0.0; 2 * desc.heads * a.rows()],
+            ran: false,
+            transpose: Transposed::of(a),
+            work: Workspace::new(a.nnz(), desc.heads),
+        });
+        plan.info.bytes = plan.bytes();
         Ok(Box::new(plan))
     }
 

@@ -4,7 +4,9 @@
 //! bit-identical from run to run.
 
 use rayon::prelude::*;
-use sparse_core::{Accumulator, CsrRef, DenseMut, DenseRef, Layout, Result, Scalar, SpIndex};
+use sparse_core::{
+    Accumulator, AttentionShape, CsrRef, DenseMut, DenseRef, Layout, Result, Scalar, SpIndex,
+};
 
 use crate::partition::PathPoint;
 use crate::shared_out::SharedOut;
@@ -289,20 +291,26 @@ pub fn sddmm<T: Scalar, I: SpIndex>(
     Ok(())
 }
 
-/// Fused sparse attention with an online softmax: one pass over each row's entries keeps the
-/// running maximum, the running normaliser and the weighted sum of V rows, rescaling the last
-/// two whenever the maximum grows. The caller has checked shapes.
+/// Fused sparse attention with an online softmax, each head of each row on its own: one pass
+/// over the row's entries keeps the running maximum, the running normaliser and the weighted
+/// sum of V rows, rescaling the last two whenever the maximum grows. Each row and head's final
+/// maximum and normaliser go to `stats` (rows x 2*heads), for the backward. The caller has
+/// checked shapes.
+#[allow(clippy::too_many_arguments)]
 pub fn attention<T: Scalar, I: SpIndex>(
     a: CsrRef<'_, T, I>,
     row_bounds: &[usize],
     q: DenseRef<'_, T>,
     k: DenseRef<'_, T>,
     v: DenseRef<'_, T>,
-    scale: f64,
+    shape: &AttentionShape,
     mut o: DenseMut<'_, T::Out>,
+    stats: &mut [f64],
 ) -> Result<()> {
     use num_traits::Float;
-    let (d, dv) = (q.cols(), v.cols());
+    let AttentionShape {
+        heads, d, dv, bias, ..
+    } = *shape;
     let (qs, ks, vs) = (
         q.host("attention Q")?,
         k.host("attention K")?,
@@ -310,51 +318,65 @@ pub fn attention<T: Scalar, I: SpIndex>(
     );
     let ((q_row, q_col), (k_row, k_col), (v_row, v_col)) = (strides(&q), strides(&k), strides(&v));
     let out = SharedOut::new(&mut o, "attention O")?;
-    let scale = <T::Float as Accumulator>::from_f64(scale);
+    let mut stats = DenseMut::from_slice(stats, a.rows(), 2 * heads, Layout::RowMajor)?;
+    let stats = SharedOut::new(&mut stats, "attention statistics")?;
+    let scale = <T::Float as Accumulator>::from_f64(shape.scale);
     let float = |x: T| <T::Float as Accumulator>::from_f64(x.to_f64());
     row_bounds.par_windows(2).for_each(|w| {
         let mut acc = vec![<T::Float as Accumulator>::ZERO; dv];
         for i in w[0]..w[1] {
-            let (cols, _) = a.row(i);
-            let (mut max, mut norm) = (T::Float::neg_infinity(), <T::Float as Accumulator>::ZERO);
-            acc.fill(<T::Float as Accumulator>::ZERO);
-            for &col in cols {
-                let j = col.to_usize();
-                let mut score = <T::Float as Accumulator>::ZERO;
-                for t in 0..d {
-                    // SAFETY: i < q.rows(), j < k.rows() (validated CSR), t < d.
-                    unsafe {
-                        score = score.madd(
-                            float(*qs.get_unchecked(i * q_row + t * q_col)),
-                            float(*ks.get_unchecked(j * k_row + t * k_col)),
+            let (cols, vals) = a.row(i);
+            for h in 0..heads {
+                let (mut max, mut norm) =
+                    (T::Float::neg_infinity(), <T::Float as Accumulator>::ZERO);
+                acc.fill(<T::Float as Accumulator>::ZERO);
+                for (&col, &value) in cols.iter().zip(vals) {
+                    let j = col.to_usize();
+                    let mut score = <T::Float as Accumulator>::ZERO;
+                    for t in h * d..(h + 1) * d {
+                        // SAFETY: i < q.rows(), j < k.rows() (validated CSR), t < heads*d.
+                        unsafe {
+                            score = score.madd(
+                                float(*qs.get_unchecked(i * q_row + t * q_col)),
+                                float(*ks.get_unchecked(j * k_row + t * k_col)),
+                            );
+                        }
+                    }
+                    score = score * scale;
+                    if bias {
+                        score += float(value);
+                    }
+                    if score > max {
+                        let rescale = (max - score).exp();
+                        norm = norm * rescale;
+                        acc.iter_mut().for_each(|x| *x = *x * rescale);
+                        max = score;
+                    }
+                    let weight = (score - max).exp();
+                    norm += weight;
+                    for (t, x) in acc.iter_mut().enumerate() {
+                        let t = h * dv + t;
+                        // SAFETY: j < v.rows(), t < heads*dv.
+                        *x = x.madd(
+                            weight,
+                            float(unsafe { *vs.get_unchecked(j * v_row + t * v_col) }),
                         );
                     }
                 }
-                score = score * scale;
-                if score > max {
-                    let rescale = (max - score).exp();
-                    norm = norm * rescale;
-                    acc.iter_mut().for_each(|x| *x = *x * rescale);
-                    max = score;
+                // SAFETY: row i belongs to this task alone; h < heads.
+                unsafe {
+                    stats.write(i, 2 * h, max.to_f64());
+                    stats.write(i, 2 * h + 1, norm.to_f64());
                 }
-                let weight = (score - max).exp();
-                norm += weight;
-                for (t, x) in acc.iter_mut().enumerate() {
-                    // SAFETY: j < v.rows(), t < dv.
-                    *x = x.madd(
-                        weight,
-                        float(unsafe { *vs.get_unchecked(j * v_row + t * v_col) }),
-                    );
+                for (t, &x) in acc.iter().enumerate() {
+                    let value = if cols.is_empty() {
+                        0.0
+                    } else {
+                        (x / norm).to_f64()
+                    };
+                    // SAFETY: row i belongs to this task alone.
+                    unsafe { out.write(i, h * dv + t, T::Out::from_f64(value)) };
                 }
-            }
-            for (t, &x) in acc.iter().enumerate() {
-                let value = if cols.is_empty() {
-                    0.0
-                } else {
-                    (x / norm).to_f64()
-                };
-                // SAFETY: row i belongs to this task alone.
-                unsafe { out.write(i, t, T::Out::from_f64(value)) };
             }
         }
     });

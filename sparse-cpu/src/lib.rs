@@ -6,6 +6,7 @@
 //!   parallel SpMM/SDDMM, fused attention with an online softmax), deterministic for a given
 //!   number of threads.
 
+mod attention;
 pub mod bound;
 mod executor;
 mod formats;

@@ -5,7 +5,9 @@
 //! to compare or round. They follow the semantics of `sparse_core`: `beta == 0` never reads the
 //! output, `alpha == 0` never reads A or the dense inputs.
 
-use sparse_core::{CsrRef, Dense, DenseRef, Error, Layout, Result, Scalar, SpIndex};
+use sparse_core::{
+    AttentionShape, CsrRef, Dense, DenseRef, Error, Layout, Result, Scalar, SpIndex,
+};
 
 /// `alpha*A*x + beta*y` for `x` (cols x 1) and `y` (rows x 1, read only when `beta != 0`).
 pub fn spmv<T: Scalar, I: SpIndex>(
@@ -94,46 +96,167 @@ pub fn sddmm<T: Scalar, I: SpIndex>(
     Ok(out)
 }
 
-/// `softmax_row(scale*(Q*K^T) ∘ spy(A)) * V` for `q` (rows x d), `k` (cols x d) and `v`
-/// (cols x dv); a row of A without entries gives a zero row. The result is row-major.
+/// `softmax_row(scale*(Q*K^T) ∘ spy(A) [+ A]) * V` for each of `shape.heads` heads, with `q`
+/// (rows x heads*d), `k` (cols x heads*d) and `v` (cols x heads*dv) holding the heads side by
+/// side; a row of A without entries gives a zero row. The result is rows x heads*dv, row-major.
 pub fn attention<T: Scalar, I: SpIndex>(
     a: CsrRef<'_, T, I>,
     q: DenseRef<'_, T>,
     k: DenseRef<'_, T>,
     v: DenseRef<'_, T>,
-    scale: f64,
+    shape: &AttentionShape,
 ) -> Result<Dense<f64>> {
-    let (d, dv) = (q.cols(), v.cols());
-    q.expect_shape("attention Q", (a.rows(), d))?;
-    k.expect_shape("attention K", (a.cols(), d))?;
-    v.expect_shape("attention V", (a.cols(), dv))?;
-    let mut out = Dense::zeros(a.rows(), dv, Layout::RowMajor);
+    let AttentionShape { heads, d, dv, .. } = *shape;
+    q.expect_shape("attention Q", (a.rows(), heads * d))?;
+    k.expect_shape("attention K", (a.cols(), heads * d))?;
+    v.expect_shape("attention V", (a.cols(), heads * dv))?;
+    let width = heads * dv;
+    let mut out = Dense::zeros(a.rows(), width, Layout::RowMajor);
     let mut view = out.as_mut();
     let data = view.host("reference")?;
     for i in 0..a.rows() {
         let (cols, _) = a.row(i);
-        let scores: Vec<f64> = cols
-            .iter()
-            .map(|&c| {
-                scale
-                    * (0..d)
-                        .map(|t| q.at(i, t).to_f64() * k.at(c.to_usize(), t).to_f64())
-                        .sum::<f64>()
-            })
-            .collect();
-        let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        let weights: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
-        let total: f64 = weights.iter().sum();
-        for t in 0..dv {
-            let mixed: f64 = cols
-                .iter()
-                .zip(&weights)
-                .map(|(&c, w)| w * v.at(c.to_usize(), t).to_f64())
-                .sum();
-            data[i * dv + t] = if cols.is_empty() { 0.0 } else { mixed / total };
+        for h in 0..heads {
+            let weights = attention_weights(a, q, k, shape, i, h);
+            let total: f64 = weights.iter().sum();
+            for t in 0..dv {
+                let mixed: f64 = cols
+                    .iter()
+                    .zip(&weights)
+                    .map(|(&c, w)| w * v.at(c.to_usize(), h * dv + t).to_f64())
+                    .sum();
+                data[i * width + h * dv + t] = if cols.is_empty() { 0.0 } else { mixed / total };
+            }
         }
     }
     Ok(out)
+}
+
+/// The scores of row `i` of head `h`: `scale*<q_i, k_j>`, plus A's value with a bias.
+pub fn attention_scores<T: Scalar, I: SpIndex>(
+    a: CsrRef<'_, T, I>,
+    q: DenseRef<'_, T>,
+    k: DenseRef<'_, T>,
+    shape: &AttentionShape,
+    i: usize,
+    h: usize,
+) -> Vec<f64> {
+    let d = shape.d;
+    let (cols, vals) = a.row(i);
+    cols.iter()
+        .zip(vals)
+        .map(|(&c, &value)| {
+            let dot: f64 = (0..d)
+                .map(|t| q.at(i, h * d + t).to_f64() * k.at(c.to_usize(), h * d + t).to_f64())
+                .sum();
+            let bias = if shape.bias { value.to_f64() } else { 0.0 };
+            shape.scale * dot + bias
+        })
+        .collect()
+}
+
+/// The unnormalised softmax weights `exp(s_j - max s)` of row `i` of head `h`.
+fn attention_weights<T: Scalar, I: SpIndex>(
+    a: CsrRef<'_, T, I>,
+    q: DenseRef<'_, T>,
+    k: DenseRef<'_, T>,
+    shape: &AttentionShape,
+    i: usize,
+    h: usize,
+) -> Vec<f64> {
+    let scores = attention_scores(a, q, k, shape, i, h);
+    let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    scores.iter().map(|s| (s - max).exp()).collect()
+}
+
+/// The gradients of a loss with respect to attention's inputs, as the oracle computes them
+/// (f64, row-major): dQ (rows x heads*d), dK (cols x heads*d), dV (cols x heads*dv), and the
+/// gradient of A's values (one per entry, summed over the heads; zeros without a bias).
+#[derive(Debug)]
+pub struct AttentionGrads {
+    pub dq: Dense<f64>,
+    pub dk: Dense<f64>,
+    pub dv: Dense<f64>,
+    pub dbias: Vec<f64>,
+}
+
+/// The softmax weights of row `i` of head `h`, normalised (empty for an empty row).
+pub fn attention_probabilities<T: Scalar, I: SpIndex>(
+    a: CsrRef<'_, T, I>,
+    q: DenseRef<'_, T>,
+    k: DenseRef<'_, T>,
+    shape: &AttentionShape,
+    i: usize,
+    h: usize,
+) -> Vec<f64> {
+    let weights = attention_weights(a, q, k, shape, i, h);
+    let total: f64 = weights.iter().sum();
+    weights.iter().map(|w| w / total).collect()
+}
+
+/// The gradients of a loss L given `d_o` = dL/dO (rows x heads*dv) for the attention of `q`,
+/// `k`, `v`: with P the softmax weights of a row and head, dP_ij = <dO_i, V_j>,
+/// dS_ij = P_ij (dP_ij - sum_l P_il dP_il), dQ_i = scale sum_j dS_ij K_j,
+/// dK_j = scale sum_i dS_ij Q_i, dV_j = sum_i P_ij dO_i and d(A_ij) = sum over heads of dS_ij.
+pub fn attention_backward<T: Scalar, I: SpIndex>(
+    a: CsrRef<'_, T, I>,
+    q: DenseRef<'_, T>,
+    k: DenseRef<'_, T>,
+    v: DenseRef<'_, T>,
+    d_o: DenseRef<'_, T::Out>,
+    shape: &AttentionShape,
+) -> Result<AttentionGrads> {
+    let AttentionShape { heads, d, dv, .. } = *shape;
+    q.expect_shape("attention Q", (a.rows(), heads * d))?;
+    k.expect_shape("attention K", (a.cols(), heads * d))?;
+    v.expect_shape("attention V", (a.cols(), heads * dv))?;
+    d_o.expect_shape("attention dO", (a.rows(), heads * dv))?;
+    let mut dq = vec![0.0; a.rows() * heads * d];
+    let mut dk = vec![0.0; a.cols() * heads * d];
+    let mut dvv = vec![0.0; a.cols() * heads * dv];
+    let mut dbias = vec![0.0; a.nnz()];
+    for i in 0..a.rows() {
+        let (cols, _) = a.row(i);
+        let entries = a.row_range(i);
+        for h in 0..heads {
+            let p = attention_probabilities(a, q, k, shape, i, h);
+            let dp: Vec<f64> = cols
+                .iter()
+                .map(|&c| {
+                    (0..dv)
+                        .map(|t| {
+                            d_o.at(i, h * dv + t).to_f64() * v.at(c.to_usize(), h * dv + t).to_f64()
+                        })
+                        .sum()
+                })
+                .collect();
+            let mean: f64 = p.iter().zip(&dp).map(|(p, dp)| p * dp).sum();
+            for (n, &c) in cols.iter().enumerate() {
+                let j = c.to_usize();
+                let ds = p[n] * (dp[n] - mean);
+                if shape.bias {
+                    dbias[entries.start + n] += ds;
+                }
+                for t in 0..d {
+                    let col = h * d + t;
+                    dq[i * heads * d + col] += shape.scale * ds * k.at(j, col).to_f64();
+                    dk[j * heads * d + col] += shape.scale * ds * q.at(i, col).to_f64();
+                }
+                for t in 0..dv {
+                    let col = h * dv + t;
+                    dvv[j * heads * dv + col] += p[n] * d_o.at(i, col).to_f64();
+                }
+            }
+        }
+    }
+    let dense =
+        |values, rows, cols| Dense::from_vec(values, rows, cols, cols.max(1), Layout::RowMajor);
+    Ok(AttentionGrads {
+        dq: dense(dq, a.rows(), heads * d)?,
+        dk: dense(dk, a.cols(), heads * d)?,
+        dv: dense(dvv, a.cols(), heads * dv)?,
+        dbias,
+    })
 }
 
 /// The prior output, checked, when `beta` makes it an input; `None` when it is write-only.
@@ -246,7 +369,14 @@ mod tests {
         let q = Dense::from_fn(3, 2, Layout::RowMajor, |_, _| 0.0);
         let k = Dense::from_fn(3, 2, Layout::RowMajor, |i, _| i as f64);
         let v = Dense::from_fn(3, 1, Layout::RowMajor, |i, _| (10 * i) as f64);
-        let out = attention(a.as_ref(), q.as_ref(), k.as_ref(), v.as_ref(), 1.0)
+        let shape = AttentionShape {
+            heads: 1,
+            d: 2,
+            dv: 1,
+            scale: 1.0,
+            bias: false,
+        };
+        let out = attention(a.as_ref(), q.as_ref(), k.as_ref(), v.as_ref(), &shape)
             .unwrap()
             .into_host_vec()
             .unwrap();

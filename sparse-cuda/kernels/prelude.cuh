@@ -15,10 +15,16 @@ struct half_t {
     unsigned short bits;
 };
 
+// bfloat16 storage: the high half of an f32; arithmetic happens in f32.
+struct bf16_t {
+    unsigned short bits;
+};
+
 template <typename T> struct acc_of;
 template <> struct acc_of<float> { typedef float type; };
 template <> struct acc_of<double> { typedef double type; };
 template <> struct acc_of<half_t> { typedef float type; };
+template <> struct acc_of<bf16_t> { typedef float type; };
 
 __device__ __forceinline__ float to_acc(float v) { return v; }
 __device__ __forceinline__ double to_acc(double v) { return v; }
@@ -27,6 +33,8 @@ __device__ __forceinline__ float to_acc(half_t h) {
     asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.bits));
     return f;
 }
+
+__device__ __forceinline__ float to_acc(bf16_t h) { return __uint_as_float((u32)h.bits << 16); }
 
 template <typename T> __device__ __forceinline__ T from_acc(typename acc_of<T>::type v);
 template <> __device__ __forceinline__ float from_acc<float>(float v) { return v; }
@@ -37,12 +45,23 @@ template <> __device__ __forceinline__ half_t from_acc<half_t>(float v) {
     return h;
 }
 
+template <> __device__ __forceinline__ bf16_t from_acc<bf16_t>(float v) {
+    bf16_t h;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h.bits) : "f"(v));
+    return h;
+}
+
 // Read-only loads through the non-coherent cache.
 __device__ __forceinline__ float load(const float* p) { return __ldg(p); }
 __device__ __forceinline__ double load(const double* p) { return __ldg(p); }
 __device__ __forceinline__ u32 load(const u32* p) { return __ldg(p); }
 __device__ __forceinline__ half_t load(const half_t* p) {
     half_t h;
+    h.bits = __ldg(reinterpret_cast<const unsigned short*>(p));
+    return h;
+}
+__device__ __forceinline__ bf16_t load(const bf16_t* p) {
+    bf16_t h;
     h.bits = __ldg(reinterpret_cast<const unsigned short*>(p));
     return h;
 }

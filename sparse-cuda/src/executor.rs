@@ -14,7 +14,7 @@ use crate::device::{CudaBuffer, Device};
 use crate::plan::{check_request, Desc, PlanClock, Request};
 use crate::registry::{self, Family};
 use crate::spmv_auto::{self, Choice};
-use crate::{bsr, ell, flashsparse, rode, sddmm, spmm, spmv, tilespmv};
+use crate::{attention, bsr, ell, flashsparse, rode, sddmm, spmm, spmv, tilespmv};
 
 /// sparse-blas's CUDA kernels on one device. Plans hold the matrix on the device; operands
 /// must be device memory made by [`Executor::upload`] or [`Executor::zeros`] of this backend.
@@ -233,9 +233,20 @@ impl Executor for CudaBackend {
         a: CsrRef<'a, T, I>,
         desc: &AttentionDesc,
     ) -> Result<Box<dyn AttentionPlan<T> + 'a>> {
-        let _ = a;
-        let (family, _) = Self::resolve::<T>(desc.request(), || Algorithm::Auto)?;
-        Err(misrouted(family, OpKind::Attention))
+        let clock = PlanClock::start();
+        if desc.heads == 0 {
+            return Err(Error::invalid("attention needs at least one head"));
+        }
+        desc.resolved_scale(1)?;
+        let (family, algorithm) = Self::resolve::<T>(desc.request(), attention::auto_algorithm)?;
+        let device = &self.device;
+        match (family, algorithm) {
+            (Family::Attention, Algorithm::Unfused) => {
+                Ok(Box::new(attention::unfused_plan(device, a, desc, clock)?))
+            }
+            (Family::Attention, _) => Ok(Box::new(attention::plan(device, a, desc, clock)?)),
+            (other, _) => Err(misrouted(other, OpKind::Attention)),
+        }
     }
 
     fn upload<T: Scalar>(&self, host: DenseRef<'_, T>) -> Result<Dense<T>> {

@@ -47,6 +47,7 @@ pub fn c_type(dtype: DType) -> Result<&'static str> {
         DType::F64 => Ok("double"),
         DType::F32 => Ok("float"),
         DType::F16 => Ok("half_t"),
+        DType::BF16 => Ok("bf16_t"),
         other => Err(Error::internal(format!("no kernel takes {other} storage"))),
     }
 }

@@ -6,6 +6,7 @@
 //! so this crate builds and its tests run on machines with no GPU and no toolkit.
 //! [`DeviceTimer`] times work on a backend's stream with CUDA events, for benchmarks.
 
+mod attention;
 mod blas1;
 mod bsr;
 pub mod compile;
@@ -48,5 +49,6 @@ pub fn every_kernel() -> sparse_core::Result<Vec<kernel::KernelSpec>> {
     specs.extend(vector_ops::all_specs()?);
     specs.extend(flashsparse::all_specs()?);
     specs.extend(tilespmv::all_specs()?);
+    specs.extend(attention::all_specs()?);
     Ok(specs)
 }

@@ -323,6 +323,91 @@ pub(crate) fn bind_sddmm<T: Scalar, O: Scalar>(
     })
 }
 
+/// Attention's operands, bound for a launch.
+pub(crate) struct AttentionOperands {
+    pub q: Bound,
+    pub k: Bound,
+    pub v: Bound,
+    pub o: Bound,
+}
+
+/// Q (rows x w), K (cols x w), V (cols x wv) and O (rows x wv); the heads are the caller's.
+pub(crate) fn bind_attention<T: Scalar, O: Scalar>(
+    device: &Arc<Device>,
+    (rows, cols): (usize, usize),
+    q: &DenseRef<'_, T>,
+    k: &DenseRef<'_, T>,
+    v: &DenseRef<'_, T>,
+    o: &mut DenseMut<'_, O>,
+) -> Result<AttentionOperands> {
+    let (w, wv) = (q.cols(), v.cols());
+    q.expect_shape("attention Q", (rows, w))?;
+    k.expect_shape("attention K", (cols, w))?;
+    v.expect_shape("attention V", (cols, wv))?;
+    o.expect_shape("attention O", (rows, wv))?;
+    to_u32("attention width (columns of Q)", w)?;
+    to_u32("attention width (columns of V)", wv)?;
+    Ok(AttentionOperands {
+        q: bind_input(q, device, "attention Q")?,
+        k: bind_input(k, device, "attention K")?,
+        v: bind_input(v, device, "attention V")?,
+        o: bind_output(o, device, "attention O")?,
+    })
+}
+
+/// The attention backward's operands, bound: the forward's inputs and output, dL/dO, and the
+/// gradients (dbias only when given).
+pub(crate) struct AttentionGradOperands {
+    pub q: Bound,
+    pub k: Bound,
+    pub v: Bound,
+    pub o: Bound,
+    pub d_o: Bound,
+    pub dq: Bound,
+    pub dk: Bound,
+    pub dv: Bound,
+    pub dbias: Option<Bound>,
+}
+
+/// The backward's operands for an A of `rows x cols` with `nnz` entries, shapes checked as the
+/// forward's (Q, dQ: rows x w; K, dK: cols x w; V, dV: cols x wv; O, dO: rows x wv; dbias:
+/// nnz x 1).
+pub(crate) fn bind_attention_backward<T: Scalar>(
+    device: &Arc<Device>,
+    (rows, cols, nnz): (usize, usize, usize),
+    g: &mut sparse_core::AttentionBackward<'_, T>,
+) -> Result<AttentionGradOperands> {
+    let (w, wv) = (g.q.cols(), g.v.cols());
+    g.q.expect_shape("attention Q", (rows, w))?;
+    g.k.expect_shape("attention K", (cols, w))?;
+    g.v.expect_shape("attention V", (cols, wv))?;
+    g.o.expect_shape("attention O", (rows, wv))?;
+    g.d_o.expect_shape("attention dO", (rows, wv))?;
+    g.dq.expect_shape("attention dQ", (rows, w))?;
+    g.dk.expect_shape("attention dK", (cols, w))?;
+    g.dv.expect_shape("attention dV", (cols, wv))?;
+    to_u32("attention width (columns of Q)", w)?;
+    to_u32("attention width (columns of V)", wv)?;
+    let dbias = match &mut g.dbias {
+        Some(db) => {
+            db.expect_shape("attention dbias", (nnz, 1))?;
+            Some(bind_output(db, device, "attention dbias")?)
+        }
+        None => None,
+    };
+    Ok(AttentionGradOperands {
+        q: bind_input(&g.q, device, "attention Q")?,
+        k: bind_input(&g.k, device, "attention K")?,
+        v: bind_input(&g.v, device, "attention V")?,
+        o: bind_input(&g.o, device, "attention O")?,
+        d_o: bind_input(&g.d_o, device, "attention dO")?,
+        dq: bind_output(&mut g.dq, device, "attention dQ")?,
+        dk: bind_output(&mut g.dk, device, "attention dK")?,
+        dv: bind_output(&mut g.dv, device, "attention dV")?,
+        dbias,
+    })
+}
+
 /// A dimension or index as the kernels' `u32`, or an overflow error with the numbers.
 pub(crate) fn to_u32(what: &str, v: usize) -> Result<u32> {
     u32::try_from(v).map_err(|_| Error::overflow::<u32>(what, v))

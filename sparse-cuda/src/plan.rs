@@ -14,15 +14,17 @@ use std::time::Instant;
 
 use cudarc::driver::{CudaSlice, LaunchConfig};
 use sparse_core::{
-    check_offered, Accumulator, Algorithm, AlgorithmTable, AttentionDesc, BackendKind, CsrRef,
-    DenseMut, DenseRef, Error, Format, Memory, OpKind, PlanInfo, PlanTime, Precision, Result,
-    Scalar, SddmmDesc, SddmmPlan, SpIndex, SpmmDesc, SpmmPlan, SpmvDesc, SpmvPlan, ValueOrder,
+    check_offered, Accumulator, Algorithm, AlgorithmTable, AttentionBackward, AttentionDesc,
+    AttentionPlan, AttentionShape, BackendKind, CsrRef, DenseMut, DenseRef, Error, Format, Memory,
+    OpKind, PlanInfo, PlanTime, Precision, Result, Scalar, SddmmDesc, SddmmPlan, SpIndex, SpmmDesc,
+    SpmmPlan, SpmvDesc, SpmvPlan, ValueOrder,
 };
 
 use crate::device::{CudaBuffer, Device};
 use crate::kernel::{kernel_params, Entry, Kernel, KernelParams, KernelSource, KernelSpec, Ptr};
 use crate::operand::{
-    bind_input, bind_sddmm, bind_spmm, bind_spmv, Bound, Run, SddmmOperands, SpmmOperands,
+    bind_attention, bind_attention_backward, bind_input, bind_sddmm, bind_spmm, bind_spmv,
+    AttentionGradOperands, AttentionOperands, Bound, Run, SddmmOperands, SpmmOperands,
     SpmvOperands,
 };
 
@@ -432,6 +434,36 @@ pub(crate) trait SddmmKernels<T: Scalar>: Kernels<T> {
     }
 }
 
+/// What an attention family supplies.
+pub(crate) trait AttentionKernels<T: Scalar>: Send {
+    /// The descriptor planned from (heads, scale, bias).
+    fn desc(&self) -> &AttentionDesc;
+    /// O from Q, K and V, bound and checked against `shape`, with at least one row and one
+    /// column of O.
+    fn run(
+        &mut self,
+        base: &PlanBase<T>,
+        shape: &AttentionShape,
+        ops: &AttentionOperands,
+    ) -> Result<()>;
+    /// The gradients, bound and checked against `shape` (dbias present when it has a bias),
+    /// A with at least one row; the family's error when it has no backward.
+    fn backward(
+        &mut self,
+        base: &PlanBase<T>,
+        shape: &AttentionShape,
+        ops: &AttentionGradOperands,
+    ) -> Result<()>;
+}
+
+impl<T: Scalar, K> CudaPlan<T, K> {
+    /// The shared part and the family's kernels, for a plan that runs this one as a step of
+    /// its own.
+    pub fn into_parts(self) -> (PlanBase<T>, K) {
+        (self.base, self.kernels)
+    }
+}
+
 impl<T: Scalar, K: Kernels<T>> CudaPlan<T, K> {
     fn write_values(&mut self, values: DenseRef<'_, T>) -> Result<()> {
         self.base.update(self.kernels.values(), values)?;
@@ -505,6 +537,44 @@ impl<T: Scalar, K: SpmmKernels<T>> SpmmPlan<T> for CudaPlan<T, K> {
 
     fn reserve(&mut self, width: usize) -> Result<()> {
         self.reserve_width(width)
+    }
+}
+
+impl<T: Scalar, K: AttentionKernels<T>> AttentionPlan<T> for CudaPlan<T, K> {
+    fn info(&self) -> &PlanInfo {
+        &self.base.info
+    }
+
+    fn run(
+        &mut self,
+        q: DenseRef<'_, T>,
+        k: DenseRef<'_, T>,
+        v: DenseRef<'_, T>,
+        mut o: DenseMut<'_, T::Out>,
+    ) -> Result<()> {
+        let base = &self.base;
+        let shape = self.kernels.desc().shape(q.cols(), v.cols())?;
+        let ops = bind_attention(&base.device, (base.rows, base.cols), &q, &k, &v, &mut o)?;
+        if base.rows == 0 || v.cols() == 0 {
+            return Ok(());
+        }
+        self.kernels.run(base, &shape, &ops)
+    }
+
+    fn backward(&mut self, mut grads: AttentionBackward<'_, T>) -> Result<()> {
+        let base = &self.base;
+        let shape = self.kernels.desc().shape(grads.q.cols(), grads.v.cols())?;
+        let ops =
+            bind_attention_backward(&base.device, (base.rows, base.cols, base.nnz), &mut grads)?;
+        if shape.bias && ops.dbias.is_none() {
+            return Err(Error::invalid(
+                "an attention backward with a bias needs dbias for the bias gradient",
+            ));
+        }
+        if base.rows == 0 {
+            return Ok(());
+        }
+        self.kernels.backward(base, &shape, &ops)
     }
 }
 

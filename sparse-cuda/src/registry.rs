@@ -18,6 +18,7 @@ pub(crate) enum Family {
     Rode,
     FlashSparse,
     TileSpmv,
+    Attention,
 }
 
 /// One row of the table.
@@ -38,6 +39,8 @@ const WIDE: &[Precision] = &[Precision::F64, Precision::F32];
 /// What the tensor-core MMAs take: f16 storage with f32 accumulation, and f32 storage computed
 /// as tf32.
 const TENSOR: &[Precision] = &[Precision::F16, Precision::TF32];
+/// Attention's storage types, each with an f32 softmax and f32 sums.
+const ATTENTION: &[Precision] = &[Precision::F32, Precision::F16, Precision::BF16];
 
 macro_rules! rows {
     ($family:ident, $op:ident, $format:ident: $(($precisions:expr, $algorithm:ident, $det:expr)),+ $(,)?) => {
@@ -82,6 +85,10 @@ const TABLE: &[&[Registration]] = &[
     rows!(FlashSparse, Sddmm, MeBcrs:
         (TENSOR, FlashSparse, true),
         (TENSOR, FlashSparse16x1, true),
+    ),
+    rows!(Attention, Attention, Csr:
+        (ATTENTION, Fused, true),
+        (&[Precision::F32], Unfused, true),
     ),
 ];
 

@@ -152,6 +152,20 @@ const EXPECTED: &[(&str, &[&str])] = &[
             "atom.global.or.b32",
         ],
     ),
+    (
+        "attention",
+        &[
+            // a score per entry summed by a butterfly, its column and weight broadcast
+            "shfl.sync.bfly",
+            "shfl.sync.idx",
+            // the warps of a long row combined through shared memory
+            "bar.sync",
+            "st.shared.f32",
+            "cvt.f32.f16",
+            "cvt.rn.f16.f32",
+            "cvt.rn.bf16.f32",
+        ],
+    ),
 ];
 
 #[test]

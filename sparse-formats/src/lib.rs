@@ -23,6 +23,7 @@ mod slots;
 mod sprs_interop;
 mod sr_bcrs;
 mod tiled16;
+mod transposed;
 
 pub use bsr::*;
 pub use column_vectors::{ColumnVectors, VectorSlots, MAX_VECTOR_HEIGHT};
@@ -38,3 +39,4 @@ pub use rejected::Rejected;
 pub use sparse_core::RowStats;
 pub use sr_bcrs::*;
 pub use tiled16::*;
+pub use transposed::Transposed;

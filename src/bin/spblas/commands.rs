@@ -125,6 +125,8 @@ fn run_typed<T: Scalar>(backend: &Backend, command: &OpCommand) -> Result<Row> {
             k,
             v,
             scale,
+            heads,
+            bias,
             common,
         } => {
             let (a, q, k, v) = (
@@ -135,7 +137,9 @@ fn run_typed<T: Scalar>(backend: &Backend, command: &OpCommand) -> Result<Row> {
             );
             let mut desc = AttentionDesc::new(common.precision)
                 .format(common.format)
-                .algorithm(common.algorithm);
+                .algorithm(common.algorithm)
+                .heads(*heads)
+                .bias_from_values(*bias);
             desc.scale = *scale;
             let (o, row) =
                 measure::attention(backend, &a, &desc, &q, &k, &v, repeat(common), common.check)?;

@@ -57,7 +57,7 @@ enum Command {
     /// Solve A x = b by conjugate gradient or BiCGSTAB (b = A·1 when no B is given).
     Solve(solve::SolveArgs),
     #[command(flatten)]
-    Op(OpCommand),
+    Op(Box<OpCommand>),
 }
 
 /// One operation on Matrix Market files.
@@ -88,15 +88,21 @@ enum OpCommand {
         #[command(flatten)]
         common: Common,
     },
-    /// O = softmax_row(scale*(Q*K^T) ∘ spy(A)) * V
+    /// O = softmax_row(scale*(Q*K^T) ∘ spy(A)) * V, per head
     Attention {
         a: PathBuf,
         q: PathBuf,
         k: PathBuf,
         v: PathBuf,
-        /// Score scale; default 1/sqrt(width of Q).
+        /// Score scale; default 1/sqrt(width of one head of Q).
         #[arg(long)]
         scale: Option<f64>,
+        /// Heads: the columns of Q, K and V split into this many consecutive groups.
+        #[arg(long, default_value_t = 1)]
+        heads: usize,
+        /// Add A's values to the scaled scores (an edge bias).
+        #[arg(long)]
+        bias: bool,
         #[command(flatten)]
         common: Common,
     },
@@ -176,7 +182,7 @@ fn main() -> ExitCode {
             capabilities::run(backend, op).map(|()| true)
         }
         Some(Command::Solve(args)) => solve::run(&args),
-        Some(Command::Op(command)) => commands::run(command),
+        Some(Command::Op(command)) => commands::run(*command),
     };
     match outcome {
         Ok(true) => ExitCode::SUCCESS,

@@ -338,7 +338,7 @@ pub fn attention<T: Scalar>(
     })?;
     let o = backend.download(&o)?;
     let got = to_f64(&o);
-    let scale = desc.resolved_scale(q.cols())?;
+    let heads = desc.shape(q.cols(), v.cols())?;
     let verdict = verdict(
         check,
         || {
@@ -348,7 +348,7 @@ pub fn attention<T: Scalar>(
                 q.as_ref(),
                 k.as_ref(),
                 v.as_ref(),
-                scale,
+                &heads,
             )
         },
         &got,

@@ -81,6 +81,11 @@ pub struct Args {
     #[arg(long, value_delimiter = ',')]
     pub k: Option<Vec<usize>>,
 
+    /// Attention heads: Q, K, V and O hold this many heads of width K side by side (the CSV's
+    /// width is K, one head's).
+    #[arg(long, default_value_t = 1)]
+    pub heads: usize,
+
     /// Layout of the dense operands of SpMM and SDDMM.
     #[arg(long, default_value = "row")]
     pub layout: LayoutArg,
@@ -209,6 +214,7 @@ pub struct Config {
     pub formats: Option<Vec<Format>>,
     pub spmm_widths: Vec<usize>,
     pub inner_widths: Vec<usize>,
+    pub heads: usize,
     pub layout: Layout,
     pub beta: f64,
     pub reference: bool,
@@ -311,6 +317,7 @@ impl Args {
                 .map(|list| list.into_iter().map(|Named(f)| f).collect()),
             spmm_widths: widths("--n", self.n, if quick { &[32] } else { &[32, 128, 256] })?,
             inner_widths: widths("--k", self.k, if quick { &[32] } else { &[32, 128] })?,
+            heads: self.heads,
             layout: self.layout.0,
             beta: self.beta,
             reference: self.reference,

@@ -43,8 +43,9 @@ fn expect<T: Scalar>(case: &Case<'_, T>) -> Result<Expectation> {
         Op::Spmm => bound::spmm(a, p, alpha, input(0), beta, prior),
         Op::Sddmm => bound::sddmm(a, p, alpha, input(0), input(1), beta, prior, false),
         Op::Attention => {
-            let scale = AttentionDesc::new(p).resolved_scale(case.width)?;
-            bound::attention(a, p, input(0), input(1), input(2), scale)
+            let w = case.width * case.heads;
+            let shape = AttentionDesc::new(p).heads(case.heads).shape(w, w)?;
+            bound::attention(a, p, input(0), input(1), input(2), &shape)
         }
     }
 }

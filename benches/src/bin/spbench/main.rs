@@ -371,7 +371,7 @@ impl Typed<'_> {
             for width in widths {
                 let c = &self.bench.config;
                 let seed = (op_index as u64) << 32 | width as u64;
-                let case = Case::new(a, op, width, precision, c.layout, c.beta, seed);
+                let case = Case::new(a, op, width, c.heads, precision, c.layout, c.beta, seed);
                 let dense_bytes = a.rows() as f64 * a.cols() as f64 * size_of::<T>() as f64;
                 let extras = Extras {
                     reference: c.reference,

@@ -72,8 +72,10 @@ impl Op {
 pub struct Case<'a, T: Scalar> {
     pub a: &'a Csr<T>,
     pub op: Op,
-    /// 1 for SpMV; N, K or d otherwise.
+    /// 1 for SpMV; N, K or d (of one head) otherwise.
     pub width: usize,
+    /// Attention's heads (1 for the other operations): Q, K, V and O are `width * heads` wide.
+    pub heads: usize,
     pub precision: Precision,
     pub alpha: f64,
     pub beta: f64,
@@ -113,11 +115,13 @@ fn operand<S: Scalar>(
 
 impl<'a, T: Scalar> Case<'a, T> {
     /// The case with operands drawn from `seed`; SpMM and SDDMM operands in `layout`, attention
-    /// operands row-major.
+    /// operands row-major, `heads` of them side by side.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         a: &'a Csr<T>,
         op: Op,
         width: usize,
+        heads: usize,
         precision: Precision,
         layout: Layout,
         beta: f64,
@@ -140,11 +144,11 @@ impl<'a, T: Scalar> Case<'a, T> {
             ),
             Op::Attention => (
                 vec![
-                    dense(m, width, Layout::RowMajor, 1),
-                    dense(n, width, Layout::RowMajor, 2),
-                    dense(n, width, Layout::RowMajor, 3),
+                    dense(m, width * heads, Layout::RowMajor, 1),
+                    dense(n, width * heads, Layout::RowMajor, 2),
+                    dense(n, width * heads, Layout::RowMajor, 3),
                 ],
-                (m, width),
+                (m, width * heads),
                 Layout::RowMajor,
             ),
         };
@@ -160,6 +164,7 @@ impl<'a, T: Scalar> Case<'a, T> {
             a,
             op,
             width: if op == Op::Spmv { 1 } else { width },
+            heads: if op == Op::Attention { heads } else { 1 },
             precision,
             alpha: 1.0,
             beta,
@@ -184,7 +189,9 @@ impl<'a, T: Scalar> Case<'a, T> {
             Op::Spmv => cost::spmv(shape, out, reads),
             Op::Spmm => cost::spmm(shape, self.width, out, reads),
             Op::Sddmm => cost::sddmm(shape, self.width, out, false, reads),
-            Op::Attention => cost::attention(shape, self.width, self.width, out),
+            Op::Attention => {
+                cost::attention(shape, self.width * self.heads, self.width * self.heads, out)
+            }
         }
     }
 
@@ -265,7 +272,7 @@ pub fn prepare_plan<'a, T: Scalar>(
     let p = case.precision;
     let (alpha, beta) = (Case::<T>::acc(case.alpha), Case::<T>::acc(case.beta));
     let prior = case.prior.as_ref();
-    let out_shape = (case.a.rows(), case.width);
+    let out_shape = (case.a.rows(), case.width * case.heads);
     let upload = |d: &Dense<T>| backend.upload(d.as_ref());
     let (runner, plan, upload): (Box<dyn Runner + 'a>, _, _) = match case.op {
         Op::Spmv => {
@@ -330,7 +337,10 @@ pub fn prepare_plan<'a, T: Scalar>(
             (Box::new(runner), plan_time, upload_time)
         }
         Op::Attention => {
-            let desc = AttentionDesc::new(p).format(format).algorithm(algorithm);
+            let desc = AttentionDesc::new(p)
+                .format(format)
+                .algorithm(algorithm)
+                .heads(case.heads);
             let (plan, plan_time) = timed(backend, || backend.plan_attention(a, &desc))?;
             let (operands, upload_time) = timed(backend, || {
                 let o = backend.zeros(out_shape.0, out_shape.1, case.out_layout)?;

@@ -1,0 +1,303 @@
+// Fused sparse attention on CUDA cores, O = softmax_row(scale*(Q*K^T) ∘ spy(A) [+ A]) * V, for
+// H heads side by side in Q, K, V and O (head h in columns h*d .. of Q and K, h*dv .. of V and O).
+// Parameters: AttentionFused<T> (src/attention.rs). Storage T (f32, f16, bf16); scores, softmax
+// and sums in f32.
+//
+// attention_fused<T, CH, WPI>: WPI warps per item, an item being one (row, head) of the row list
+// the plan made (rows of up to LONG_ROW entries take one warp, longer ones a whole block). A warp
+// takes its item's entries in tiles of 32 (warp p of an item takes tiles p, p + WPI, ...): each
+// entry's score is a dot product with lanes across d (Q's first 32*CH elements held in registers)
+// summed by a butterfly, kept by the lane whose entry it is; the tile's maximum updates the running
+// maximum (started at -inf) and the sum and the accumulators are rescaled once per tile; then the
+// tile's weighted V rows are added, lanes across dv, CH columns each (lane + 32*c). grid.y cuts dv
+// into slices of 32*CH columns (each slice recomputes the scores). The warps of a long row combine
+// their (maximum, sum, accumulators) through shared memory in warp order, so every output is
+// written once in a fixed order: runs are bit-reproducible. A row without entries gives zeros.
+// Each (row, head)'s final maximum and normaliser go to `stats`, for the backward.
+
+#define ATTN_NEG_INF __int_as_float(0xff800000)
+
+template <typename A>
+__device__ __forceinline__ A warp_allmax(A v) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+    return v;
+}
+
+template <typename T, int CH, int WPI>
+__global__ void __launch_bounds__(ATTN_BLOCK) attention_fused(const AttentionFused<T> p) {
+    const u32 warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const u32 part = warp % WPI;
+    const u64 item = (u64)blockIdx.x * (ATTN_BLOCK / 32 / WPI) + warp / WPI;
+    // The grid covers whole blocks of items: the warps past the last item skip the work but,
+    // for WPI > 1, still meet at the barrier (an item's warps are all live or all not).
+    const bool live = item < (u64)p.items * p.heads;
+    u32 row = 0, head = 0, begin = 0, end = 0;
+    if (live) {
+        row = load(p.rows + item / p.heads);
+        head = (u32)(item % p.heads);
+        begin = load(p.row_ptr + row);
+        end = load(p.row_ptr + row + 1);
+    }
+    const T* q_row = p.q + (u64)row * p.q_rs + (u64)head * p.d * p.q_cs;
+    const u64 k_head = (u64)head * p.d * p.k_cs;
+    const u32 v_first = blockIdx.y * 32 * CH;
+    const u64 v_head = ((u64)head * p.dv + v_first) * p.v_cs;
+
+    float q_reg[CH];
+#pragma unroll
+    for (int c = 0; c < CH; ++c) {
+        const u32 t = lane + 32 * c;
+        q_reg[c] = live && t < p.d ? to_acc(load(q_row + (u64)t * p.q_cs)) : 0.0f;
+    }
+    float acc[CH];
+#pragma unroll
+    for (int c = 0; c < CH; ++c) acc[c] = 0.0f;
+    float run_max = ATTN_NEG_INF, run_sum = 0.0f;
+
+    for (u32 base = begin + part * 32; base < end; base += 32 * WPI) {
+        const u32 chunk = end - base < 32 ? end - base : 32;
+        const u32 col = lane < chunk ? load(p.col_idx + base + lane) : 0;
+        float score = ATTN_NEG_INF;
+        // Unrolled so that several entries' loads are in flight before their reductions.
+#pragma unroll 4
+        for (u32 e = 0; e < chunk; ++e) {
+            const T* k_row = p.k + (u64)__shfl_sync(0xffffffffu, col, e) * p.k_rs + k_head;
+            float partial = 0.0f;
+#pragma unroll
+            for (int c = 0; c < CH; ++c) {
+                const u32 t = lane + 32 * c;
+                if (t < p.d) partial += q_reg[c] * to_acc(load(k_row + (u64)t * p.k_cs));
+            }
+            for (u32 t = lane + 32 * CH; t < p.d; t += 32)
+                partial += to_acc(load(q_row + (u64)t * p.q_cs)) * to_acc(load(k_row + (u64)t * p.k_cs));
+            const float dot = subwarp_allsum<32>(0xffffffffu, partial);
+            if (lane == e) score = dot * p.scale;
+        }
+        if (p.bias && lane < chunk) score += to_acc(load(p.values + base + lane));
+        const float tile_max = fmaxf(run_max, warp_allmax(score));
+        const float rescale = expf(run_max - tile_max);
+        const float weight = lane < chunk ? expf(score - tile_max) : 0.0f;
+        run_sum = run_sum * rescale + subwarp_allsum<32>(0xffffffffu, weight);
+        run_max = tile_max;
+#pragma unroll
+        for (int c = 0; c < CH; ++c) acc[c] *= rescale;
+#pragma unroll 4
+        for (u32 e = 0; e < chunk; ++e) {
+            const float w = __shfl_sync(0xffffffffu, weight, e);
+            const T* v_row = p.v + (u64)__shfl_sync(0xffffffffu, col, e) * p.v_rs + v_head;
+#pragma unroll
+            for (int c = 0; c < CH; ++c) {
+                const u32 t = lane + 32 * c;
+                if (v_first + t < p.dv) acc[c] += w * to_acc(load(v_row + (u64)t * p.v_cs));
+            }
+        }
+    }
+
+    if constexpr (WPI > 1) {
+        __shared__ float part_max[ATTN_BLOCK / 32], part_sum[ATTN_BLOCK / 32];
+        __shared__ float part_acc[ATTN_BLOCK / 32][32 * CH];
+        if (lane == 0) {
+            part_max[warp] = run_max;
+            part_sum[warp] = run_sum;
+        }
+#pragma unroll
+        for (int c = 0; c < CH; ++c) part_acc[warp][lane + 32 * c] = acc[c];
+        __syncthreads();
+        if (part != 0) return;
+        const u32 first = warp;
+        run_max = ATTN_NEG_INF;
+        for (int w = 0; w < WPI; ++w) run_max = fmaxf(run_max, part_max[first + w]);
+        run_sum = 0.0f;
+#pragma unroll
+        for (int c = 0; c < CH; ++c) acc[c] = 0.0f;
+        for (int w = 0; w < WPI; ++w) {
+            // A warp that saw no entry holds max -inf and sum 0: it adds nothing.
+            const float f = part_max[first + w] == ATTN_NEG_INF ? 0.0f : expf(part_max[first + w] - run_max);
+            run_sum += f * part_sum[first + w];
+#pragma unroll
+            for (int c = 0; c < CH; ++c) acc[c] += f * part_acc[first + w][lane + 32 * c];
+        }
+    }
+    if (!live) return;
+    if (blockIdx.y == 0 && lane == 0) {
+        // The backward's row statistics: the maximum and the normaliser of (row, head).
+        p.stats[2 * ((u64)row * p.heads + head)] = run_max;
+        p.stats[2 * ((u64)row * p.heads + head) + 1] = run_sum;
+    }
+    const float inv = begin == end ? 0.0f : 1.0f / run_sum;
+    T* o_row = p.o + (u64)row * p.o_rs + ((u64)head * p.dv + v_first) * p.o_cs;
+#pragma unroll
+    for (int c = 0; c < CH; ++c) {
+        const u32 t = lane + 32 * c;
+        if (v_first + t < p.dv) o_row[(u64)t * p.o_cs] = from_acc<T>(acc[c] * inv);
+    }
+}
+
+// attention_softmax<T>: the middle step of the unfused pipeline. A warp per row turns the row's
+// scores (already scaled by the SDDMM before it) plus the bias into softmax weights: the maximum,
+// then the sum of exp(s - max), then each weight, written where the SpMM after it reads A's
+// values. Three passes over the row's scores, each in a fixed order per lane and a butterfly
+// across lanes: bit-reproducible.
+template <typename T>
+__global__ void __launch_bounds__(ATTN_BLOCK) attention_softmax(const AttentionSoftmax<T> p) {
+    const u64 row = ((u64)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    if (row >= p.rows) return;
+    const u32 lane = threadIdx.x % 32;
+    const u32 begin = load(p.row_ptr + row), end = load(p.row_ptr + row + 1);
+    const auto score = [&](u32 e) {
+        const float s = to_acc(load(p.scores + e));
+        return p.bias ? s + to_acc(load(p.values + e)) : s;
+    };
+    float max = ATTN_NEG_INF;
+    for (u32 e = begin + lane; e < end; e += 32) max = fmaxf(max, score(e));
+    max = warp_allmax(max);
+    float sum = 0.0f;
+    for (u32 e = begin + lane; e < end; e += 32) sum += expf(score(e) - max);
+    const float inv = 1.0f / subwarp_allsum<32>(0xffffffffu, sum);
+    for (u32 e = begin + lane; e < end; e += 32) p.weights[e] = from_acc<T>(expf(score(e) - max) * inv);
+}
+
+// The backward, from the forward's row statistics (m, l) of each (row, head): with
+// P = exp(s - m) / l, dP = <dO_i, V_j>, D = <dO_i, O_i> and dS = P (dP - D),
+// dQ_i = scale sum_j dS_ij K_j, dK_j = scale sum_i dS_ij Q_i, dV_j = sum_i P_ij dO_i and the
+// bias gradient sum over heads of dS. Three kernels, each output element written once by one
+// warp or thread in a fixed order (no atomics): bit-reproducible. Lanes hold 32*CH columns of a
+// head (the host refuses heads wider than the widest CH).
+
+// attention_backward_rows<T, CH>: a warp per (row, head). Scores and dP of a tile of 32 entries
+// as in the forward (lanes across the head, a butterfly per entry, kept by the entry's lane),
+// then P and dS per entry into `probs` and `dscores` ((entry, head), entry major) for the
+// column pass, and dQ accumulated across the tile's K rows.
+template <typename T, int CH>
+__global__ void __launch_bounds__(ATTN_BLOCK) attention_backward_rows(const AttentionGrad<T> p) {
+    const u32 lane = threadIdx.x % 32;
+    const u64 item = ((u64)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    if (item >= (u64)p.rows * p.heads) return;
+    const u32 row = (u32)(item / p.heads), head = (u32)(item % p.heads);
+    const u32 begin = load(p.row_ptr + row), end = load(p.row_ptr + row + 1);
+    const T* q_row = p.q + (u64)row * p.q_rs + (u64)head * p.d * p.q_cs;
+    const T* do_row = p.d_o + (u64)row * p.do_rs + (u64)head * p.dv * p.do_cs;
+    const T* o_row = p.o + (u64)row * p.o_rs + (u64)head * p.dv * p.o_cs;
+    const u64 k_head = (u64)head * p.d * p.k_cs, v_head = (u64)head * p.dv * p.v_cs;
+    float q_reg[CH], do_reg[CH], acc[CH];
+    float mean = 0.0f;
+#pragma unroll
+    for (int c = 0; c < CH; ++c) {
+        const u32 t = lane + 32 * c;
+        q_reg[c] = t < p.d ? to_acc(load(q_row + (u64)t * p.q_cs)) : 0.0f;
+        do_reg[c] = t < p.dv ? to_acc(load(do_row + (u64)t * p.do_cs)) : 0.0f;
+        if (t < p.dv) mean += do_reg[c] * to_acc(load(o_row + (u64)t * p.o_cs));
+        acc[c] = 0.0f;
+    }
+    mean = subwarp_allsum<32>(0xffffffffu, mean);
+    const float max = p.stats[2 * item], inv_sum = 1.0f / p.stats[2 * item + 1];
+    for (u32 base = begin; base < end; base += 32) {
+        const u32 chunk = end - base < 32 ? end - base : 32;
+        const u32 col = lane < chunk ? load(p.col_idx + base + lane) : 0;
+        float score = 0.0f, dp = 0.0f;
+#pragma unroll 4
+        for (u32 e = 0; e < chunk; ++e) {
+            const u64 j = __shfl_sync(0xffffffffu, col, e);
+            const T* k_row = p.k + j * p.k_rs + k_head;
+            const T* v_row = p.v + j * p.v_rs + v_head;
+            float qk = 0.0f, dov = 0.0f;
+#pragma unroll
+            for (int c = 0; c < CH; ++c) {
+                const u32 t = lane + 32 * c;
+                if (t < p.d) qk += q_reg[c] * to_acc(load(k_row + (u64)t * p.k_cs));
+                if (t < p.dv) dov += do_reg[c] * to_acc(load(v_row + (u64)t * p.v_cs));
+            }
+            qk = subwarp_allsum<32>(0xffffffffu, qk);
+            dov = subwarp_allsum<32>(0xffffffffu, dov);
+            if (lane == e) {
+                score = qk * p.scale;
+                dp = dov;
+            }
+        }
+        if (p.bias && lane < chunk) score += to_acc(load(p.values + base + lane));
+        const float prob = lane < chunk ? expf(score - max) * inv_sum : 0.0f;
+        const float ds = prob * (dp - mean);
+        if (lane < chunk) {
+            const u64 slot = (u64)(base + lane) * p.heads + head;
+            p.probs[slot] = prob;
+            p.dscores[slot] = ds;
+        }
+#pragma unroll 4
+        for (u32 e = 0; e < chunk; ++e) {
+            const float w = __shfl_sync(0xffffffffu, ds, e) * p.scale;
+            const T* k_row = p.k + (u64)__shfl_sync(0xffffffffu, col, e) * p.k_rs + k_head;
+#pragma unroll
+            for (int c = 0; c < CH; ++c) {
+                const u32 t = lane + 32 * c;
+                if (t < p.d) acc[c] += w * to_acc(load(k_row + (u64)t * p.k_cs));
+            }
+        }
+    }
+    T* dq_row = p.gq + (u64)row * p.gq_rs + (u64)head * p.d * p.gq_cs;
+#pragma unroll
+    for (int c = 0; c < CH; ++c) {
+        const u32 t = lane + 32 * c;
+        if (t < p.d) dq_row[(u64)t * p.gq_cs] = from_acc<T>(acc[c]);
+    }
+}
+
+// attention_backward_cols<T, CH>: a warp per (column, head) over the transposed pattern (each
+// column's entries with their rows and CSR positions, rows ascending): dK_j and dV_j from the
+// dS and P the row pass left.
+template <typename T, int CH>
+__global__ void __launch_bounds__(ATTN_BLOCK) attention_backward_cols(const AttentionGrad<T> p) {
+    const u32 lane = threadIdx.x % 32;
+    const u64 item = ((u64)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    if (item >= (u64)p.cols * p.heads) return;
+    const u32 col = (u32)(item / p.heads), head = (u32)(item % p.heads);
+    const u32 begin = load(p.t_ptr + col), end = load(p.t_ptr + col + 1);
+    const u64 q_head = (u64)head * p.d * p.q_cs, do_head = (u64)head * p.dv * p.do_cs;
+    float acc_k[CH], acc_v[CH];
+#pragma unroll
+    for (int c = 0; c < CH; ++c) acc_k[c] = acc_v[c] = 0.0f;
+    for (u32 base = begin; base < end; base += 32) {
+        const u32 chunk = end - base < 32 ? end - base : 32;
+        u32 row = 0;
+        float ds = 0.0f, prob = 0.0f;
+        if (lane < chunk) {
+            row = load(p.t_row + base + lane);
+            const u64 slot = (u64)load(p.t_entry + base + lane) * p.heads + head;
+            ds = p.dscores[slot] * p.scale;
+            prob = p.probs[slot];
+        }
+#pragma unroll 4
+        for (u32 e = 0; e < chunk; ++e) {
+            const u64 i = __shfl_sync(0xffffffffu, row, e);
+            const float wk = __shfl_sync(0xffffffffu, ds, e), wv = __shfl_sync(0xffffffffu, prob, e);
+            const T* q_row = p.q + i * p.q_rs + q_head;
+            const T* do_row = p.d_o + i * p.do_rs + do_head;
+#pragma unroll
+            for (int c = 0; c < CH; ++c) {
+                const u32 t = lane + 32 * c;
+                if (t < p.d) acc_k[c] += wk * to_acc(load(q_row + (u64)t * p.q_cs));
+                if (t < p.dv) acc_v[c] += wv * to_acc(load(do_row + (u64)t * p.do_cs));
+            }
+        }
+    }
+    T* dk_row = p.gk + (u64)col * p.gk_rs + (u64)head * p.d * p.gk_cs;
+    T* dv_row = p.gv + (u64)col * p.gv_rs + (u64)head * p.dv * p.gv_cs;
+#pragma unroll
+    for (int c = 0; c < CH; ++c) {
+        const u32 t = lane + 32 * c;
+        if (t < p.d) dk_row[(u64)t * p.gk_cs] = from_acc<T>(acc_k[c]);
+        if (t < p.dv) dv_row[(u64)t * p.gv_cs] = from_acc<T>(acc_v[c]);
+    }
+}
+
+// attention_backward_bias<T>: a thread per entry, the bias gradient: dS summed over the heads in
+// head order (zeros without a bias, whose values do not enter the scores).
+template <typename T>
+__global__ void __launch_bounds__(ATTN_BLOCK) attention_backward_bias(const AttentionGrad<T> p) {
+    const u64 e = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= p.nnz) return;
+    float sum = 0.0f;
+    if (p.bias)
+        for (u32 h = 0; h < p.heads; ++h) sum += p.dscores[e * p.heads + h];
+    p.gb[e * p.gb_inc] = from_acc<T>(sum);
+}

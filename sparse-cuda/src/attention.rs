@@ -1,0 +1,599 @@
+//! Sparse attention on CUDA cores, `O = softmax_row(scale*(Q*K^T) ∘ spy(A) [+ A]) * V` over
+//! several heads (`attention.cu` has the kernel).
+//!
+//! The `fused` algorithm (DF-GNN's tiling, corrected): one kernel, one pass over each row's K
+//! and V rows per head with an online softmax whose running maximum starts at -inf. Rows are
+//! listed by length at plan time: rows of up to [`LONG_ROW`] entries take one warp per head,
+//! longer rows a block of [`LONG_WARPS`] warps whose partial results are combined in a fixed
+//! order, so runs are bit-reproducible. Any d and dv: lanes hold 32*CH columns (CH chosen per run
+//! from d and dv), wider V heads are cut into slices over grid.y.
+//!
+//! The `unfused` algorithm (`unfused.rs`): SDDMM, a row softmax and SpMM, the baseline.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, LaunchConfig};
+use sparse_core::{
+    Algorithm, AttentionDesc, AttentionShape, BackendKind, CsrRef, Error, Format, OpKind, PlanInfo,
+    Result, Scalar, SpIndex,
+};
+
+use sparse_formats::Transposed;
+
+use crate::device::Device;
+use crate::kernel::{
+    c_type, kernel_params, Entry, Kernel, KernelParams, KernelSource, KernelSpec, MutPtr, Ptr,
+};
+use crate::matrix::DeviceCsr;
+use crate::operand::{to_u32, AttentionGradOperands, AttentionOperands};
+use crate::plan::{AttentionKernels, CudaPlan, Phase, PlanBase, PlanClock};
+
+mod unfused;
+pub(crate) use unfused::plan as unfused_plan;
+
+/// Threads per block (`ATTN_BLOCK`): eight warps.
+const BLOCK: u32 = 256;
+/// Rows longer than this take a block of warps rather than one.
+const LONG_ROW: usize = 256;
+/// Warps of a long row: the whole block.
+const LONG_WARPS: u32 = BLOCK / 32;
+/// Columns per lane (CH) instantiated: a lane holds 32*CH columns of a head.
+const CHUNKS: [u32; 4] = [1, 2, 4, 8];
+/// Warps per item instantiated: short rows and long rows.
+const WARPS: [u32; 2] = [1, LONG_WARPS];
+
+kernel_params! {
+    /// `attention_fused<T, CH, WPI>`: the (row, head) items are `rows[i]` for i < items, each
+    /// with every head; operands by row and column strides.
+    pub(crate) struct AttentionFused<T> {
+        items: u32,
+        rows: ptr(u32),
+        row_ptr: ptr(u32),
+        col_idx: ptr(u32),
+        values: ptr(T),
+        heads: u32,
+        d: u32,
+        dv: u32,
+        bias: u32,
+        scale: f32,
+        q: ptr(T),
+        q_rs: u32,
+        q_cs: u32,
+        k: ptr(T),
+        k_rs: u32,
+        k_cs: u32,
+        v: ptr(T),
+        v_rs: u32,
+        v_cs: u32,
+        o: out(T),
+        o_rs: u32,
+        o_cs: u32,
+        stats: out(f32),
+    }
+}
+
+kernel_params! {
+    /// `attention_softmax<T>`: row i's weights from `scores` (plus `values` with `bias`) into
+    /// `weights`, entries `row_ptr[i] .. row_ptr[i + 1]`.
+    pub(crate) struct AttentionSoftmax<T> {
+        rows: u32,
+        row_ptr: ptr(u32),
+        values: ptr(T),
+        scores: ptr(T),
+        weights: out(T),
+        bias: u32,
+    }
+}
+
+kernel_params! {
+    /// The backward kernels (`attention_backward_rows<T, CH>`, `attention_backward_cols<T, CH>`,
+    /// `attention_backward_bias<T>`): A by rows and by columns (`t_*`, [`Transposed`]), the
+    /// forward's operands and statistics, dL/dO, the gradients (g*) and the per-(entry, head)
+    /// weights and score gradients passed between the kernels.
+    pub(crate) struct AttentionGrad<T> {
+        rows: u32,
+        cols: u32,
+        nnz: u32,
+        heads: u32,
+        d: u32,
+        dv: u32,
+        bias: u32,
+        scale: f32,
+        row_ptr: ptr(u32),
+        col_idx: ptr(u32),
+        values: ptr(T),
+        t_ptr: ptr(u32),
+        t_row: ptr(u32),
+        t_entry: ptr(u32),
+        q: ptr(T),
+        q_rs: u32,
+        q_cs: u32,
+        k: ptr(T),
+        k_rs: u32,
+        k_cs: u32,
+        v: ptr(T),
+        v_rs: u32,
+        v_cs: u32,
+        o: ptr(T),
+        o_rs: u32,
+        o_cs: u32,
+        d_o: ptr(T),
+        do_rs: u32,
+        do_cs: u32,
+        gq: out(T),
+        gq_rs: u32,
+        gq_cs: u32,
+        gk: out(T),
+        gk_rs: u32,
+        gk_cs: u32,
+        gv: out(T),
+        gv_rs: u32,
+        gv_cs: u32,
+        gb: out(T),
+        gb_inc: u32,
+        stats: ptr(f32),
+        probs: out(f32),
+        dscores: out(f32),
+    }
+}
+
+pub(crate) const SOURCE: KernelSource = KernelSource {
+    name: "attention",
+    code: include_str!("../kernels/attention.cu"),
+    params: &[
+        <AttentionFused<f32> as KernelParams>::C_DECL,
+        <AttentionSoftmax<f32> as KernelParams>::C_DECL,
+        <AttentionGrad<f32> as KernelParams>::C_DECL,
+    ],
+    defines: &[("ATTN_BLOCK", BLOCK)],
+};
+
+fn entry<T: Scalar>(chunks: u32, warps: u32) -> Result<Entry<AttentionFused<T>>> {
+    Entry::new(
+        &SOURCE,
+        "attention_fused",
+        &[&c_type(T::DTYPE)?, &chunks, &warps],
+    )
+}
+
+/// Every (CH, WPI) instantiation, WPI major.
+fn entries<T: Scalar>() -> Result<Vec<Entry<AttentionFused<T>>>> {
+    WARPS
+        .iter()
+        .flat_map(|&w| CHUNKS.iter().map(move |&c| entry::<T>(c, w)))
+        .collect()
+}
+
+fn softmax_entry<T: Scalar>() -> Result<Entry<AttentionSoftmax<T>>> {
+    Entry::new(&SOURCE, "attention_softmax", &[&c_type(T::DTYPE)?])
+}
+
+/// The backward's kernels of one storage type.
+struct GradEntries<T: Scalar> {
+    /// By CH, in the order of [`CHUNKS`].
+    rows: Vec<Entry<AttentionGrad<T>>>,
+    cols: Vec<Entry<AttentionGrad<T>>>,
+    bias: Entry<AttentionGrad<T>>,
+}
+
+impl<T: Scalar> GradEntries<T> {
+    fn new() -> Result<Self> {
+        let t = c_type(T::DTYPE)?;
+        let by_chunks = |name| -> Result<Vec<_>> {
+            CHUNKS
+                .iter()
+                .map(|c| Entry::new(&SOURCE, name, &[&t, c]))
+                .collect()
+        };
+        Ok(GradEntries {
+            rows: by_chunks("attention_backward_rows")?,
+            cols: by_chunks("attention_backward_cols")?,
+            bias: Entry::new(&SOURCE, "attention_backward_bias", &[&t])?,
+        })
+    }
+
+    fn specs(&self) -> Vec<&KernelSpec> {
+        let mut specs: Vec<&KernelSpec> = self.rows.iter().map(|e| e.spec()).collect();
+        specs.extend(self.cols.iter().map(|e| e.spec()));
+        specs.push(self.bias.spec());
+        specs
+    }
+}
+
+fn specs_of<T: Scalar>() -> Result<Vec<KernelSpec>> {
+    let mut specs: Vec<KernelSpec> = entries::<T>()?.iter().map(|e| e.spec().clone()).collect();
+    specs.extend(GradEntries::<T>::new()?.specs().into_iter().cloned());
+    Ok(specs)
+}
+
+/// Every kernel of this file Rust can ask for.
+pub(crate) fn all_specs() -> Result<Vec<KernelSpec>> {
+    let mut specs = vec![softmax_entry::<f32>()?.spec().clone()];
+    specs.extend(specs_of::<f32>()?);
+    specs.extend(specs_of::<half::f16>()?);
+    specs.extend(specs_of::<half::bf16>()?);
+    Ok(specs)
+}
+
+/// CH for heads of widths `d` and `dv`: the fewest columns per lane that hold both, at most
+/// the widest instantiated.
+fn chunks_for(d: usize, dv: usize) -> u32 {
+    let width = d.max(dv).max(1);
+    CHUNKS
+        .iter()
+        .copied()
+        .find(|&c| 32 * c as usize >= width)
+        .unwrap_or(CHUNKS[CHUNKS.len() - 1])
+}
+
+/// The rows of `a` by length: those of up to [`LONG_ROW`] entries (empty rows included), and
+/// the longer ones.
+fn split_rows<T, I: SpIndex>(a: CsrRef<'_, T, I>) -> Result<(Vec<u32>, Vec<u32>)> {
+    let (mut short, mut long) = (Vec::new(), Vec::new());
+    for i in 0..a.rows() {
+        let list = if a.row_len(i) > LONG_ROW {
+            &mut long
+        } else {
+            &mut short
+        };
+        list.push(to_u32("row index", i)?);
+    }
+    Ok((short, long))
+}
+
+/// One list of rows and how many there are.
+struct RowList {
+    rows: CudaSlice<u32>,
+    len: u32,
+}
+
+impl RowList {
+    fn upload(device: &Device, rows: &[u32]) -> Result<Self> {
+        Ok(RowList {
+            rows: device.upload_converted(rows, 0, |&r| r)?,
+            len: to_u32("number of rows", rows.len())?,
+        })
+    }
+}
+
+/// The fused attention kernels of one plan and the matrix they read.
+pub(crate) struct FusedAttention<T: Scalar> {
+    desc: AttentionDesc,
+    a: DeviceCsr<T>,
+    short: RowList,
+    long: RowList,
+    /// By (WPI, CH), in the order of [`entries`].
+    kernels: Vec<Kernel<AttentionFused<T>>>,
+    backward: Backward<T>,
+}
+
+/// What the backward keeps: the forward's row statistics (maximum, normaliser per (row, head)),
+/// A by columns, the weights and score gradients per (entry, head), and its kernels.
+struct Backward<T: Scalar> {
+    stats: CudaSlice<f32>,
+    /// A forward run has left its statistics.
+    ran: bool,
+    t_ptr: CudaSlice<u32>,
+    t_row: CudaSlice<u32>,
+    t_entry: CudaSlice<u32>,
+    probs: CudaSlice<f32>,
+    dscores: CudaSlice<f32>,
+    rows: Vec<Kernel<AttentionGrad<T>>>,
+    cols: Vec<Kernel<AttentionGrad<T>>>,
+    bias: Kernel<AttentionGrad<T>>,
+}
+
+impl<T: Scalar> Backward<T> {
+    fn bytes(&self) -> usize {
+        (self.stats.len() + self.probs.len() + self.dscores.len()) * size_of::<f32>()
+            + (self.t_ptr.len() + self.t_row.len() + self.t_entry.len()) * size_of::<u32>()
+    }
+}
+
+/// `auto`: the fused kernel. It reads each K and V row once per (row, head) and writes O once,
+/// where the unfused pipeline also writes and reads the scores and the weights (three kernels
+/// per head); nothing found so far makes the unfused pipeline the faster one.
+pub(crate) fn auto_algorithm() -> Algorithm {
+    Algorithm::Fused
+}
+
+/// A planned `fused` attention.
+pub(crate) fn plan<T: Scalar, I: SpIndex>(
+    device: &Arc<Device>,
+    a: CsrRef<'_, T, I>,
+    desc: &AttentionDesc,
+    clock: PlanClock,
+) -> Result<CudaPlan<T, FusedAttention<T>>> {
+    let entries = entries::<T>()?;
+    let grads = GradEntries::<T>::new()?;
+    let mut specs: Vec<&KernelSpec> = entries.iter().map(|e| e.spec()).collect();
+    specs.extend(grads.specs());
+    let info = PlanInfo::new(
+        BackendKind::Cuda,
+        OpKind::Attention,
+        Format::Csr,
+        desc.precision,
+        Algorithm::Fused,
+        true,
+    );
+    let (base, mut clock) = PlanBase::new(device, a, info, &specs, clock)?;
+    let (short, long) = split_rows(a)?;
+    to_u32("number of entries", a.nnz())?;
+    let transposed = Transposed::of(a);
+    let per_head = |n: usize| {
+        n.checked_mul(desc.heads)
+            .ok_or_else(|| Error::overflow::<usize>("attention statistics", n))
+    };
+    clock.lap(device, Phase::Host)?;
+    let to_u32s = |v: &[usize]| device.upload_converted(v, 0, |&x| x as u32);
+    let load_all = |list: &[Entry<AttentionGrad<T>>]| -> Result<Vec<_>> {
+        list.iter().map(|e| device.kernel(e)).collect()
+    };
+    let backward = Backward {
+        stats: device.alloc_zeros(per_head(2 * a.rows())?, "attention statistics")?,
+        ran: false,
+        // Offsets up to nnz, rows and entry positions below it: all fit u32 (checked above).
+        t_ptr: to_u32s(&transposed.col_ptr)?,
+        t_row: to_u32s(&transposed.row)?,
+        t_entry: to_u32s(&transposed.entry)?,
+        probs: device.alloc_zeros(per_head(a.nnz())?, "attention weights")?,
+        dscores: device.alloc_zeros(per_head(a.nnz())?, "attention score gradients")?,
+        rows: load_all(&grads.rows)?,
+        cols: load_all(&grads.cols)?,
+        bias: device.kernel(&grads.bias)?,
+    };
+    let family = FusedAttention {
+        desc: *desc,
+        a: DeviceCsr::upload(device, a)?,
+        short: RowList::upload(device, &short)?,
+        long: RowList::upload(device, &long)?,
+        kernels: entries
+            .iter()
+            .map(|e| device.kernel(e))
+            .collect::<Result<_>>()?,
+        backward,
+    };
+    clock.lap(device, Phase::Transfer)?;
+    let bytes =
+        family.a.bytes() + (short.len() + long.len()) * size_of::<u32>() + family.backward.bytes();
+    Ok(base.into_plan(clock, bytes, family))
+}
+
+impl<T: Scalar> FusedAttention<T> {
+    fn kernel(&self, chunks: u32, warps: u32) -> Result<&Kernel<AttentionFused<T>>> {
+        let w = WARPS.iter().position(|&x| x == warps);
+        let c = CHUNKS.iter().position(|&x| x == chunks);
+        match (w, c) {
+            (Some(w), Some(c)) => Ok(&self.kernels[w * CHUNKS.len() + c]),
+            _ => Err(Error::internal(format!(
+                "no attention kernel with {chunks} columns per lane and {warps} warps per row"
+            ))),
+        }
+    }
+}
+
+impl<T: Scalar> AttentionKernels<T> for FusedAttention<T> {
+    fn desc(&self) -> &AttentionDesc {
+        &self.desc
+    }
+
+    fn run(
+        &mut self,
+        base: &PlanBase<T>,
+        shape: &AttentionShape,
+        ops: &AttentionOperands,
+    ) -> Result<()> {
+        let chunks = chunks_for(shape.d, shape.dv);
+        let slices = to_u32(
+            "attention column slices",
+            shape.dv.div_ceil(32 * chunks as usize),
+        )?;
+        if slices > 65_535 {
+            return Err(Error::invalid(format!(
+                "attention heads of {} V columns need {slices} column slices, more than grid.y \
+                 holds (65535)",
+                shape.dv
+            )));
+        }
+        let (row_ptr, col_idx, values) = self.a.pointers(&base.device);
+        let strides = |b: &crate::operand::Bound| b.strides();
+        let ((q_rs, q_cs), (k_rs, k_cs), (v_rs, v_cs), (o_rs, o_cs)) = (
+            strides(&ops.q),
+            strides(&ops.k),
+            strides(&ops.v),
+            strides(&ops.o),
+        );
+        let heads = to_u32("attention heads", shape.heads)?;
+        for (list, warps) in [(&self.short, 1), (&self.long, LONG_WARPS)] {
+            if list.len == 0 {
+                continue;
+            }
+            let params = AttentionFused {
+                items: list.len,
+                rows: Ptr::of(&list.rows, &base.device),
+                row_ptr,
+                col_idx,
+                values,
+                heads,
+                d: to_u32("attention head width", shape.d)?,
+                dv: to_u32("attention V head width", shape.dv)?,
+                bias: u32::from(shape.bias),
+                scale: shape.scale as f32,
+                q: ops.q.input(),
+                q_rs,
+                q_cs,
+                k: ops.k.input(),
+                k_rs,
+                k_cs,
+                v: ops.v.input(),
+                v_rs,
+                v_cs,
+                o: ops.o.output(),
+                o_rs,
+                o_cs,
+                stats: MutPtr::of(&self.backward.stats, &base.device),
+            };
+            let items = u64::from(list.len) * u64::from(heads);
+            let per_block = u64::from(BLOCK / 32 / warps);
+            let blocks = u32::try_from(items.div_ceil(per_block))
+                .map_err(|_| Error::overflow::<u32>("attention blocks", items as usize))?;
+            let config = LaunchConfig {
+                grid_dim: (blocks, slices, 1),
+                block_dim: (BLOCK, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            // SAFETY: every listed row is below A's rows and its entries' columns below A's
+            // columns (a canonical CSR); Q spans rows x heads*d, K cols x heads*d, V cols x
+            // heads*dv and O rows x heads*dv at their strides (bound operands checked against
+            // `shape`); the kernel reads head h's columns h*d + t for t < d (h*dv + t, t < dv)
+            // only, and writes each (row, head, column) of O once.
+            unsafe { self.kernel(chunks, warps)?.launch(config, &params)? };
+        }
+        self.backward.ran = true;
+        Ok(())
+    }
+
+    fn backward(
+        &mut self,
+        base: &PlanBase<T>,
+        shape: &AttentionShape,
+        ops: &AttentionGradOperands,
+    ) -> Result<()> {
+        let b = &self.backward;
+        if !b.ran {
+            return Err(Error::invalid(
+                "the attention backward reads the statistics of a forward run: run the plan first",
+            ));
+        }
+        let widest = 32 * CHUNKS[CHUNKS.len() - 1] as usize;
+        if shape.d.max(shape.dv) > widest {
+            return Err(Error::invalid(format!(
+                "the attention backward on the GPU takes heads up to {widest} columns wide, got \
+                 d = {} and dv = {}",
+                shape.d, shape.dv
+            )));
+        }
+        let chunks = chunks_for(shape.d, shape.dv);
+        let position = CHUNKS
+            .iter()
+            .position(|&c| c == chunks)
+            .ok_or_else(|| Error::internal("an uninstantiated attention width"))?;
+        let device = &base.device;
+        let (row_ptr, col_idx, values) = self.a.pointers(device);
+        let (q_rs, q_cs) = ops.q.strides();
+        let (k_rs, k_cs) = ops.k.strides();
+        let (v_rs, v_cs) = ops.v.strides();
+        let (o_rs, o_cs) = ops.o.strides();
+        let (do_rs, do_cs) = ops.d_o.strides();
+        let (gq_rs, gq_cs) = ops.dq.strides();
+        let (gk_rs, gk_cs) = ops.dk.strides();
+        let (gv_rs, gv_cs) = ops.dv.strides();
+        let heads = to_u32("attention heads", shape.heads)?;
+        let params = AttentionGrad {
+            rows: self.a.rows,
+            cols: self.a.cols,
+            nnz: self.a.nnz,
+            heads,
+            d: to_u32("attention head width", shape.d)?,
+            dv: to_u32("attention V head width", shape.dv)?,
+            bias: u32::from(shape.bias),
+            scale: shape.scale as f32,
+            row_ptr,
+            col_idx,
+            values,
+            t_ptr: Ptr::of(&b.t_ptr, device),
+            t_row: Ptr::of(&b.t_row, device),
+            t_entry: Ptr::of(&b.t_entry, device),
+            q: ops.q.input(),
+            q_rs,
+            q_cs,
+            k: ops.k.input(),
+            k_rs,
+            k_cs,
+            v: ops.v.input(),
+            v_rs,
+            v_cs,
+            o: ops.o.input(),
+            o_rs,
+            o_cs,
+            d_o: ops.d_o.input(),
+            do_rs,
+            do_cs,
+            gq: ops.dq.output(),
+            gq_rs,
+            gq_cs,
+            gk: ops.dk.output(),
+            gk_rs,
+            gk_cs,
+            gv: ops.dv.output(),
+            gv_rs,
+            gv_cs,
+            gb: ops.dbias.map_or(MutPtr::NULL, |d| d.output()),
+            gb_inc: ops.dbias.map_or(0, |d| d.increment()),
+            stats: Ptr::of(&b.stats, device),
+            probs: MutPtr::of(&b.probs, device),
+            dscores: MutPtr::of(&b.dscores, device),
+        };
+        let warps = |items: u64| -> Result<LaunchConfig> {
+            let blocks = u32::try_from((items * 32).div_ceil(u64::from(BLOCK)))
+                .map_err(|_| Error::overflow::<u32>("attention backward blocks", items as usize))?;
+            Ok(LaunchConfig {
+                grid_dim: (blocks.max(1), 1, 1),
+                block_dim: (BLOCK, 1, 1),
+                shared_mem_bytes: 0,
+            })
+        };
+        // SAFETY: A by rows and by columns describe the same canonical pattern (indices below
+        // rows, cols and nnz); the operands span their shapes at their strides (bound and
+        // checked against `shape`, whose heads the statistics, weights and score gradients
+        // were sized for at plan time); each kernel writes each gradient element, weight and
+        // score gradient once; the row pass finishes before the column pass reads its
+        // results (one stream).
+        unsafe {
+            b.rows[position].launch(warps(u64::from(self.a.rows) * u64::from(heads))?, &params)?;
+            if self.a.cols > 0 {
+                b.cols[position]
+                    .launch(warps(u64::from(self.a.cols) * u64::from(heads))?, &params)?;
+            }
+            if ops.dbias.is_some() && self.a.nnz > 0 {
+                let config = LaunchConfig {
+                    grid_dim: (self.a.nnz.div_ceil(BLOCK), 1, 1),
+                    block_dim: (BLOCK, 1, 1),
+                    shared_mem_bytes: 0,
+                };
+                b.bias.launch(config, &params)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lanes_hold_both_widths_up_to_the_widest_variant() {
+        assert_eq!(chunks_for(1, 1), 1);
+        assert_eq!(chunks_for(0, 0), 1);
+        assert_eq!(chunks_for(33, 3), 2);
+        assert_eq!(chunks_for(64, 64), 2);
+        assert_eq!(chunks_for(128, 130), 8);
+        assert_eq!(chunks_for(1000, 4), 8);
+    }
+
+    #[test]
+    fn long_rows_are_listed_apart() {
+        let lengths = [0usize, LONG_ROW, LONG_ROW + 1, 3];
+        let mut row_ptr = vec![0u32];
+        let mut col_idx = Vec::new();
+        for &len in &lengths {
+            col_idx.extend(0..len as u32);
+            row_ptr.push(col_idx.len() as u32);
+        }
+        let values = vec![1.0f32; col_idx.len()];
+        let a = CsrRef::try_new(lengths.len(), LONG_ROW + 1, &row_ptr, &col_idx, &values).unwrap();
+        let (short, long) = split_rows(a).unwrap();
+        assert_eq!((short, long), (vec![0, 1, 3], vec![2]));
+    }
+}
