@@ -16,6 +16,7 @@ mod executor;
 pub mod flashsparse;
 pub mod kernel;
 mod libraries;
+pub mod magicube;
 mod matrix;
 mod operand;
 mod plan;
@@ -46,5 +47,6 @@ pub fn every_kernel() -> sparse_core::Result<Vec<kernel::KernelSpec>> {
     specs.extend(blas1::all_specs()?);
     specs.extend(flashsparse::all_specs()?);
     specs.extend(tilespmv::all_specs()?);
+    specs.extend(magicube::all_specs()?);
     Ok(specs)
 }

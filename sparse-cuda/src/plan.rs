@@ -36,7 +36,7 @@ kernel_params! {
     pub(crate) struct ScaleDense<T> {
         inner: u32,
         outer: u32,
-        out: out(T),
+        out: out(Out),
         ld: u32,
         beta: acc,
     }
@@ -92,6 +92,7 @@ pub(crate) fn all_specs() -> Result<Vec<KernelSpec>> {
     let mut specs = specs_of::<f64>()?;
     specs.extend(specs_of::<f32>()?);
     specs.extend(specs_of::<half::f16>()?);
+    specs.extend(specs_of::<i8>()?);
     Ok(specs)
 }
 

@@ -18,6 +18,7 @@ pub(crate) enum Family {
     Rode,
     FlashSparse,
     TileSpmv,
+    Magicube,
 }
 
 /// One row of the table.
@@ -38,6 +39,8 @@ const WIDE: &[Precision] = &[Precision::F64, Precision::F32];
 /// What the tensor-core MMAs take: f16 storage with f32 accumulation, and f32 storage computed
 /// as tf32.
 const TENSOR: &[Precision] = &[Precision::F16, Precision::TF32];
+/// What the integer MMAs take: i8 storage with exact i32 accumulation.
+const INTEGER: &[Precision] = &[Precision::I8];
 
 macro_rules! rows {
     ($family:ident, $op:ident, $format:ident: $(($precisions:expr, $algorithm:ident, $det:expr)),+ $(,)?) => {
@@ -83,6 +86,8 @@ const TABLE: &[&[Registration]] = &[
         (TENSOR, FlashSparse, true),
         (TENSOR, FlashSparse16x1, true),
     ),
+    rows!(Magicube, Spmm, SrBcrs: (INTEGER, Magicube, true)),
+    rows!(Magicube, Sddmm, SrBcrs: (INTEGER, Magicube, true)),
 ];
 
 fn rows() -> impl Iterator<Item = &'static Registration> {

@@ -1,0 +1,455 @@
+//! The cuda backend's Magicube kernels (SR-BCRS, i8 on integer tensor cores): SpMM and SDDMM
+//! give exactly the oracle's i32 results for every vector length (2, 4, 8) on odd shapes
+//! (M = 37, K = 19, N = 5), empty rows and vector-rows, a vector-row of thousands of vectors,
+//! vector-structured matrices, a power-law graph, no rows, and every `dlmc_*` matrix of the
+//! corpus; values over the whole i8 range, N and K not multiples of 8 or 32, dense operands in
+//! both layouts, alpha and beta of any sign, alpha == 0; SDDMM leaves 0 in every slot without an
+//! entry. New values give what a plan made with them gives; bad requests are typed errors.
+//!
+//! Needs a GPU; without one each test prints `skipped: <reason>` and passes, unless
+//! `SPARSE_REQUIRE_GPU=1`.
+
+mod common;
+
+use std::path::Path;
+
+use common::{available, collect, Failures};
+use sparse_core::{
+    Algorithm, BackendKind, BlockShape, Dense, DenseRef, Error, Executor, Format, Layout,
+    Precision, Scalar, SddmmDesc, SddmmPlan, SpmmDesc, SpmmPlan,
+};
+use sparse_cpu::reference;
+use sparse_cuda::CudaBackend;
+use sparse_formats::{generate, mtx, Csr};
+
+fn backend() -> Option<CudaBackend> {
+    available(BackendKind::Cuda, CudaBackend::new(0))
+}
+
+/// An i8 over the whole range, -128 and 127 included, from a position.
+fn int8(i: usize, j: usize) -> i8 {
+    ((i * 131 + j * 71 + (i * j) % 13) % 256) as u8 as i8
+}
+
+/// `a`'s pattern with i8 values over the whole range.
+fn with_values(a: &Csr<f64>) -> Csr<i8> {
+    let (rows, cols) = a.shape();
+    let mut triplets = Vec::with_capacity(a.nnz());
+    for i in 0..rows {
+        for &j in &a.col_idx()[a.as_ref().row_range(i)] {
+            triplets.push((i, j as usize, int8(i + 3, j as usize)));
+        }
+    }
+    Csr::from_triplets(rows, cols, &triplets).expect("valid")
+}
+
+/// Odd sizes; empty rows and vector-rows; one vector-row of 3000 vectors next to short ones;
+/// vector sparsity at V = 2, 4, 8 (a DLMC layer expanded by vectors); a power-law graph; no
+/// rows; no columns.
+fn matrices() -> Vec<(String, Csr<i8>)> {
+    let mut long = vec![(2, 0, 1.0)];
+    long.extend((0..3000).map(|j| (9, j, 1.0)));
+    long.extend((0..40).map(|i| (i, (i * 13) % 3001, 1.0)));
+    let mut empty = Vec::new();
+    for i in (0..130).filter(|i| (i / 16) % 3 == 1 && i % 5 != 0) {
+        empty.push((i, (i * 7) % 45, 1.0));
+    }
+    let mut list: Vec<(String, Csr<f64>)> = vec![
+        (
+            "uniform 37x19".into(),
+            generate::uniform(37, 19, 5, 1).unwrap(),
+        ),
+        (
+            "long vector-row".into(),
+            Csr::from_triplets(41, 3001, &long).unwrap(),
+        ),
+        (
+            "empty rows".into(),
+            Csr::from_triplets(130, 45, &empty).unwrap(),
+        ),
+        ("rmat 2^9".into(), generate::rmat(9, 8, 2).unwrap()),
+        ("0x5".into(), Csr::zeros(0, 5)),
+        ("6x0".into(), Csr::zeros(6, 0)),
+    ];
+    for v in [2, 4, 8] {
+        list.push((
+            format!("vectors {v}x1 203x301 20%"),
+            generate::vector_sparse(203, 301, v, 0.2, v as u64).unwrap(),
+        ));
+    }
+    list.into_iter()
+        .map(|(n, a)| (n, with_values(&a)))
+        .collect()
+}
+
+/// The `dlmc_*` matrices of the corpus, with i8 values.
+fn dlmc() -> Vec<(String, Csr<i8>)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/matrices");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        eprintln!("no corpus at {}", dir.display());
+        return Vec::new();
+    };
+    let mut paths: Vec<_> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("dlmc_"))
+        })
+        .collect();
+    paths.sort();
+    paths
+        .into_iter()
+        .map(|p| {
+            let a: Csr<f64> = mtx::read_csr::<f64, u32>(&p).expect("a corpus matrix");
+            (
+                p.file_name().unwrap().to_string_lossy().into_owned(),
+                with_values(&a),
+            )
+        })
+        .collect()
+}
+
+fn dense(rows: usize, cols: usize, layout: Layout, seed: usize) -> Dense<i8> {
+    Dense::from_fn(rows, cols, layout, |i, j| int8(i + seed, j * 3 + seed))
+}
+
+fn get<T: Scalar>(d: &DenseRef<'_, T>, i: usize, j: usize) -> f64 {
+    d.at(i, j).to_f64()
+}
+
+fn spmm_desc(v: usize) -> SpmmDesc {
+    SpmmDesc::new(Precision::I8)
+        .format(Format::SrBcrs)
+        .block(BlockShape::new(v, 32))
+        .max_width(512)
+}
+
+fn sddmm_desc(v: usize, scaled: bool) -> SddmmDesc {
+    SddmmDesc::new(Precision::I8)
+        .format(Format::SrBcrs)
+        .block(BlockShape::new(v, 32))
+        .scale_by_values(scaled)
+        .max_width(512)
+}
+
+/// Runs `plan` with B (`n` columns) and C in `layouts` and records where C differs from the
+/// oracle's exact result.
+#[allow(clippy::too_many_arguments)]
+fn check_spmm(
+    b: &CudaBackend,
+    plan: &mut dyn SpmmPlan<i8>,
+    a: &Csr<i8>,
+    what: &str,
+    n: usize,
+    layouts: (Layout, Layout),
+    (alpha, beta): (i32, i32),
+    failures: &mut Failures,
+) {
+    let (rows, cols) = a.shape();
+    let bh = dense(cols, n, layouts.0, 1);
+    let c0 = Dense::from_fn(rows, n, layouts.1, |i, j| i32::from(int8(j, i + 5)));
+    let got = (|| -> sparse_core::Result<Dense<i32>> {
+        let bd = b.upload(bh.as_ref())?;
+        let mut cd = b.upload(c0.as_ref())?;
+        plan.run(alpha, bd.as_ref(), beta, cd.as_mut())?;
+        b.download(&cd)
+    })();
+    let got = match got {
+        Ok(g) => g,
+        Err(e) => return failures.error(&format!("spmm {what} n={n}"), e),
+    };
+    let want = reference::spmm(
+        a.as_ref(),
+        f64::from(alpha),
+        bh.as_ref(),
+        f64::from(beta),
+        Some(c0.as_ref()),
+    )
+    .expect("oracle");
+    let mut bad = 0;
+    for i in 0..rows {
+        for j in 0..n {
+            let (g, w) = (get(&got.as_ref(), i, j), get(&want.as_ref(), i, j));
+            if g != w {
+                if bad < 3 {
+                    failures.0.push(format!(
+                        "spmm {what} n={n} {layouts:?} alpha {alpha} beta {beta}: C[{i}][{j}] = \
+                         {g}, want {w}"
+                    ));
+                }
+                bad += 1;
+            }
+        }
+    }
+}
+
+/// Runs `plan` with X, Y (`k` columns) in `layouts` and records where C (in slot order) differs
+/// from the oracle's exact result, or a slot without an entry is not 0.
+#[allow(clippy::too_many_arguments)]
+fn check_sddmm(
+    b: &CudaBackend,
+    plan: &mut dyn SddmmPlan<i8>,
+    s: &Csr<i8>,
+    what: &str,
+    k: usize,
+    layouts: (Layout, Layout),
+    (alpha, beta): (i32, i32),
+    scaled: bool,
+    failures: &mut Failures,
+) {
+    let (rows, cols) = s.shape();
+    let order = plan.value_order().expect("a slot order").clone();
+    let xh = dense(rows, k, layouts.0, 3);
+    let yh = dense(cols, k, layouts.1, 4);
+    // Slots without an entry start at 1, so a kernel that skips them is caught.
+    let prior: Vec<i32> = (0..order.len())
+        .map(|slot| order.entry(slot).map_or(1, |e| i32::from(int8(e, 1))))
+        .collect();
+    let c0 = Dense::from_vec(
+        prior.clone(),
+        order.len(),
+        1,
+        order.len().max(1),
+        Layout::ColMajor,
+    )
+    .expect("consistent");
+    let got = (|| -> sparse_core::Result<Dense<i32>> {
+        let xd = b.upload(xh.as_ref())?;
+        let yd = b.upload(yh.as_ref())?;
+        let mut cd = b.upload(c0.as_ref())?;
+        plan.run(alpha, xd.as_ref(), yd.as_ref(), beta, cd.as_mut())?;
+        b.download(&cd)
+    })();
+    let got = match got {
+        Ok(g) => g,
+        Err(e) => return failures.error(&format!("sddmm {what} k={k}"), e),
+    };
+    let csr_prior = order.to_csr_order(&prior).expect("slot order");
+    let csr_prior = Dense::from_vec(csr_prior, s.nnz(), 1, s.nnz().max(1), Layout::ColMajor)
+        .expect("consistent");
+    let want = reference::sddmm(
+        s.as_ref(),
+        f64::from(alpha),
+        xh.as_ref(),
+        yh.as_ref(),
+        f64::from(beta),
+        Some(csr_prior.as_ref()),
+        scaled,
+    )
+    .expect("oracle");
+    let mut bad = 0;
+    for slot in 0..order.len() {
+        let g = get(&got.as_ref(), slot, 0);
+        let w = order.entry(slot).map_or(0.0, |e| want[e]);
+        if g != w {
+            if bad < 3 {
+                failures.0.push(format!(
+                    "sddmm {what} k={k} {layouts:?} alpha {alpha} beta {beta} scaled {scaled}: \
+                     slot {slot} ({:?}) = {g}, want {w}",
+                    order.entry(slot)
+                ));
+            }
+            bad += 1;
+        }
+    }
+}
+
+/// A run: the dense width (N or K), the layouts of the dense inputs, alpha and beta.
+type RunOf = (usize, (Layout, Layout), (i32, i32));
+
+const SPMM_RUNS: [RunOf; 7] = [
+    (1, (Layout::RowMajor, Layout::RowMajor), (1, 0)),
+    (5, (Layout::ColMajor, Layout::ColMajor), (2, -3)),
+    (32, (Layout::RowMajor, Layout::ColMajor), (1, 0)),
+    (33, (Layout::RowMajor, Layout::RowMajor), (-1, 1)),
+    (128, (Layout::RowMajor, Layout::RowMajor), (1, 0)),
+    (300, (Layout::RowMajor, Layout::RowMajor), (3, 1)),
+    (40, (Layout::ColMajor, Layout::RowMajor), (0, 2)),
+];
+
+const SDDMM_RUNS: [RunOf; 6] = [
+    (1, (Layout::RowMajor, Layout::RowMajor), (1, 0)),
+    (19, (Layout::ColMajor, Layout::RowMajor), (2, -1)),
+    (64, (Layout::RowMajor, Layout::RowMajor), (1, 0)),
+    (100, (Layout::RowMajor, Layout::ColMajor), (-1, 1)),
+    (256, (Layout::RowMajor, Layout::RowMajor), (1, 0)),
+    (20, (Layout::RowMajor, Layout::RowMajor), (0, 2)),
+];
+
+#[test]
+fn spmm_is_exact_for_every_vector_length() {
+    collect(backend(), |b, failures| {
+        for (name, a) in matrices() {
+            for v in [2, 4, 8] {
+                let what = format!("{name} V={v}");
+                let mut plan = match b.plan_spmm(a.as_ref(), &spmm_desc(v)) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        failures.error(&format!("planning spmm {what}"), e);
+                        continue;
+                    }
+                };
+                assert_eq!(plan.info().algorithm, Algorithm::Magicube);
+                for (n, layouts, scalars) in SPMM_RUNS {
+                    check_spmm(b, plan.as_mut(), &a, &what, n, layouts, scalars, failures);
+                }
+            }
+        }
+    });
+}
+
+#[test]
+fn sddmm_is_exact_in_slot_order_for_every_vector_length() {
+    collect(backend(), |b, failures| {
+        for (name, s) in matrices() {
+            for v in [2, 4, 8] {
+                for scaled in [false, true] {
+                    let what = format!("{name} V={v}");
+                    let mut plan = match b.plan_sddmm(s.as_ref(), &sddmm_desc(v, scaled)) {
+                        Ok(p) => p,
+                        Err(e) => {
+                            failures.error(&format!("planning sddmm {what}"), e);
+                            continue;
+                        }
+                    };
+                    for (k, layouts, scalars) in SDDMM_RUNS {
+                        let run = (k, layouts, scalars, scaled);
+                        check_sddmm(
+                            b,
+                            plan.as_mut(),
+                            &s,
+                            &what,
+                            run.0,
+                            run.1,
+                            run.2,
+                            run.3,
+                            failures,
+                        );
+                    }
+                }
+            }
+        }
+    });
+}
+
+#[test]
+fn every_dlmc_matrix_is_exact() {
+    collect(backend(), |b, failures| {
+        for (name, a) in dlmc() {
+            for v in [2, 4, 8] {
+                let what = format!("{name} V={v}");
+                match b.plan_spmm(a.as_ref(), &spmm_desc(v)) {
+                    Ok(mut plan) => {
+                        for n in [64, 256] {
+                            let layouts = (Layout::RowMajor, Layout::RowMajor);
+                            check_spmm(b, plan.as_mut(), &a, &what, n, layouts, (1, 0), failures);
+                        }
+                    }
+                    Err(e) => failures.error(&format!("planning spmm {what}"), e),
+                }
+                match b.plan_sddmm(a.as_ref(), &sddmm_desc(v, false)) {
+                    Ok(mut plan) => {
+                        let layouts = (Layout::RowMajor, Layout::RowMajor);
+                        check_sddmm(
+                            b,
+                            plan.as_mut(),
+                            &a,
+                            &what,
+                            64,
+                            layouts,
+                            (1, 0),
+                            false,
+                            failures,
+                        );
+                    }
+                    Err(e) => failures.error(&format!("planning sddmm {what}"), e),
+                }
+            }
+        }
+    });
+}
+
+#[test]
+fn new_values_give_what_a_plan_made_with_them_gives() {
+    collect(backend(), |b, failures| {
+        let a = with_values(&generate::vector_sparse(77, 90, 4, 0.3, 9).unwrap());
+        let negated: Vec<i8> = a.values().iter().map(|v| v.wrapping_neg()).collect();
+        let (rows, cols) = a.shape();
+        let flipped = Csr::try_new(
+            rows,
+            cols,
+            a.row_ptr().to_vec(),
+            a.col_idx().to_vec(),
+            negated.clone(),
+        )
+        .expect("same pattern");
+        for v in [2, 8] {
+            let mut plan = b.plan_spmm(a.as_ref(), &spmm_desc(v)).expect("plan");
+            let values = Dense::from_vec(negated.clone(), a.nnz(), 1, a.nnz(), Layout::ColMajor)
+                .expect("consistent");
+            plan.update_values(values.as_ref())
+                .expect("update from the host");
+            let layouts = (Layout::RowMajor, Layout::RowMajor);
+            check_spmm(
+                b,
+                plan.as_mut(),
+                &flipped,
+                "updated",
+                70,
+                layouts,
+                (1, 0),
+                failures,
+            );
+            let mut plan = b
+                .plan_sddmm(a.as_ref(), &sddmm_desc(v, true))
+                .expect("plan");
+            let device = b.upload(values.as_ref()).expect("upload");
+            plan.update_values(device.as_ref())
+                .expect("update from the device");
+            check_sddmm(
+                b,
+                plan.as_mut(),
+                &flipped,
+                "updated",
+                40,
+                layouts,
+                (1, 0),
+                true,
+                failures,
+            );
+        }
+    });
+}
+
+#[test]
+fn bad_requests_are_typed_errors() {
+    let Some(b) = backend() else { return };
+    let a = with_values(&generate::uniform(20, 20, 3, 5).unwrap());
+    let stride16 = SpmmDesc::new(Precision::I8)
+        .format(Format::SrBcrs)
+        .block(BlockShape::new(8, 16));
+    assert!(matches!(
+        b.plan_spmm(a.as_ref(), &stride16).map(drop),
+        Err(Error::InvalidArgument { .. })
+    ));
+    let f32s = a.cast::<f32>();
+    let float = SpmmDesc::new(Precision::F32).format(Format::SrBcrs);
+    assert!(matches!(
+        b.plan_spmm(f32s.as_ref(), &float).map(drop),
+        Err(Error::Unsupported { .. })
+    ));
+    let mut plan = b
+        .plan_spmm(a.as_ref(), &spmm_desc(8).max_width(16))
+        .expect("plan");
+    let bh = b
+        .upload(dense(20, 17, Layout::RowMajor, 0).as_ref())
+        .unwrap();
+    let mut c = b.zeros::<i32>(20, 17, Layout::RowMajor).unwrap();
+    assert!(matches!(
+        plan.run(1, bh.as_ref(), 0, c.as_mut()),
+        Err(Error::WidthExceeded { .. })
+    ));
+    plan.reserve(17).expect("reserve");
+    plan.run(1, bh.as_ref(), 0, c.as_mut())
+        .expect("run after reserve");
+}
