@@ -68,8 +68,17 @@ __device__ __forceinline__ void load_tile_row(const signed char* values, u32 p, 
     }
 }
 
-// One SpMM step's operands held by a lane: the columns of its 8 vectors (4t..4t+3 and
-// 16+4t..16+4t+3 of the group), its W bytes of each of their B rows, and its tile row words.
+// The sparse matrix of an SpMM and the i8 B it multiplies, as the accumulation reads them.
+struct McOperands {
+    const u32* row_ptr;
+    const u32* vec_col;
+    const signed char* values;
+    const signed char* b;
+    u32 b_rs, b_cs, n;
+};
+
+// One SpMM step's operands held by a lane: its W bytes of the B rows of its 8 vectors
+// (4t..4t+3 and 16+4t..16+4t+3 of the group), and its tile row words.
 template <int W>
 struct McStep {
     u32 rows[2][4][W / 4];
@@ -77,44 +86,33 @@ struct McStep {
 };
 
 template <int V, int W>
-__device__ __forceinline__ void load_step(const McSpmm<signed char>& p, u32 vec_p, u32 g, u32 t, u32 first, bool vec,
-                                          McStep<W>& s) {
-    const SpmmDense<signed char>& o = p.dense;
+__device__ __forceinline__ void load_step(const McOperands& m, u32 at, u32 g, u32 t, u32 first, bool vec, McStep<W>& s) {
 #pragma unroll
     for (int kh = 0; kh < 2; ++kh) {
-        const uint4 cols = __ldg(reinterpret_cast<const uint4*>(p.vec_col + vec_p + 16 * kh + 4 * t));
+        const uint4 cols = __ldg(reinterpret_cast<const uint4*>(m.vec_col + at + 16 * kh + 4 * t));
         const u32 c[4] = {cols.x, cols.y, cols.z, cols.w};
 #pragma unroll
-        for (int q = 0; q < 4; ++q) load_run<W>(o.b + (u64)c[q] * o.b_rs, first, o.n, o.b_cs, vec, s.rows[kh][q]);
+        for (int q = 0; q < 4; ++q) load_run<W>(m.b + (u64)c[q] * m.b_rs, first, m.n, m.b_cs, vec, s.rows[kh][q]);
     }
-    load_tile_row<V>(p.values, vec_p, g, t, s.b0, s.b1);
+    load_tile_row<V>(m.values, at, g, t, s.b0, s.b1);
 }
 
-// C = alpha*A*B + beta*C for A in SR-BCRS of V-row vectors. A warp owns one vector-row and 8W
-// columns of C (J = W/2 MMAs of 16 columns): lane (g, t) reads W consecutive bytes at column
-// first = tile*8W + g*W of each of its 8 B rows (coalesced runs of 8W bytes per row), and the
-// byte transpose turns each 4-row x 4-byte block into the k-runs of A fragments: byte b of the
-// run is fragment row g (b < W/2) or g+8 of MMA b % (W/2). So MMA j's fragment row g is column
-// first + j and row g+8 column first + W/2 + j, and lane (g, t) ends with rows 2t, 2t+1 of the
-// vector-row over its W consecutive columns: one vector store each when C is row-major.
+// The sums of one SpMM warp: vector-row `vrow` times B's columns from `first` (this lane's,
+// = tile*8W + g*W). A warp owns one vector-row and 8W columns of C (J = W/2 MMAs of 16
+// columns): lane (g, t) reads W consecutive bytes at `first` of each of its 8 B rows
+// (coalesced runs of 8W bytes per row), and the byte transpose turns each 4-row x 4-byte block
+// into the k-runs of A fragments: byte b of the run is fragment row g (b < W/2) or g+8 of MMA
+// b % (W/2). So MMA j's fragment row g is column first + j and row g+8 column first + W/2 + j,
+// and lane (g, t) ends with rows 2t, 2t+1 of the vector-row over its W consecutive columns:
+// sum[e][c] is row 2t+e, column first+c.
 //
 // The next group's columns, B rows and tile words are loaded before the current group's MMAs
 // (the paper's prefetch into registers), so their latency overlaps the transposes and MMAs.
-// Grid: x over warps (vector-row major, column tiles minor, so the warps reading one tile row
-// are neighbours and share it through L1).
 template <int V, int W>
-__global__ void __launch_bounds__(MC_THREADS) mc_spmm(const McSpmm<signed char> p) {
-    const SpmmDense<signed char>& o = p.dense;
-    const u32 lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const u32 tiles = (o.n + 8 * W - 1) / (8 * W);
-    const u64 item = (u64)blockIdx.x * MC_WARPS + threadIdx.x / 32;
-    if (item >= (u64)p.vector_rows * tiles) return;
-    const u32 vrow = (u32)(item / tiles), tile = (u32)(item % tiles);
-    const u32 first = tile * 8 * W + g * W;
-    const bool vec = o.b_cs == 1 && o.b_rs % W == 0;
-    const u32 begin = __ldg(p.row_ptr + 2 * vrow), real_end = __ldg(p.row_ptr + 2 * vrow + 1);
+__device__ __forceinline__ void spmm_sums(const McOperands& m, u32 vrow, u32 g, u32 t, u32 first, int (&sum)[2][W]) {
+    const bool vec = m.b_cs == 1 && m.b_rs % W == 0;
+    const u32 begin = __ldg(m.row_ptr + 2 * vrow), real_end = __ldg(m.row_ptr + 2 * vrow + 1);
     const u32 end = begin + (real_end - begin + MC_STRIDE - 1) / MC_STRIDE * MC_STRIDE;
-
     int acc[W / 2][4];
 #pragma unroll
     for (int j = 0; j < W / 2; ++j)
@@ -122,9 +120,9 @@ __global__ void __launch_bounds__(MC_THREADS) mc_spmm(const McSpmm<signed char> 
         for (int i = 0; i < 4; ++i) acc[j][i] = 0;
 
     McStep<W> cur, next;
-    if (begin < end) load_step<V, W>(p, begin, g, t, first, vec, cur);
+    if (begin < end) load_step<V, W>(m, begin, g, t, first, vec, cur);
     for (u32 at = begin; at < end; at += MC_STRIDE) {
-        if (at + MC_STRIDE < end) load_step<V, W>(p, at + MC_STRIDE, g, t, first, vec, next);
+        if (at + MC_STRIDE < end) load_step<V, W>(m, at + MC_STRIDE, g, t, first, vec, next);
         u32 a[W / 2][4];
 #pragma unroll
         for (int kh = 0; kh < 2; ++kh)
@@ -142,39 +140,136 @@ __global__ void __launch_bounds__(MC_THREADS) mc_spmm(const McSpmm<signed char> 
         for (int j = 0; j < W / 2; ++j) mma_s8(acc[j], a[j], cur.b0, cur.b1);
         cur = next;
     }
+#pragma unroll
+    for (int e = 0; e < 2; ++e)
+#pragma unroll
+        for (int c = 0; c < W; ++c) sum[e][c] = c < W / 2 ? acc[c][e] : acc[c - W / 2][2 + e];
+}
 
+// This warp's (vector-row, column tile) of an SpMM over `vector_rows` and N = n, or false past
+// them. Warps are numbered vector-row major, column tiles minor, so the warps reading one tile
+// row are neighbours and share it through L1.
+template <int W>
+__device__ __forceinline__ bool spmm_item(u32 vector_rows, u32 n, u32* vrow, u32* tile) {
+    const u32 tiles = (n + 8 * W - 1) / (8 * W);
+    const u64 item = (u64)blockIdx.x * MC_WARPS + threadIdx.x / 32;
+    if (item >= (u64)vector_rows * tiles) return false;
+    *vrow = (u32)(item / tiles);
+    *tile = (u32)(item % tiles);
+    return true;
+}
+
+// out[c*cs] = f(c, prior) for c < count <= W, the prior value read only when `read` (beta != 0:
+// otherwise the output is write-only); as vector accesses of 4 elements when `whole`
+// (contiguous, 16-byte aligned, count == W).
+template <int W, typename O, typename F>
+__device__ __forceinline__ void store_run(O* out, u32 cs, u32 count, bool whole, bool read, F f) {
+    if (whole) {
+#pragma unroll
+        for (int c = 0; c < W; c += 4) {
+            union {
+                int4 raw;
+                O v[4];
+            } s;
+            s.raw = read ? *reinterpret_cast<const int4*>(out + c) : make_int4(0, 0, 0, 0);
+#pragma unroll
+            for (int i = 0; i < 4; ++i) s.v[i] = f(c + i, s.v[i]);
+            *reinterpret_cast<int4*>(out + c) = s.raw;
+        }
+    } else {
+#pragma unroll
+        for (int c = 0; c < W; ++c)
+            if (c < (int)count) out[(u64)c * cs] = f(c, read ? out[(u64)c * cs] : O(0));
+    }
+}
+
+// C = alpha*A*B + beta*C for A in SR-BCRS of V-row vectors, B and C i8 and i32 (spmm_sums).
+template <int V, int W>
+__global__ void __launch_bounds__(MC_THREADS) mc_spmm(const McSpmm<signed char> p) {
+    const SpmmDense<signed char>& o = p.dense;
+    const u32 lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    u32 vrow, tile;
+    if (!spmm_item<W>(p.vector_rows, o.n, &vrow, &tile)) return;
+    const u32 first = tile * 8 * W + g * W;
+    const McOperands m = {p.row_ptr, p.vec_col, p.values, o.b, o.b_rs, o.b_cs, o.n};
+    int sum[2][W];
+    spmm_sums<V, W>(m, vrow, g, t, first, sum);
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
         const u32 r = 2 * t + e;
         const u64 row = (u64)vrow * V + r;
-        if (r >= V || row >= p.rows) continue;
-        int sum[W];
-#pragma unroll
-        for (int c = 0; c < W; ++c) sum[c] = c < W / 2 ? acc[c][e] : acc[c - W / 2][2 + e];
-        if (first >= o.n) continue;
-        int* out = o.c + row * o.c_rs + (u64)first * o.c_cs;
+        if (r >= V || row >= p.rows || first >= o.n) continue;
         const u32 count = o.n - first < W ? o.n - first : W;
         const bool whole = o.c_cs == 1 && o.c_rs % 4 == 0 && count == W;
-        if (whole) {
+        store_run<W>(o.c + row * o.c_rs + (u64)first * o.c_cs, o.c_cs, count, whole, o.beta != 0, [&](int c, int prior) {
+            update(&prior, o.alpha, sum[e][c], o.beta);
+            return prior;
+        });
+    }
+}
+
+// C = alpha * dequantized(A_q * B_q) + beta*C in f32: the i32 sums of spmm_sums scaled by A's
+// row scale and B's column scale (symmetric quantization: no zero points, so the scales
+// factor out of the sums). C is not read when beta == 0.
+template <int V, int W>
+__global__ void __launch_bounds__(MC_THREADS) mc_spmm_dequant(const McSpmmDequant<float> p) {
+    const u32 lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    u32 vrow, tile;
+    if (!spmm_item<W>(p.vector_rows, p.n, &vrow, &tile)) return;
+    const u32 first = tile * 8 * W + g * W;
+    const McOperands m = {p.row_ptr, p.vec_col, reinterpret_cast<const signed char*>(p.values),
+                          reinterpret_cast<const signed char*>(p.b), p.b_ld, 1, p.n};
+    int sum[2][W];
+    spmm_sums<V, W>(m, vrow, g, t, first, sum);
+    float col_scale[W];
 #pragma unroll
-            for (int c = 0; c < W; c += 4) {
-                int4* dst = reinterpret_cast<int4*>(out + c);
-                int4 v = make_int4(0, 0, 0, 0);
-                if (o.beta != 0) v = *dst;
-                int* pv = reinterpret_cast<int*>(&v);
+    for (int c = 0; c < W; ++c) col_scale[c] = first + c < p.n ? __ldg(p.col_scale + first + c) : 0.f;
 #pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    int prior = pv[i];
-                    update(&prior, o.alpha, sum[c + i], o.beta);
-                    pv[i] = prior;
-                }
-                *dst = v;
-            }
-        } else {
+    for (int e = 0; e < 2; ++e) {
+        const u32 r = 2 * t + e;
+        const u64 row = (u64)vrow * V + r;
+        if (r >= V || row >= p.rows || first >= p.n) continue;
+        const float row_scale = __ldg(p.row_scale + row);
+        const u32 count = p.n - first < W ? p.n - first : W;
+        const bool whole = p.c_cs == 1 && p.c_rs % 4 == 0 && count == W;
+        store_run<W>(p.c + row * p.c_rs + (u64)first * p.c_cs, p.c_cs, count, whole, p.beta != 0.f, [&](int c, float prior) {
+            const float v = p.alpha * (row_scale * col_scale[c] * (float)sum[e][c]);
+            return p.beta != 0.f ? v + p.beta * prior : v;
+        });
+    }
+}
+
+// The scale of each column of B (rows x n, f32 at its strides): max |B[:, j]| / 127, or 1 for
+// a column of zeros (sparse-formats' quantize, per column). A block per column.
+template <typename P>
+__global__ void __launch_bounds__(MC_THREADS) mc_column_scales(const P p) {
+    __shared__ float warp_max[MC_WARPS];
+    for (u32 j = blockIdx.x; j < p.n; j += gridDim.x) {
+        float m = 0.f;
+        for (u32 i = threadIdx.x; i < p.rows; i += MC_THREADS) m = fmaxf(m, fabsf(__ldg(p.b + (u64)i * p.b_rs + (u64)j * p.b_cs)));
 #pragma unroll
-            for (int c = 0; c < W; ++c)
-                if (c < (int)count) update(out + (u64)c * o.c_cs, o.alpha, sum[c], o.beta);
+        for (int off = 16; off > 0; off /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+        if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = m;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            float all = 0.f;
+#pragma unroll
+            for (int w = 0; w < MC_WARPS; ++w) all = fmaxf(all, warp_max[w]);
+            p.scale[j] = all == 0.f ? 1.f : all / 127.f;
         }
+        __syncthreads();
+    }
+}
+
+// B quantized with its column scales into q (rows x n, row-major, q_ld apart): round(x / s) to
+// nearest even in f64, as the host does, saturated to [-127, 127].
+template <typename P>
+__global__ void __launch_bounds__(MC_THREADS) mc_quantize(const P p) {
+    const u64 total = (u64)p.rows * p.n;
+    for (u64 e = (u64)blockIdx.x * MC_THREADS + threadIdx.x; e < total; e += (u64)gridDim.x * MC_THREADS) {
+        const u64 i = e / p.n, j = e % p.n;
+        const double x = (double)__ldg(p.b + i * p.b_rs + j * p.b_cs) / (double)__ldg(p.scale + j);
+        p.q[i * p.q_ld + j] = (unsigned char)(signed char)fmin(fmax(rint(x), -127.0), 127.0);
     }
 }
 

@@ -18,13 +18,17 @@
 //!   an SpMM plan's values.
 //! - Results are exact: i32 sums, wrapping on overflow as the oracle's do, and every C element
 //!   written once in a fixed order, so runs are bit-reproducible.
+//! - f32 at the edges ([`Precision::F32_VIA_I8`], SpMM): A quantized per row at plan time, B
+//!   per column at each run, the sums dequantized in the kernel's epilogue ([`quantized`]).
+
+mod quantized;
 
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, LaunchConfig};
 use sparse_core::{
     Algorithm, BlockShape, CsrRef, DType, Error, OpKind, Precision, Result, Scalar, SddmmDesc,
-    SpIndex, SpmmDesc, ValueOrder,
+    SpIndex, SpmmDesc, SpmmPlan, ValueOrder,
 };
 use sparse_formats::{FillLimit, SrBcrs, SrBcrsShape, SR_BCRS_PADDING};
 
@@ -82,6 +86,43 @@ kernel_params! {
     }
 }
 
+kernel_params! {
+    /// `mc_spmm_dequant<V, W>`: C (f32) = alpha * row_scale(i) * col_scale(j) * (A_q B_q)(i, j)
+    /// + beta * C, for A_q in SR-BCRS (`values` i8) and B_q i8 row-major (`b_ld` bytes a row).
+    pub(crate) struct McSpmmDequant<T> {
+        vector_rows: u32,
+        rows: u32,
+        n: u32,
+        b_ld: u32,
+        c_rs: u32,
+        c_cs: u32,
+        row_ptr: ptr(u32),
+        vec_col: ptr(u32),
+        values: ptr(u8),
+        b: ptr(u8),
+        row_scale: ptr(f32),
+        col_scale: ptr(f32),
+        c: out(T),
+        alpha: f32,
+        beta: f32,
+    }
+}
+
+kernel_params! {
+    /// `mc_column_scales` and `mc_quantize`: B (`rows x n` at its strides) quantized with one
+    /// scale per column into `q` (row-major, `q_ld` bytes a row).
+    pub(crate) struct McQuantize<T> {
+        rows: u32,
+        n: u32,
+        b: ptr(T),
+        b_rs: u32,
+        b_cs: u32,
+        scale: out(f32),
+        q: out(u8),
+        q_ld: u32,
+    }
+}
+
 pub(crate) const SOURCE: KernelSource = KernelSource {
     name: "magicube",
     code: include_str!("../kernels/magicube.cu"),
@@ -90,6 +131,8 @@ pub(crate) const SOURCE: KernelSource = KernelSource {
         <SddmmDense<i8> as KernelParams>::C_DECL,
         <McSpmm<i8> as KernelParams>::C_DECL,
         <McSddmm<i8> as KernelParams>::C_DECL,
+        <McSpmmDequant<f32> as KernelParams>::C_DECL,
+        <McQuantize<f32> as KernelParams>::C_DECL,
     ],
     defines: &[
         ("MC_WARPS", WARPS),
@@ -127,6 +170,7 @@ pub(crate) fn all_specs() -> Result<Vec<KernelSpec>> {
         }
         specs.push(sddmm_entry::<i8>(v)?.spec().clone());
     }
+    specs.extend(quantized::all_specs()?);
     Ok(specs)
 }
 
@@ -245,14 +289,27 @@ pub(crate) struct SpmmFamily<T: Scalar> {
     kernels: Vec<Kernel<McSpmm<T>>>,
 }
 
-/// A planned Magicube SpMM.
-pub(crate) fn spmm_plan<T: Scalar, I: SpIndex>(
+/// A planned Magicube SpMM: i8, or f32 quantized to i8 inside.
+pub(crate) fn spmm<'a, T: Scalar, I: SpIndex>(
     device: &Arc<Device>,
     a: CsrRef<'_, T, I>,
     desc: &SpmmDesc,
     clock: PlanClock,
-) -> Result<CudaPlan<T, SpmmFamily<T>>> {
+) -> Result<Box<dyn SpmmPlan<T> + 'a>> {
     let shape = shape(OpKind::Spmm, desc.precision, desc.block)?;
+    if desc.precision == Precision::F32_VIA_I8 {
+        return Ok(Box::new(quantized::plan(device, a, desc, shape, clock)?));
+    }
+    Ok(Box::new(spmm_plan(device, a, desc, shape, clock)?))
+}
+
+fn spmm_plan<T: Scalar, I: SpIndex>(
+    device: &Arc<Device>,
+    a: CsrRef<'_, T, I>,
+    desc: &SpmmDesc,
+    shape: SrBcrsShape,
+    clock: PlanClock,
+) -> Result<CudaPlan<T, SpmmFamily<T>>> {
     let entries = RUN_BYTES
         .iter()
         .map(|&w| spmm_entry::<T>(shape.vector(), w))

@@ -133,6 +133,11 @@ impl PlanClock {
         }
     }
 
+    /// The time attributed so far.
+    pub fn time(&self) -> PlanTime {
+        self.time
+    }
+
     pub fn lap(&mut self, device: &Device, phase: Phase) -> Result<()> {
         if matches!(phase, Phase::Transfer | Phase::Device) {
             device.synchronize()?;

@@ -41,6 +41,8 @@ const WIDE: &[Precision] = &[Precision::F64, Precision::F32];
 const TENSOR: &[Precision] = &[Precision::F16, Precision::TF32];
 /// What the integer MMAs take: i8 storage with exact i32 accumulation.
 const INTEGER: &[Precision] = &[Precision::I8];
+/// f32 quantized to i8 inside the plan, dequantized in the kernel's epilogue.
+const QUANTIZED: &[Precision] = &[Precision::F32_VIA_I8];
 
 macro_rules! rows {
     ($family:ident, $op:ident, $format:ident: $(($precisions:expr, $algorithm:ident, $det:expr)),+ $(,)?) => {
@@ -86,7 +88,7 @@ const TABLE: &[&[Registration]] = &[
         (TENSOR, FlashSparse, true),
         (TENSOR, FlashSparse16x1, true),
     ),
-    rows!(Magicube, Spmm, SrBcrs: (INTEGER, Magicube, true)),
+    rows!(Magicube, Spmm, SrBcrs: (INTEGER, Magicube, true), (QUANTIZED, Magicube, true)),
     rows!(Magicube, Sddmm, SrBcrs: (INTEGER, Magicube, true)),
 ];
 

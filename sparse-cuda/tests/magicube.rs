@@ -453,3 +453,89 @@ fn bad_requests_are_typed_errors() {
     plan.run(1, bh.as_ref(), 0, c.as_mut())
         .expect("run after reserve");
 }
+
+/// f32 in, f32 out, i8 inside: the device quantizes B as sparse-formats' `quantize` does (per
+/// column) and A per row, so C is the host's exact integer product dequantized, up to f32
+/// rounding of the epilogue; against the f32 product it is off by no more than the quantization
+/// steps allow. Prints the largest error relative to the f32 result's magnitude.
+#[test]
+fn f32_via_i8_is_the_quantized_product_dequantized() {
+    use sparse_formats::quantize::{quantize_csr, quantize_dense, QuantBits, ScaleAxis};
+    collect(backend(), |b, failures| {
+        let a = generate::vector_sparse::<f32, u32>(203, 301, 8, 0.2, 3).unwrap();
+        let (aq, sa) = quantize_csr(a.as_ref(), QuantBits::I8, ScaleAxis::Row).unwrap();
+        for v in [2, 8] {
+            let desc = SpmmDesc::new(Precision::F32_VIA_I8)
+                .format(Format::SrBcrs)
+                .block(BlockShape::new(v, 32));
+            let mut plan = b.plan_spmm(a.as_ref(), &desc).expect("plan");
+            for (n, layouts) in [
+                (5, (Layout::ColMajor, Layout::RowMajor)),
+                (64, (Layout::RowMajor, Layout::RowMajor)),
+                (200, (Layout::RowMajor, Layout::ColMajor)),
+            ] {
+                let bh = Dense::from_fn(301, n, layouts.0, |i, j| {
+                    ((i * 7 + j * 13) % 29) as f32 / 9.0 - 1.5
+                });
+                let c0 = Dense::from_fn(203, n, layouts.1, |i, j| ((i + j) % 5) as f32 - 2.0);
+                let (alpha, beta) = (1.5f32, 0.5f32);
+                let got = (|| -> sparse_core::Result<Dense<f32>> {
+                    let bd = b.upload(bh.as_ref())?;
+                    let mut cd = b.upload(c0.as_ref())?;
+                    plan.run(alpha, bd.as_ref(), beta, cd.as_mut())?;
+                    b.download(&cd)
+                })();
+                let got = match got {
+                    Ok(g) => g,
+                    Err(e) => {
+                        failures.error(&format!("f32-i8 V={v} n={n}"), e);
+                        continue;
+                    }
+                };
+                let (bq, sb) =
+                    quantize_dense(bh.as_ref(), QuantBits::I8, ScaleAxis::Column).unwrap();
+                let exact = reference::spmm(aq.as_ref(), 1.0, bq.as_ref(), 0.0, None).unwrap();
+                let f32_product = reference::spmm(a.as_ref(), 1.0, bh.as_ref(), 0.0, None).unwrap();
+                let (mut bad, mut worst) = (0, 0.0f64);
+                for i in 0..203 {
+                    let (cols, vals) = a.as_ref().row(i);
+                    for j in 0..n {
+                        let sum = exact.as_ref().at(i, j) as f32;
+                        let scaled = alpha * (sa.at(i, 0) * sb.at(0, j) * sum);
+                        let want = scaled + beta * c0.as_ref().at(i, j);
+                        let g = got.as_ref().at(i, j);
+                        if (g - want).abs() > 1e-5 * want.abs().max(1.0) {
+                            if bad < 3 {
+                                failures.0.push(format!(
+                                    "f32-i8 V={v} n={n}: C[{i}][{j}] = {g}, want {want}"
+                                ));
+                            }
+                            bad += 1;
+                        }
+                        // Each product is off by at most half a step of each factor.
+                        let (mut allowed, mut magnitude) = (0.0f64, 0.0f64);
+                        for (&k, &x) in cols.iter().zip(vals) {
+                            let y = f64::from(bh.as_ref().at(k as usize, j));
+                            allowed += f64::from(x.abs()) * f64::from(sb.at(0, j)) / 2.0
+                                + (y.abs() + f64::from(sb.at(0, j))) * f64::from(sa.at(i, 0)) / 2.0;
+                            magnitude += (f64::from(x) * y).abs();
+                        }
+                        let off = (f64::from(g - beta * c0.as_ref().at(i, j)) / f64::from(alpha)
+                            - f32_product.as_ref().at(i, j))
+                        .abs();
+                        if off > allowed * 1.01 + 1e-4 {
+                            failures.0.push(format!(
+                                "f32-i8 V={v} n={n}: C[{i}][{j}] is {off} from the f32 product, \
+                                 more than the quantization allows ({allowed})"
+                            ));
+                        }
+                        if magnitude > 0.0 {
+                            worst = worst.max(off / magnitude);
+                        }
+                    }
+                }
+                eprintln!("f32-i8 V={v} n={n}: largest error / sum |a b| = {worst:.2e}");
+            }
+        }
+    });
+}

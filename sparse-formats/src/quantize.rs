@@ -7,9 +7,9 @@
 //!   sum exactly in i32 and apply the scales once, to its output.
 //! - **Range**: -128 (i8) and -8 (i4) are never produced, so the range is symmetric, negation
 //!   never overflows, and a scale means the same on both sides of zero.
-//! - **Scale**: `s = max|x| / Q` over what the scale covers (the tensor, a row or a column), so
-//!   nothing saturates and every value is within `s / 2` of its reconstruction; a group of
-//!   zeros gets scale 1 (its values quantize to 0 whatever the scale).
+//! - **Scale**: `s = max|x| / Q` in f32 over what the scale covers (the tensor, a row or a
+//!   column), so nothing saturates and every value is within `s / 2` of its reconstruction; a
+//!   group of zeros gets scale 1 (its values quantize to 0 whatever the scale).
 //! - **Rounding**: to nearest, ties to even (as the GPU's `cvt.rni` does), computed in f64 from
 //!   the f32 scale, so the host and any device agree on every value.
 //! - NaN and infinities are refused: they have no integer image.
@@ -67,11 +67,12 @@ impl Scales {
 }
 
 /// The scale for a group whose largest magnitude is `max_abs`.
-fn scale_for(max_abs: f64, bits: QuantBits) -> f32 {
+pub fn scale_for(max_abs: f64, bits: QuantBits) -> f32 {
     if max_abs == 0.0 {
         1.0
     } else {
-        (max_abs / f64::from(bits.max_level())) as f32
+        // In f32, as a device computes it from f32 data.
+        max_abs as f32 / f32::from(bits.max_level())
     }
 }
 
