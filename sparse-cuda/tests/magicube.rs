@@ -82,9 +82,13 @@ fn matrices() -> Vec<(String, Csr<i8>)> {
         .collect()
 }
 
-/// The `dlmc_*` matrices of the corpus, with i8 values.
+/// The `dlmc_*` matrices of the corpus (`$SPARSE_CORPUS`, else `../shared/matrices` beside the
+/// workspace), with i8 values.
 fn dlmc() -> Vec<(String, Csr<i8>)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/matrices");
+    let dir = std::env::var_os("SPARSE_CORPUS").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/matrices"),
+        std::path::PathBuf::from,
+    );
     let Ok(entries) = std::fs::read_dir(&dir) else {
         eprintln!("no corpus at {}", dir.display());
         return Vec::new();
