@@ -20,8 +20,12 @@
 //!   written once in a fixed order, so runs are bit-reproducible.
 //! - f32 at the edges ([`Precision::F32_VIA_I8`], SpMM): A quantized per row at plan time, B
 //!   per column at each run, the sums dequantized in the kernel's epilogue ([`quantized`]).
+//! - [`quantized_attention`]: an attention block from the i8 SDDMM and SpMM, softmax in f32.
 
+mod attention;
 mod quantized;
+
+pub use attention::quantized_attention;
 
 use std::sync::Arc;
 

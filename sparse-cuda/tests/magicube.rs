@@ -543,3 +543,65 @@ fn f32_via_i8_is_the_quantized_product_dequantized() {
         }
     });
 }
+
+/// The quantized attention block (i8 SDDMM, f32 softmax, i8 SpMM) against the f32 oracle on an
+/// 8 x 1 vector-sparse mask: prints the largest and the RMS error relative to the largest |V|,
+/// and fails past 5% (RMS) or 20% (largest), far above what 8-bit steps leave.
+#[test]
+fn quantized_attention_is_close_to_the_f32_oracle() {
+    use sparse_cuda::magicube::quantized_attention;
+    collect(backend(), |b, failures| {
+        for (rows, cols, d, density) in [(256, 256, 64, 0.1), (203, 131, 40, 0.3)] {
+            let a = generate::vector_sparse::<f32, u32>(rows, cols, 8, density, 11).unwrap();
+            let q = Dense::from_fn(rows, d, Layout::RowMajor, |i, j| {
+                ((i * 13 + j * 7) % 23) as f32 / 11.0 - 1.0
+            });
+            let k = Dense::from_fn(cols, d, Layout::RowMajor, |i, j| {
+                ((i * 5 + j * 11) % 19) as f32 / 9.0 - 1.0
+            });
+            let v = Dense::from_fn(cols, 48, Layout::RowMajor, |i, j| {
+                ((i * 3 + j * 17) % 29) as f32 / 14.0 - 1.0
+            });
+            let got = match quantized_attention(
+                b,
+                a.as_ref(),
+                q.as_ref(),
+                k.as_ref(),
+                v.as_ref(),
+                None,
+            ) {
+                Ok(g) => g,
+                Err(e) => {
+                    failures.error(&format!("attention {rows}x{cols}"), e);
+                    continue;
+                }
+            };
+            let scale = 1.0 / (d as f64).sqrt();
+            let want = reference::attention(a.as_ref(), q.as_ref(), k.as_ref(), v.as_ref(), scale)
+                .unwrap();
+            let v_max = (0..cols)
+                .flat_map(|i| (0..48).map(move |j| (i, j)))
+                .map(|(i, j)| f64::from(v.as_ref().at(i, j).abs()))
+                .fold(0.0, f64::max);
+            let (mut worst, mut squares) = (0.0f64, 0.0f64);
+            for i in 0..rows {
+                for j in 0..48 {
+                    let e = (f64::from(got.as_ref().at(i, j)) - want.as_ref().at(i, j)).abs();
+                    worst = worst.max(e);
+                    squares += e * e;
+                }
+            }
+            let rms = (squares / (rows * 48) as f64).sqrt();
+            eprintln!(
+                "quantized attention {rows}x{cols} d={d}: largest error {:.2e}, RMS {:.2e} (of max |V| = {v_max})",
+                worst / v_max,
+                rms / v_max
+            );
+            if rms > 0.05 * v_max || worst > 0.2 * v_max {
+                failures.0.push(format!(
+                    "attention {rows}x{cols}: largest error {worst}, RMS {rms}, max |V| {v_max}"
+                ));
+            }
+        }
+    });
+}
