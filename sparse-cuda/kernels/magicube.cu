@@ -341,3 +341,36 @@ __global__ void __launch_bounds__(MC_THREADS) mc_sddmm(const McSddmm<signed char
             }
         }
 }
+
+// D += A B with 4-bit operands: 16 x 8 s32 += (16 x 64 s4) (64 x 8 s4), the same registers as
+// the s8 shape.
+__device__ __forceinline__ void mma_s4(int (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+    asm volatile("mma.sync.aligned.m16n8k64.row.col.s32.s4.s4.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// The integer MMA rate of this device: each warp issues `iterations` rounds of MC_PROBE_CHAINS
+// independent MMAs of BITS-bit operands (enough chains to keep the pipe busy), from registers.
+// What sm_90 does with 4-bit MMAs (no 4-bit tensor cores) shows as the ratio of the two rates.
+template <int BITS>
+__global__ void __launch_bounds__(MC_THREADS) mc_mma_probe(const McProbe p) {
+    const u32 a[4] = {threadIdx.x, threadIdx.x * 3u, threadIdx.x ^ 0x5au, blockIdx.x};
+    const u32 b0 = threadIdx.x * 7u, b1 = blockIdx.x + 1u;
+    int acc[MC_PROBE_CHAINS][4];
+#pragma unroll
+    for (int c = 0; c < MC_PROBE_CHAINS; ++c)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[c][i] = c;
+    for (u32 it = 0; it < p.iterations; ++it)
+#pragma unroll
+        for (int c = 0; c < MC_PROBE_CHAINS; ++c) {
+            if constexpr (BITS == 8) mma_s8(acc[c], a, b0, b1);
+            else mma_s4(acc[c], a, b0, b1);
+        }
+    int sum = 0;
+#pragma unroll
+    for (int c = 0; c < MC_PROBE_CHAINS; ++c) sum += acc[c][0] + acc[c][1] + acc[c][2] + acc[c][3];
+    // Never true in practice, but the compiler cannot know: the MMAs must run.
+    if ((u32)sum == p.never) p.out[0] = (u32)sum;
+}

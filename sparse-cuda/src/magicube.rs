@@ -21,11 +21,15 @@
 //! - f32 at the edges ([`Precision::F32_VIA_I8`], SpMM): A quantized per row at plan time, B
 //!   per column at each run, the sums dequantized in the kernel's epilogue ([`quantized`]).
 //! - [`quantized_attention`]: an attention block from the i8 SDDMM and SpMM, softmax in f32.
+//! - [`mma_rates`]: the device's s8 and s4 MMA rates, measured (sm_90 has no 4-bit tensor
+//!   cores; the registry offers no int4 kernel).
 
 mod attention;
+mod probe;
 mod quantized;
 
 pub use attention::quantized_attention;
+pub use probe::{mma_rates, MmaRates};
 
 use std::sync::Arc;
 
@@ -137,11 +141,13 @@ pub(crate) const SOURCE: KernelSource = KernelSource {
         <McSddmm<i8> as KernelParams>::C_DECL,
         <McSpmmDequant<f32> as KernelParams>::C_DECL,
         <McQuantize<f32> as KernelParams>::C_DECL,
+        <probe::McProbe as KernelParams>::C_DECL,
     ],
     defines: &[
         ("MC_WARPS", WARPS),
         ("MC_THREADS", THREADS),
         ("MC_STRIDE", STRIDE as u32),
+        ("MC_PROBE_CHAINS", probe::CHAINS),
     ],
 };
 
@@ -175,6 +181,7 @@ pub(crate) fn all_specs() -> Result<Vec<KernelSpec>> {
         specs.push(sddmm_entry::<i8>(v)?.spec().clone());
     }
     specs.extend(quantized::all_specs()?);
+    specs.extend(probe::all_specs()?);
     Ok(specs)
 }
 

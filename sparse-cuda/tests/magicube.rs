@@ -605,3 +605,20 @@ fn quantized_attention_is_close_to_the_f32_oracle() {
         }
     });
 }
+
+/// The device's s8 and s4 MMA rates (the evidence for what a GPU does with 4-bit MMAs): both
+/// must be positive and finite; printed for the record.
+#[test]
+fn integer_mma_rates_are_measured() {
+    let Some(b) = backend() else { return };
+    let rates = sparse_cuda::magicube::mma_rates(&b).expect("the probe runs");
+    eprintln!(
+        "{}: s8 m16n8k32 {:.0} TOPS, s4 m16n8k64 {:.0} TOPS (s4/s8 = {:.2})",
+        b.description(),
+        rates.s8 / 1e12,
+        rates.s4 / 1e12,
+        rates.s4 / rates.s8
+    );
+    assert!(rates.s8.is_finite() && rates.s8 > 0.0);
+    assert!(rates.s4.is_finite() && rates.s4 > 0.0);
+}

@@ -9,8 +9,8 @@
 //! they fit), by CUDA events on the one stream every backend shares.
 //!
 //! Usage: `intbench OUT_DIR [--quick] [--corpus DIR]`; writes OUT_DIR/intbench.csv and
-//! OUT_DIR/intbench.md (the table, the ratios the issue's targets name, the dense crossover
-//! per N). `--quick`: the 2048 matrices and N = K = 128 only.
+//! OUT_DIR/intbench.md (the device's s8 and s4 MMA rates, the table, the geometric-mean ratios
+//! and the dense crossover per N). `--quick`: the 2048 matrices and N = K = 128 only.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -18,6 +18,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use conformance::corpus::{self, Loaded};
+use sparse_blas::magicube::mma_rates;
 use sparse_blas::{
     f16, generate, Algorithm, BlockShape, Csr, CudaBackend, CusparseBackend, Dense, DeviceTimer,
     Error, Executor, Format, Layout, Precision, Result, Scalar, SddmmDesc, SpmmDesc,
@@ -260,7 +261,7 @@ const KERNELS: [&str; 5] = [
     "cublas i8 dense",
 ];
 
-fn report(lines: &[Line], device: &str) -> (String, String) {
+fn report(lines: &[Line], device: &str, rates: &str) -> (String, String) {
     let mut csv = String::from("matrix,rows,cols,nnz,sparsity,op,width,kernel,us,error\n");
     for l in lines {
         for t in &l.times {
@@ -282,8 +283,10 @@ fn report(lines: &[Line], device: &str) -> (String, String) {
             );
         }
     }
-    let mut md =
-        format!("# intbench on {device}\n\nTimes in µs (median device time per call).\n\n");
+    let mut md = format!(
+        "# intbench on {device}\n\nInteger MMA rates: {rates}.\n\nTimes in µs (median device \
+         time per call).\n\n"
+    );
     md.push_str(
         "| matrix | sparsity | op | N/K | magicube i8 | f32-i8 | flashsparse f16 | cusparse f16 \
          | cublas i8 dense | vs flashsparse | vs cusparse | vs dense |\n",
@@ -366,6 +369,16 @@ fn run(out: &Path, quick: bool, corpus_dir: &Path) -> Result<()> {
         cuda,
     };
     let device = bench.cuda.description();
+    let rates = match mma_rates(&bench.cuda) {
+        Ok(r) => format!(
+            "s8 m16n8k32 {:.0} TOPS, s4 m16n8k64 {:.0} TOPS (s4/s8 = {:.2})",
+            r.s8 / 1e12,
+            r.s4 / 1e12,
+            r.s4 / r.s8
+        ),
+        Err(e) => format!("not measured ({e})"),
+    };
+    eprintln!("intbench: {rates}");
     let widths: &[usize] = if quick { &[128] } else { &[128, 256, 512] };
     let mut lines = Vec::new();
     for (name, a) in matrices(quick, corpus_dir) {
@@ -389,7 +402,7 @@ fn run(out: &Path, quick: bool, corpus_dir: &Path) -> Result<()> {
             }
         }
     }
-    let (csv, md) = report(&lines, &device);
+    let (csv, md) = report(&lines, &device, &rates);
     std::fs::create_dir_all(out).map_err(|e| Error::io(Some(out.to_path_buf()), e))?;
     for (file, text) in [("intbench.csv", csv), ("intbench.md", md)] {
         let path = out.join(file);
