@@ -5,6 +5,10 @@
 //! corpus; values over the whole i8 range, N and K not multiples of 8 or 32, dense operands in
 //! both layouts, alpha and beta of any sign, alpha == 0; SDDMM leaves 0 in every slot without an
 //! entry. New values give what a plan made with them gives; bad requests are typed errors.
+//! The f32-i8 SpMM is the host's quantized product dequantized, within the quantization's
+//! bound of the f32 product; the quantized attention block is close to the f32 oracle (its
+//! error printed); cuBLAS's i8 GEMM (intbench's dense baseline) is exact; the s8 and s4 MMA
+//! rates are measured and printed.
 //!
 //! Needs a GPU; without one each test prints `skipped: <reason>` and passes, unless
 //! `SPARSE_REQUIRE_GPU=1`.
@@ -621,4 +625,37 @@ fn integer_mma_rates_are_measured() {
     );
     assert!(rates.s8.is_finite() && rates.s8 > 0.0);
     assert!(rates.s4.is_finite() && rates.s4 > 0.0);
+}
+
+/// cuBLAS's dense i8 GEMM, the baseline intbench sets beside the sparse kernels, in the layouts
+/// intbench gives it: exact i32 results.
+#[test]
+fn cublas_i8_gemm_is_exact() {
+    let Some(b) = backend() else { return };
+    let Some(vendor) = available(
+        BackendKind::Cusparse,
+        sparse_cuda::CusparseBackend::sharing(&b),
+    ) else {
+        return;
+    };
+    let (m, k, n) = (37, 64, 20);
+    let a = dense(m, k, Layout::RowMajor, 2);
+    let bh = dense(k, n, Layout::ColMajor, 3);
+    let c0 = Dense::from_fn(m, n, Layout::RowMajor, |i, j| (i * 3 + j) as i32 - 40);
+    let ran = (|| -> sparse_core::Result<Dense<i32>> {
+        let (ad, bd) = (b.upload(a.as_ref())?, b.upload(bh.as_ref())?);
+        let mut cd = b.upload(c0.as_ref())?;
+        vendor.gemm::<i8>(2, ad.as_ref(), bd.as_ref(), -1, cd.as_mut())?;
+        b.download(&cd)
+    })()
+    .expect("cuBLAS i8 GEMM");
+    for i in 0..m {
+        for j in 0..n {
+            let dot: i32 = (0..k)
+                .map(|t| i32::from(a.as_ref().at(i, t)) * i32::from(bh.as_ref().at(t, j)))
+                .sum();
+            let want = 2 * dot - c0.as_ref().at(i, j);
+            assert_eq!(ran.as_ref().at(i, j), want, "C[{i}][{j}]");
+        }
+    }
 }
