@@ -70,7 +70,6 @@ __device__ __forceinline__ void load_tile_row(const signed char* values, u32 p, 
 
 // The sparse matrix of an SpMM and the i8 B it multiplies, as the accumulation reads them.
 struct McOperands {
-    const u32* row_ptr;
     const u32* vec_col;
     const signed char* values;
     const signed char* b;
@@ -97,8 +96,9 @@ __device__ __forceinline__ void load_step(const McOperands& m, u32 at, u32 g, u3
     load_tile_row<V>(m.values, at, g, t, s.b0, s.b1);
 }
 
-// The sums of one SpMM warp: vector-row `vrow` times B's columns from `first` (this lane's,
-// = tile*8W + g*W). A warp owns one vector-row and 8W columns of C (J = W/2 MMAs of 16
+// The sums of one SpMM warp: the vectors `begin..end` (whole groups) of one vector-row times
+// B's columns from `first` (this lane's, = tile*8W + g*W). A warp owns one chunk of a
+// vector-row and 8W columns of C (J = W/2 MMAs of 16
 // columns): lane (g, t) reads W consecutive bytes at `first` of each of its 8 B rows
 // (coalesced runs of 8W bytes per row), and the byte transpose turns each 4-row x 4-byte block
 // into the k-runs of A fragments: byte b of the run is fragment row g (b < W/2) or g+8 of MMA
@@ -109,10 +109,9 @@ __device__ __forceinline__ void load_step(const McOperands& m, u32 at, u32 g, u3
 // The next group's columns, B rows and tile words are loaded before the current group's MMAs
 // (the paper's prefetch into registers), so their latency overlaps the transposes and MMAs.
 template <int V, int W>
-__device__ __forceinline__ void spmm_sums(const McOperands& m, u32 vrow, u32 g, u32 t, u32 first, int (&sum)[2][W]) {
+__device__ __forceinline__ void spmm_sums(const McOperands& m, u32 begin, u32 end, u32 g, u32 t, u32 first,
+                                          int (&sum)[2][W]) {
     const bool vec = m.b_cs == 1 && m.b_rs % W == 0;
-    const u32 begin = __ldg(m.row_ptr + 2 * vrow), real_end = __ldg(m.row_ptr + 2 * vrow + 1);
-    const u32 end = begin + (real_end - begin + MC_STRIDE - 1) / MC_STRIDE * MC_STRIDE;
     int acc[W / 2][4];
 #pragma unroll
     for (int j = 0; j < W / 2; ++j)
@@ -146,15 +145,15 @@ __device__ __forceinline__ void spmm_sums(const McOperands& m, u32 vrow, u32 g, 
         for (int c = 0; c < W; ++c) sum[e][c] = c < W / 2 ? acc[c][e] : acc[c - W / 2][2 + e];
 }
 
-// This warp's (vector-row, column tile) of an SpMM over `vector_rows` and N = n, or false past
-// them. Warps are numbered vector-row major, column tiles minor, so the warps reading one tile
-// row are neighbours and share it through L1.
+// This warp's chunk (a vector-row, or a run of whole groups of a long one) and column tile of
+// an SpMM of `chunks` chunks and N = n, or false past them. Warps are numbered chunk major,
+// column tiles minor, so the warps reading one tile row are neighbours and share it through L1.
 template <int W>
-__device__ __forceinline__ bool spmm_item(u32 vector_rows, u32 n, u32* vrow, u32* tile) {
+__device__ __forceinline__ bool spmm_item(u32 chunks, u32 n, u32* chunk, u32* tile) {
     const u32 tiles = (n + 8 * W - 1) / (8 * W);
     const u64 item = (u64)blockIdx.x * MC_WARPS + threadIdx.x / 32;
-    if (item >= (u64)vector_rows * tiles) return false;
-    *vrow = (u32)(item / tiles);
+    if (item >= (u64)chunks * tiles) return false;
+    *chunk = (u32)(item / tiles);
     *tile = (u32)(item % tiles);
     return true;
 }
@@ -184,24 +183,35 @@ __device__ __forceinline__ void store_run(O* out, u32 cs, u32 count, bool whole,
 }
 
 // C = alpha*A*B + beta*C for A in SR-BCRS of V-row vectors, B and C i8 and i32 (spmm_sums).
+// With `split` the chunks of a long vector-row share its rows of C: C already holds beta*C
+// (the plan's scale), and each chunk adds alpha times its sums with an atomic. Integer addition
+// is associative (wrapping), so the result is the same whatever order the chunks land in.
 template <int V, int W>
 __global__ void __launch_bounds__(MC_THREADS) mc_spmm(const McSpmm<signed char> p) {
     const SpmmDense<signed char>& o = p.dense;
     const u32 lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    u32 vrow, tile;
-    if (!spmm_item<W>(p.vector_rows, o.n, &vrow, &tile)) return;
+    u32 chunk, tile;
+    if (!spmm_item<W>(p.chunks, o.n, &chunk, &tile)) return;
+    const u32 vrow = __ldg(p.chunk_vrow + chunk);
     const u32 first = tile * 8 * W + g * W;
-    const McOperands m = {p.row_ptr, p.vec_col, p.values, o.b, o.b_rs, o.b_cs, o.n};
+    const McOperands m = {p.vec_col, p.values, o.b, o.b_rs, o.b_cs, o.n};
     int sum[2][W];
-    spmm_sums<V, W>(m, vrow, g, t, first, sum);
+    spmm_sums<V, W>(m, __ldg(p.chunk_start + chunk), __ldg(p.chunk_end + chunk), g, t, first, sum);
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
         const u32 r = 2 * t + e;
         const u64 row = (u64)vrow * V + r;
         if (r >= V || row >= p.rows || first >= o.n) continue;
         const u32 count = o.n - first < W ? o.n - first : W;
+        int* out = o.c + row * o.c_rs + (u64)first * o.c_cs;
+        if (p.split) {
+#pragma unroll
+            for (int c = 0; c < W; ++c)
+                if (c < (int)count) atomicAdd(out + (u64)c * o.c_cs, (int)((u32)o.alpha * (u32)sum[e][c]));
+            continue;
+        }
         const bool whole = o.c_cs == 1 && o.c_rs % 4 == 0 && count == W;
-        store_run<W>(o.c + row * o.c_rs + (u64)first * o.c_cs, o.c_cs, count, whole, o.beta != 0, [&](int c, int prior) {
+        store_run<W>(out, o.c_cs, count, whole, o.beta != 0, [&](int c, int prior) {
             update(&prior, o.alpha, sum[e][c], o.beta);
             return prior;
         });
@@ -210,17 +220,19 @@ __global__ void __launch_bounds__(MC_THREADS) mc_spmm(const McSpmm<signed char> 
 
 // C = alpha * dequantized(A_q * B_q) + beta*C in f32: the i32 sums of spmm_sums scaled by A's
 // row scale and B's column scale (symmetric quantization: no zero points, so the scales
-// factor out of the sums). C is not read when beta == 0.
+// factor out of the sums). C is not read when beta == 0. Chunks are whole vector-rows: f32 sums
+// of split rows would depend on the order their atomics land in.
 template <int V, int W>
 __global__ void __launch_bounds__(MC_THREADS) mc_spmm_dequant(const McSpmmDequant<float> p) {
     const u32 lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    u32 vrow, tile;
-    if (!spmm_item<W>(p.vector_rows, p.n, &vrow, &tile)) return;
+    u32 chunk, tile;
+    if (!spmm_item<W>(p.chunks, p.n, &chunk, &tile)) return;
+    const u32 vrow = __ldg(p.chunk_vrow + chunk);
     const u32 first = tile * 8 * W + g * W;
-    const McOperands m = {p.row_ptr, p.vec_col, reinterpret_cast<const signed char*>(p.values),
+    const McOperands m = {p.vec_col, reinterpret_cast<const signed char*>(p.values),
                           reinterpret_cast<const signed char*>(p.b), p.b_ld, 1, p.n};
     int sum[2][W];
-    spmm_sums<V, W>(m, vrow, g, t, first, sum);
+    spmm_sums<V, W>(m, __ldg(p.chunk_start + chunk), __ldg(p.chunk_end + chunk), g, t, first, sum);
     float col_scale[W];
 #pragma unroll
     for (int c = 0; c < W; ++c) col_scale[c] = first + c < p.n ? __ldg(p.col_scale + first + c) : 0.f;

@@ -10,14 +10,18 @@
 //! - Any M, N and K: the last vector-row's rows past M are never stored, columns of C and the
 //!   inner dimension of SDDMM past their ends are read as zero, byte by byte at a row's ragged
 //!   end; dense operands may be row- or column-major (row-major ones take the vector loads).
-//! - SpMM: a warp per (vector-row, tile of 8W columns of C), W = 4, 8 or 16 bytes of a B row
+//! - SpMM: a warp per (work unit, tile of 8W columns of C), W = 4, 8 or 16 bytes of a B row
 //!   per lane, chosen per run ([`spmm_run_bytes`]); the B rows are transposed in registers
-//!   (byte permutes), the next group's operands loaded before the current group's MMAs.
+//!   (byte permutes), the next group's operands loaded before the current group's MMAs. A work
+//!   unit is a vector-row, or, when the matrix has too few vector-rows to fill the device or a
+//!   few very long ones, a run of whole groups of one ([`chunk_groups`]): the units of a cut
+//!   vector-row add into C (scaled by beta first) with i32 atomics, whose wrapping sum does not
+//!   depend on the order they land in.
 //! - SDDMM: a warp per tile of 32 vectors; C is written in SR-BCRS slot order
 //!   ([`sparse_core::SddmmPlan::value_order`]), 0 in the slots without an entry, ready to be
 //!   an SpMM plan's values.
-//! - Results are exact: i32 sums, wrapping on overflow as the oracle's do, and every C element
-//!   written once in a fixed order, so runs are bit-reproducible.
+//! - Results are exact: i32 sums, wrapping on overflow as the oracle's do, so runs are
+//!   bit-reproducible, atomics included.
 //! - f32 at the edges ([`Precision::F32_VIA_I8`], SpMM): A quantized per row at plan time, B
 //!   per column at each run, the sums dequantized in the kernel's epilogue ([`quantized`]).
 //! - [`quantized_attention`]: an attention block from the i8 SDDMM and SpMM, softmax in f32.
@@ -64,14 +68,23 @@ const RUN_BYTES: [u32; 3] = [4, 8, 16];
 /// Warps per multiprocessor an SpMM launch should give at least before a wider run is taken:
 /// fewer leave the memory system idle on the small DLMC layers (256 vector-rows at V = 8).
 const MIN_WARPS_PER_SM: u64 = 16;
+/// SpMM work units per multiprocessor the cutting of long vector-rows aims at.
+const CHUNKS_PER_SM: usize = 4;
+/// Groups of 32 vectors an SpMM work unit takes at least: shorter ones would pay more for
+/// their atomics than their loads.
+const MIN_CHUNK_GROUPS: usize = 4;
 
 kernel_params! {
-    /// `mc_spmm<V, W>`: C = alpha*A*B + beta*C for A in SR-BCRS (`row_ptr`: start and end of
-    /// the real vectors of each vector-row; `vec_col`: padding mapped to column 0).
+    /// `mc_spmm<V, W>`: C = alpha*A*B + beta*C for A in SR-BCRS (`vec_col`: padding mapped to
+    /// column 0), chunk i the vectors `chunk_start[i]..chunk_end[i]` of vector-row
+    /// `chunk_vrow[i]`; with `split`, C holds beta*C already and chunks add into it.
     pub(crate) struct McSpmm<T> {
-        vector_rows: u32,
+        chunks: u32,
         rows: u32,
-        row_ptr: ptr(u32),
+        split: u32,
+        chunk_vrow: ptr(u32),
+        chunk_start: ptr(u32),
+        chunk_end: ptr(u32),
         vec_col: ptr(u32),
         values: ptr(T),
         dense: sub(SpmmDense),
@@ -98,13 +111,15 @@ kernel_params! {
     /// `mc_spmm_dequant<V, W>`: C (f32) = alpha * row_scale(i) * col_scale(j) * (A_q B_q)(i, j)
     /// + beta * C, for A_q in SR-BCRS (`values` i8) and B_q i8 row-major (`b_ld` bytes a row).
     pub(crate) struct McSpmmDequant<T> {
-        vector_rows: u32,
+        chunks: u32,
         rows: u32,
         n: u32,
         b_ld: u32,
         c_rs: u32,
         c_cs: u32,
-        row_ptr: ptr(u32),
+        chunk_vrow: ptr(u32),
+        chunk_start: ptr(u32),
+        chunk_end: ptr(u32),
         vec_col: ptr(u32),
         values: ptr(u8),
         b: ptr(u8),
@@ -200,17 +215,17 @@ pub fn shape(op: OpKind, precision: Precision, block: Option<BlockShape>) -> Res
     }
 }
 
-/// Bytes of a B row per lane for an SpMM of `n` columns over `vector_rows`: the widest run
-/// whose warps still number [`MIN_WARPS_PER_SM`] per multiprocessor, else the narrowest. Wide
-/// runs load more per access and share each tile row among fewer warps; narrow ones give more
-/// warps to a small matrix.
-fn spmm_run_bytes(vector_rows: u32, n: u32, multiprocessors: u32) -> u32 {
+/// Bytes of a B row per lane for an SpMM of `n` columns over `chunks`: the widest run whose
+/// warps still number [`MIN_WARPS_PER_SM`] per multiprocessor, else the narrowest. Wide runs
+/// load more per access and share each tile row among fewer warps; narrow ones give more warps
+/// to a small matrix.
+fn spmm_run_bytes(chunks: u32, n: u32, multiprocessors: u32) -> u32 {
     let wanted = MIN_WARPS_PER_SM * u64::from(multiprocessors.max(1));
     RUN_BYTES
         .iter()
         .rev()
         .copied()
-        .find(|&w| u64::from(vector_rows) * u64::from(n.div_ceil(8 * w)) >= wanted)
+        .find(|&w| u64::from(chunks) * u64::from(n.div_ceil(8 * w)) >= wanted)
         .unwrap_or(RUN_BYTES[0])
 }
 
@@ -218,8 +233,6 @@ fn spmm_run_bytes(vector_rows: u32, n: u32, multiprocessors: u32) -> u32 {
 struct DeviceSrBcrs<T> {
     shape: SrBcrsShape,
     rows: u32,
-    vector_rows: u32,
-    row_ptr: CudaSlice<u32>,
     /// Columns of the stored vectors, padding as column 0.
     vec_col: CudaSlice<u32>,
     vec_mask: CudaSlice<u8>,
@@ -241,12 +254,9 @@ impl<T: Scalar> DeviceSrBcrs<T> {
         let order = m.value_order();
         clock.lap(device, Phase::Host)?;
         let rows = to_u32("number of rows", m.rows())?;
-        let vector_rows = to_u32("number of vector-rows", m.vector_rows())?;
         let built = DeviceSrBcrs {
             shape,
             rows,
-            vector_rows,
-            row_ptr: device.upload_converted(m.row_ptr(), 0, |&p| p)?,
             vec_col: device.upload_converted(m.col_idx(), 0, |&c| {
                 if c == SR_BCRS_PADDING {
                     0
@@ -268,16 +278,101 @@ impl<T: Scalar> DeviceSrBcrs<T> {
     }
 
     fn bytes(&self) -> usize {
-        self.host_row_ptr.len() * 4 + self.stored_vectors() * 5 + self.values.bytes()
+        self.stored_vectors() * 5 + self.values.bytes()
     }
 
-    fn pointers(&self, device: &Device) -> (Ptr<u32>, Ptr<u32>, Ptr<T>) {
-        (
-            Ptr::of(&self.row_ptr, device),
-            Ptr::of(&self.vec_col, device),
-            self.values.pointer(),
+    /// The work units of the kernels ([`chunks_of`]).
+    fn chunks(&self, groups: usize, keep_empty: bool) -> Chunks {
+        chunks_of(
+            &self.host_row_ptr,
+            self.stored_vectors(),
+            groups,
+            keep_empty,
         )
     }
+}
+
+/// The work units over an SR-BCRS of `stored` vectors with these row pointers: runs of at most
+/// `groups` groups of 32 vectors of one vector-row each (`usize::MAX`: whole vector-rows); with `keep_empty`, one empty unit for
+/// each vector-row without vectors (whose rows of C an SpMM must still write).
+fn chunks_of(row_ptr: &[u32], stored: usize, groups: usize, keep_empty: bool) -> Chunks {
+    let step = groups.max(1).saturating_mul(STRIDE);
+    let mut chunks = Chunks::default();
+    for i in 0..row_ptr.len() / 2 {
+        let begin = row_ptr[2 * i] as usize;
+        let end = row_ptr.get(2 * i + 2).map_or(stored, |&p| p as usize);
+        if begin == end && keep_empty {
+            chunks.push(i, begin, end);
+        }
+        for at in (begin..end).step_by(step) {
+            chunks.push(i, at, at.saturating_add(step).min(end));
+        }
+    }
+    chunks
+}
+
+/// Work units of the kernels on the host: (vector-row, first vector, end) each.
+#[derive(Debug, Default, PartialEq)]
+struct Chunks {
+    vrow: Vec<u32>,
+    start: Vec<u32>,
+    end: Vec<u32>,
+}
+
+impl Chunks {
+    fn push(&mut self, vrow: usize, start: usize, end: usize) {
+        // All fit u32: vector-rows and stored vectors are counted in u32 by the format.
+        self.vrow.push(vrow as u32);
+        self.start.push(start as u32);
+        self.end.push(end as u32);
+    }
+
+    /// Whether a vector-row is cut into several units.
+    fn split(&self) -> bool {
+        self.vrow.windows(2).any(|w| w[0] == w[1])
+    }
+}
+
+/// The work units on the device.
+struct DeviceChunks {
+    count: u32,
+    vrow: CudaSlice<u32>,
+    start: CudaSlice<u32>,
+    end: CudaSlice<u32>,
+    split: bool,
+}
+
+impl DeviceChunks {
+    fn upload(device: &Arc<Device>, chunks: &Chunks) -> Result<Self> {
+        Ok(DeviceChunks {
+            count: to_u32("number of Magicube work units", chunks.vrow.len())?,
+            vrow: device.upload_converted(&chunks.vrow, 0, |&v| v)?,
+            start: device.upload_converted(&chunks.start, 0, |&v| v)?,
+            end: device.upload_converted(&chunks.end, 0, |&v| v)?,
+            split: chunks.split(),
+        })
+    }
+
+    fn bytes(&self) -> usize {
+        self.count as usize * 12
+    }
+
+    fn pointers(&self, device: &Device) -> (Ptr<u32>, Ptr<u32>, Ptr<u32>) {
+        (
+            Ptr::of(&self.vrow, device),
+            Ptr::of(&self.start, device),
+            Ptr::of(&self.end, device),
+        )
+    }
+}
+
+/// Groups of 32 vectors an SpMM work unit takes at most, for `total` groups on a device of
+/// `multiprocessors`: what spreads them over [`CHUNKS_PER_SM`] units per multiprocessor, and
+/// at least [`MIN_CHUNK_GROUPS`]. A layer of few vector-rows is then cut so that every
+/// multiprocessor has warps, and a long row of a skewed matrix no longer holds one warp.
+fn chunk_groups(total: usize, multiprocessors: u32) -> usize {
+    let units = CHUNKS_PER_SM * multiprocessors.max(1) as usize;
+    total.div_ceil(units).max(MIN_CHUNK_GROUPS)
 }
 
 /// A grid of `warps` warps, [`WARPS`] a block.
@@ -294,9 +389,11 @@ fn warp_grid(warps: u64) -> Result<LaunchConfig> {
     })
 }
 
-/// The Magicube SpMM kernels of one plan (one per lane run, for the plan's V) and its matrix.
+/// The Magicube SpMM kernels of one plan (one per lane run, for the plan's V), its matrix and
+/// its work units.
 pub(crate) struct SpmmFamily<T: Scalar> {
     a: DeviceSrBcrs<T>,
+    chunks: DeviceChunks,
     kernels: Vec<Kernel<McSpmm<T>>>,
 }
 
@@ -334,8 +431,14 @@ fn spmm_plan<T: Scalar, I: SpIndex>(
         .collect::<Result<Vec<_>>>()?;
     clock.lap(device, Phase::Kernels)?;
     let a = DeviceSrBcrs::build(device, a, shape, &mut clock)?;
-    let bytes = a.bytes();
-    Ok(base.into_plan(clock, bytes, SpmmFamily { a, kernels }))
+    let groups = chunk_groups(a.stored_vectors() / STRIDE, device.info.multiprocessors);
+    let chunks = a.chunks(groups, true);
+    clock.lap(device, Phase::Host)?;
+    let chunks = DeviceChunks::upload(device, &chunks)?;
+    clock.lap(device, Phase::Transfer)?;
+    let bytes = a.bytes() + chunks.bytes();
+    let family = SpmmFamily { a, chunks, kernels };
+    Ok(base.into_plan(clock, bytes, family))
 }
 
 impl<T: Scalar> Kernels<T> for SpmmFamily<T> {
@@ -346,22 +449,29 @@ impl<T: Scalar> Kernels<T> for SpmmFamily<T> {
 
 impl<T: Scalar> SpmmKernels<T> for SpmmFamily<T> {
     fn run(&mut self, base: &PlanBase<T>, run: &Run<SpmmOperands, T::Acc>) -> Result<()> {
-        let (device, a, n) = (&base.device, &self.a, run.ops.n);
-        let w = spmm_run_bytes(a.vector_rows, n, device.info.multiprocessors);
+        let (device, a, chunks, n) = (&base.device, &self.a, &self.chunks, run.ops.n);
+        let w = spmm_run_bytes(chunks.count, n, device.info.multiprocessors);
         let pick = RUN_BYTES.iter().position(|&r| r == w).unwrap_or(0);
-        let (row_ptr, vec_col, values) = a.pointers(device);
+        if chunks.split {
+            // The chunks of a vector-row add into its rows of C.
+            base.scale(&run.ops.c, run.beta)?;
+        }
+        let (chunk_vrow, chunk_start, chunk_end) = chunks.pointers(device);
         let params = McSpmm {
-            vector_rows: a.vector_rows,
+            chunks: chunks.count,
             rows: a.rows,
-            row_ptr,
-            vec_col,
-            values,
+            split: u32::from(chunks.split),
+            chunk_vrow,
+            chunk_start,
+            chunk_end,
+            vec_col: Ptr::of(&a.vec_col, device),
+            values: a.values.pointer(),
             dense: SpmmDense::new(run),
         };
-        let config = warp_grid(u64::from(a.vector_rows) * u64::from(n.div_ceil(8 * w)))?;
-        // SAFETY: row_ptr holds 2 pointers per vector-row, each group of 32 vectors below the
-        // stored count (so the 16-byte column loads and the V x 32 tile rows are inside
-        // vec_col and values, both aligned allocations with groups at multiples of 32); columns
+        let config = warp_grid(u64::from(chunks.count) * u64::from(n.div_ceil(8 * w)))?;
+        // SAFETY: every chunk is whole groups of 32 vectors of one vector-row below the stored
+        // count (so the 16-byte column loads and the V x 32 tile rows are inside vec_col and
+        // values, both aligned allocations with groups at multiples of 32); columns
         // are < cols = B's rows (padding maps to 0, and a matrix with vectors has a column);
         // B spans cols x n and C rows x n at their strides (bound operands), columns past n
         // are neither read nor written, rows past M are not written, and vector accesses are
@@ -370,30 +480,13 @@ impl<T: Scalar> SpmmKernels<T> for SpmmFamily<T> {
     }
 }
 
-/// The Magicube SDDMM kernel of one plan, the pattern it fills and its tiles.
+/// The Magicube SDDMM kernel of one plan, the pattern it fills and its tiles (one group of 32
+/// vectors each).
 pub(crate) struct SddmmFamily<T: Scalar> {
     s: DeviceSrBcrs<T>,
     kernel: Kernel<McSddmm<T>>,
-    tiles: u32,
-    tile_vrow: CudaSlice<u32>,
-    tile_start: CudaSlice<u32>,
+    tiles: DeviceChunks,
     scale_by_values: bool,
-}
-
-/// (vector-row, first vector) of every group of [`STRIDE`] stored vectors.
-fn tiles_of(row_ptr: &[u32], stored: usize) -> (Vec<u32>, Vec<u32>) {
-    let vrows = row_ptr.len() / 2;
-    let (mut vrow, mut start) = (Vec::new(), Vec::new());
-    for i in 0..vrows {
-        let begin = row_ptr[2 * i] as usize;
-        let end = row_ptr.get(2 * i + 2).map_or(stored, |&p| p as usize);
-        for at in (begin..end).step_by(STRIDE) {
-            // Both fit u32: i < vrows and at < stored, which the format's u32 pointers hold.
-            vrow.push(i as u32);
-            start.push(at as u32);
-        }
-    }
-    (vrow, start)
 }
 
 /// A planned Magicube SDDMM.
@@ -410,19 +503,15 @@ pub(crate) fn sddmm_plan<T: Scalar, I: SpIndex>(
     let kernel = device.kernel(&entry)?;
     clock.lap(device, Phase::Kernels)?;
     let m = DeviceSrBcrs::build(device, s, shape, &mut clock)?;
-    let (vrow, start) = tiles_of(&m.host_row_ptr, m.stored_vectors());
-    let tiles = to_u32("number of Magicube tiles", vrow.len())?;
+    let tiles = m.chunks(1, false);
     clock.lap(device, Phase::Host)?;
-    let tile_vrow = device.upload_converted(&vrow, 0, |&v| v)?;
-    let tile_start = device.upload_converted(&start, 0, |&v| v)?;
+    let tiles = DeviceChunks::upload(device, &tiles)?;
     clock.lap(device, Phase::Transfer)?;
-    let bytes = m.bytes() + 8 * vrow.len();
+    let bytes = m.bytes() + tiles.bytes();
     let family = SddmmFamily {
         s: m,
         kernel,
         tiles,
-        tile_vrow,
-        tile_start,
         scale_by_values: desc.scale_by_values,
     };
     Ok(base.into_plan(clock, bytes, family))
@@ -446,20 +535,20 @@ impl<T: Scalar> SddmmKernels<T> for SddmmFamily<T> {
     }
 
     fn run(&mut self, base: &PlanBase<T>, run: &Run<SddmmOperands, T::Acc>) -> Result<()> {
-        let (device, s) = (&base.device, &self.s);
-        let (_, vec_col, values) = s.pointers(device);
+        let (device, s, tiles) = (&base.device, &self.s, &self.tiles);
+        let (tile_vrow, tile_start, _) = tiles.pointers(device);
         let params = McSddmm {
-            tiles: self.tiles,
+            tiles: tiles.count,
             rows: s.rows,
-            tile_vrow: Ptr::of(&self.tile_vrow, device),
-            tile_start: Ptr::of(&self.tile_start, device),
-            vec_col,
+            tile_vrow,
+            tile_start,
+            vec_col: Ptr::of(&s.vec_col, device),
             vec_mask: Ptr::of(&s.vec_mask, device),
-            values,
+            values: s.values.pointer(),
             scale_by_values: u32::from(self.scale_by_values),
             dense: SddmmDense::new(run),
         };
-        let config = warp_grid(u64::from(self.tiles))?;
+        let config = warp_grid(u64::from(tiles.count))?;
         // SAFETY: every tile is a whole group of 32 stored vectors, so its columns, masks and
         // V x 32 slots are inside vec_col, vec_mask and values, and the slots written are below
         // the stored count * V = C's length (a bound operand of that many elements); columns
@@ -508,11 +597,20 @@ mod tests {
     }
 
     #[test]
-    fn tiles_cover_every_group_of_every_vector_row() {
+    fn work_units_cover_every_group_of_every_vector_row() {
         // Vector-rows of 40 real vectors (64 stored), none, and 3 (32 stored).
         let row_ptr = [0, 40, 64, 64, 64, 67];
-        let (vrow, start) = tiles_of(&row_ptr, 96);
-        assert_eq!(vrow, [0, 0, 2]);
-        assert_eq!(start, [0, 32, 64]);
+        let tiles = chunks_of(&row_ptr, 96, 1, false);
+        assert_eq!((tiles.vrow, tiles.start), (vec![0, 0, 2], vec![0, 32, 64]));
+        let whole = chunks_of(&row_ptr, 96, 4, true);
+        assert_eq!(whole.vrow, [0, 1, 2]);
+        assert_eq!(
+            (whole.start, whole.end),
+            (vec![0, 64, 64], vec![64, 64, 96])
+        );
+        assert!(!chunks_of(&row_ptr, 96, 2, true).split());
+        assert!(chunks_of(&row_ptr, 96, 1, true).split());
+        assert_eq!(chunk_groups(5120, 132), 10);
+        assert_eq!(chunk_groups(100, 132), MIN_CHUNK_GROUPS);
     }
 }

@@ -16,7 +16,8 @@ use sparse_formats::quantize::{quantize_value, scale_for, QuantBits};
 use sparse_formats::{Csr, SrBcrsShape};
 
 use super::{
-    spmm_run_bytes, warp_grid, DeviceSrBcrs, McQuantize, McSpmmDequant, RUN_BYTES, SOURCE, THREADS,
+    spmm_run_bytes, warp_grid, DeviceChunks, DeviceSrBcrs, McQuantize, McSpmmDequant, RUN_BYTES,
+    SOURCE, THREADS,
 };
 use crate::device::Device;
 use crate::kernel::{Entry, Kernel, KernelSpec, MutPtr, Ptr};
@@ -97,6 +98,8 @@ fn finite_values<T: Scalar>(values: impl IntoIterator<Item = T>) -> Result<Vec<f
 pub(crate) struct QuantizedSpmm<T: Scalar> {
     base: PlanBase<T>,
     a: DeviceSrBcrs<i8>,
+    /// Whole vector-rows: f32 sums of a split row would depend on the order of their atomics.
+    rows: DeviceChunks,
     /// A's CSR pattern, for requantizing new values row by row.
     row_ptr: Vec<usize>,
     row_scale: CudaSlice<f32>,
@@ -138,11 +141,13 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
     let col_idx = a.col_idx().iter().map(|c| c.to_usize()).collect();
     let a_q = Csr::try_new(a.rows(), a.cols(), row_ptr.clone(), col_idx, q).map_err(|r| r.error)?;
     let m = DeviceSrBcrs::build(device, a_q.as_ref(), shape, &mut clock)?;
+    let rows = DeviceChunks::upload(device, &m.chunks(usize::MAX, true))?;
     let row_scale = device.upload_converted(&scales, 0, |&s| s)?;
     clock.lap(device, Phase::Transfer)?;
     let mut plan = QuantizedSpmm {
         base,
         a: m,
+        rows,
         row_ptr,
         row_scale,
         kernels,
@@ -153,7 +158,7 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
     };
     let workspace = plan.grow(desc.reserved_width())?;
     clock.lap(device, Phase::Device)?;
-    let bytes = plan.a.bytes() + plan.base.rows * 4 + workspace;
+    let bytes = plan.a.bytes() + plan.rows.bytes() + plan.base.rows * 4 + workspace;
     plan.base.info.bytes = bytes;
     plan.base.info.plan_time = clock.time();
     Ok(plan)
@@ -234,20 +239,22 @@ impl<T: Scalar> SpmmPlan<T> for QuantizedSpmm<T> {
             self.quantize
                 .launch(blocks(elements.div_ceil(u64::from(THREADS))), &quantize)
         }?;
-        let a = &self.a;
-        let w = spmm_run_bytes(a.vector_rows, n, device.info.multiprocessors);
+        let (a, chunks) = (&self.a, &self.rows);
+        let w = spmm_run_bytes(chunks.count, n, device.info.multiprocessors);
         let pick = RUN_BYTES.iter().position(|&r| r == w).unwrap_or(0);
-        let (row_ptr, vec_col, _) = a.pointers(device);
+        let (chunk_vrow, chunk_start, chunk_end) = chunks.pointers(device);
         let (c_rs, c_cs) = ops.c.strides();
         let params = McSpmmDequant {
-            vector_rows: a.vector_rows,
+            chunks: chunks.count,
             rows: a.rows,
             n,
             b_ld,
             c_rs,
             c_cs,
-            row_ptr,
-            vec_col,
+            chunk_vrow,
+            chunk_start,
+            chunk_end,
+            vec_col: Ptr::of(&a.vec_col, device),
             values: Ptr::at(a.values.values.address()),
             b: Ptr::of(b_q, device),
             row_scale: Ptr::of(&self.row_scale, device),
@@ -256,7 +263,7 @@ impl<T: Scalar> SpmmPlan<T> for QuantizedSpmm<T> {
             alpha: alpha.to_f64() as f32,
             beta: beta.to_f64() as f32,
         };
-        let config = warp_grid(u64::from(a.vector_rows) * u64::from(n.div_ceil(8 * w)))?;
+        let config = warp_grid(u64::from(chunks.count) * u64::from(n.div_ceil(8 * w)))?;
         // SAFETY: the SR-BCRS as in the i8 SpMM; the quantized B holds cols rows of b_ld
         // bytes, b_ld a multiple of 16 so lane runs are aligned, read below n only; the row
         // scales hold rows floats and the column scales n; C spans rows x n at its strides.
