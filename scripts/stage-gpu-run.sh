@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds what a GPU machine without Rust runs, and stages it in one directory:
 #   scripts/stage-gpu-run.sh DIR [CORPUS_DIR MATRIX...]
-# DIR/bin gets the release binaries (spblas, conformance, spbench, plantime, solvebench) and the
-# integration tests of sparse-cuda and conformance (as test-NAME), stripped; DIR/matrices gets the named corpus files. Then, on the GPU machine:
+# DIR/bin gets the release binaries (spblas, conformance, spbench, plantime, solvebench,
+# intbench) and the integration tests of sparse-cuda and conformance (as test-NAME), stripped; DIR/matrices gets the named corpus files. Then, on the GPU machine:
 #   BIN_DIR=DIR/bin scripts/gpu-contract.sh OUT_DIR
 set -euo pipefail
 
@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 mkdir -p "$dir/bin"
 
 cargo build --release --workspace --bins
-for b in spblas conformance spbench plantime solvebench; do
+for b in spblas conformance spbench plantime solvebench intbench; do
   cp "target/release/$b" "$dir/bin/$b"
 done
 

@@ -28,10 +28,10 @@ pub use backend::Backend;
 pub use sparse_core::*;
 pub use sparse_cpu::{bound, reference, CpuBackend};
 pub use sparse_cuda::compile::CACHE_DIR_ENV as KERNEL_CACHE_DIR_ENV;
-pub use sparse_cuda::{CudaBackend, CusparseBackend, DeviceTimer};
+pub use sparse_cuda::{magicube, CudaBackend, CusparseBackend, DeviceTimer};
 pub use sparse_formats::{
-    csr_from_dense, dense_from_csr, generate, Bsr, Converted, Coo, Csr, Ell, FillLimit, Hyb,
-    HybWidth, MeBcrs, MeBcrsShape, Rejected, RowStats, SparseFormat, SrBcrs, SrBcrsShape,
+    csr_from_dense, dense_from_csr, generate, quantize, Bsr, Converted, Coo, Csr, Ell, FillLimit,
+    Hyb, HybWidth, MeBcrs, MeBcrsShape, Rejected, RowStats, SparseFormat, SrBcrs, SrBcrsShape,
     TileFormat, TileSelection, Tiled16,
 };
 

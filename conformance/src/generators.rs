@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use sparse_blas::{Csr, Layout, OpKind};
+use sparse_blas::{generate, Csr, Layout, OpKind};
 
 use crate::case::{Case, Fill, MatrixSource, Profile, Strides};
 
@@ -162,6 +162,12 @@ pub fn banded(n: usize, lower: usize, upper: usize) -> Csr<f64> {
     )
 }
 
+/// Rows in groups of `vector`, each group holding each column with probability `density` in
+/// all its rows (sparse-formats' generator).
+pub fn vectors(rows: usize, cols: usize, vector: usize, density: f64, seed: u64) -> Csr<f64> {
+    generate::vector_sparse(rows, cols, vector, density, seed).expect("a valid vector shape")
+}
+
 /// `count` dense `block x block` squares at random places (clipped at the edges, overlaps
 /// merged).
 pub fn dense_blocks(rows: usize, cols: usize, block: usize, count: usize, seed: u64) -> Csr<f64> {
@@ -195,6 +201,10 @@ pub fn patterns() -> Vec<(&'static str, Csr<f64>)> {
         ("dense blocks 67x67", dense_blocks(67, 67, 5, 12, 2)),
         ("uniform 97x67 10%", uniform(97, 67, 0.1, 3)),
         ("power-law 1031 (R-MAT)", rmat(1031, 16 * 1031, 4)),
+        // V x 1 vector sparsity (pruned layers), the structure SR-BCRS and ME-BCRS store
+        // without filler; 8-row vectors cut at the last rows.
+        ("vectors 8x1 101x97 30%", vectors(101, 97, 8, 0.3, 6)),
+        ("vectors 2x1 67x131 20%", vectors(67, 131, 2, 0.2, 7)),
         ("long row 33x100003", long_row(33, 100_003, 100_000, 5)),
     ]
 }
@@ -449,6 +459,9 @@ mod tests {
         assert!(empty.nnz() > 0);
         let band = get("banded 333 (-3..+3)");
         assert_eq!(band.nnz(), 333 * 7 - 2 * (1 + 2 + 3));
+        let vectors = get("vectors 8x1 101x97 30%");
+        assert_eq!(vectors.as_ref().row(3).0, vectors.as_ref().row(0).0);
+        assert_eq!(vectors.as_ref().row(100).0, vectors.as_ref().row(96).0);
         let power = get("power-law 1031 (R-MAT)");
         let stats = power.row_stats();
         assert!(stats.max as f64 > 10.0 * stats.mean, "{stats:?}");

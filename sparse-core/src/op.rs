@@ -123,6 +123,9 @@ pub enum Algorithm {
     FlashSparse,
     /// FlashSparse's kernels on 16x1 vectors (the TC-GNN/DTC-SpMM granularity): an ablation.
     FlashSparse16x1,
+    /// GPU (Magicube, SR-BCRS): `V x 1` vectors of i8 on integer tensor cores (m16n8k32 s8,
+    /// exact i32 accumulation), the dense operand transposed in registers.
+    Magicube,
     /// GPU (TileSpMV, Tiled16): a warp per 16x16 tile, each tile's kernel chosen by its
     /// stored format; deferred very sparse tiles added by a CSR kernel.
     TileSpmv,
@@ -155,6 +158,7 @@ named_enum!(
         (RodeDeterministic, "rode-deterministic"),
         (FlashSparse, "flashsparse"),
         (FlashSparse16x1, "flashsparse-16x1"),
+        (Magicube, "magicube"),
         (TileSpmv, "tilespmv"),
         (Fused, "fused"),
         (Unfused, "unfused"),

@@ -112,6 +112,15 @@ impl Precision {
         compute: Compute::I32,
     };
 
+    /// f32 operands quantized to i8 inside the plan (symmetric scales, see sparse-formats'
+    /// `quantize`), their products summed exactly in i32 and the sums dequantized into f32.
+    /// Not among [`Precision::ALL`]: its results carry the quantization error, which no
+    /// rounding bound of the oracle covers.
+    pub const F32_VIA_I8: Precision = Precision {
+        storage: DType::F32,
+        compute: Compute::I32,
+    };
+
     pub const ALL: [Precision; 7] = [
         Precision::F64,
         Precision::F32,
@@ -131,6 +140,7 @@ impl Precision {
             (DType::BF16, Compute::F32) => "bf16",
             (DType::I8, Compute::I32) => "i8",
             (DType::I4, Compute::I32) => "i4",
+            (DType::F32, Compute::I32) => "f32-i8",
             _ => "custom",
         }
     }
@@ -162,10 +172,11 @@ impl FromStr for Precision {
     fn from_str(s: &str) -> Result<Self, Error> {
         Precision::ALL
             .into_iter()
+            .chain([Precision::F32_VIA_I8])
             .find(|p| p.name() == s)
             .ok_or_else(|| Error::InvalidArgument {
                 message: format!(
-                    "unknown precision '{s}' (expected one of f64 f32 tf32 f16 bf16 i8 i4)"
+                    "unknown precision '{s}' (expected one of f64 f32 tf32 f16 bf16 i8 i4 f32-i8)"
                 ),
             })
     }
@@ -181,6 +192,10 @@ mod tests {
             assert_eq!(p.to_string().parse::<Precision>().unwrap(), p);
         }
         assert!("f128".parse::<Precision>().is_err());
+        assert_eq!(
+            "f32-i8".parse::<Precision>().unwrap(),
+            Precision::F32_VIA_I8
+        );
     }
 
     #[test]

@@ -25,9 +25,18 @@ template <> struct acc_of<float> { typedef float type; };
 template <> struct acc_of<double> { typedef double type; };
 template <> struct acc_of<half_t> { typedef float type; };
 template <> struct acc_of<bf16_t> { typedef float type; };
+// i8 products are summed exactly in i32, the type its results are stored in.
+template <> struct acc_of<signed char> { typedef int type; };
+template <> struct acc_of<int> { typedef int type; };
+
+// The type results of storage type T are stored in: T, but i32 for i8.
+template <typename T> struct out_of { typedef T type; };
+template <> struct out_of<signed char> { typedef int type; };
 
 __device__ __forceinline__ float to_acc(float v) { return v; }
 __device__ __forceinline__ double to_acc(double v) { return v; }
+__device__ __forceinline__ int to_acc(int v) { return v; }
+__device__ __forceinline__ int to_acc(signed char v) { return v; }
 __device__ __forceinline__ float to_acc(half_t h) {
     float f;
     asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.bits));
@@ -39,6 +48,7 @@ __device__ __forceinline__ float to_acc(bf16_t h) { return __uint_as_float((u32)
 template <typename T> __device__ __forceinline__ T from_acc(typename acc_of<T>::type v);
 template <> __device__ __forceinline__ float from_acc<float>(float v) { return v; }
 template <> __device__ __forceinline__ double from_acc<double>(double v) { return v; }
+template <> __device__ __forceinline__ int from_acc<int>(int v) { return v; }
 template <> __device__ __forceinline__ half_t from_acc<half_t>(float v) {
     half_t h;
     asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(v));
@@ -73,6 +83,13 @@ __device__ __forceinline__ void update(T* out, typename acc_of<T>::type alpha, t
     typename acc_of<T>::type r = alpha * sum;
     if (beta != 0) r += beta * to_acc(*out);
     *out = from_acc<T>(r);
+}
+// i32 results wrap on overflow, as the oracle's do (signed overflow would be undefined in C++).
+template <>
+__device__ __forceinline__ void update<int>(int* out, int alpha, int sum, int beta) {
+    u32 r = (u32)alpha * (u32)sum;
+    if (beta != 0) r += (u32)beta * (u32)*out;
+    *out = (int)r;
 }
 
 // Sum over the W lanes of a sub-warp (W a power of two up to 32); lane 0 holds the total.

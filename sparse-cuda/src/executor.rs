@@ -14,7 +14,7 @@ use crate::device::{CudaBuffer, Device};
 use crate::plan::{check_request, Desc, PlanClock, Request};
 use crate::registry::{self, Family};
 use crate::spmv_auto::{self, Choice};
-use crate::{attention, bsr, ell, flashsparse, rode, sddmm, spmm, spmv, tilespmv};
+use crate::{attention, bsr, ell, flashsparse, magicube, rode, sddmm, spmm, spmv, tilespmv};
 
 /// sparse-blas's CUDA kernels on one device. Plans hold the matrix on the device; operands
 /// must be device memory made by [`Executor::upload`] or [`Executor::zeros`] of this backend.
@@ -81,8 +81,8 @@ impl CudaBackend {
         Ok((family, algorithm))
     }
 
-    /// `auto` for CSR SpMM and SDDMM (RoDe or `vector`) and for ME-BCRS (8x1 or 16x1 by the
-    /// block shape).
+    /// `auto` for CSR SpMM and SDDMM (RoDe or `vector`), for ME-BCRS (8x1 or 16x1 by the
+    /// block shape) and for SR-BCRS (Magicube, its one algorithm).
     fn auto_dense(
         op: OpKind,
         format: Format,
@@ -92,6 +92,7 @@ impl CudaBackend {
     ) -> Algorithm {
         match format {
             Format::MeBcrs => flashsparse::auto_algorithm(block),
+            Format::SrBcrs => Algorithm::Magicube,
             _ => rode::auto_algorithm(op, stats, nnz),
         }
     }
@@ -203,6 +204,7 @@ impl Executor for CudaBackend {
                 device, a, desc, algorithm, clock,
             )?)),
             Family::FlashSparse => Ok(Box::new(flashsparse::spmm_plan(device, a, desc, clock)?)),
+            Family::Magicube => magicube::spmm(device, a, desc, clock),
             other => Err(misrouted(other, OpKind::Spmm)),
         }
     }
@@ -224,6 +226,7 @@ impl Executor for CudaBackend {
                 device, s, desc, algorithm, clock,
             )?)),
             Family::FlashSparse => Ok(Box::new(flashsparse::sddmm_plan(device, s, desc, clock)?)),
+            Family::Magicube => Ok(Box::new(magicube::sddmm_plan(device, s, desc, clock)?)),
             other => Err(misrouted(other, OpKind::Sddmm)),
         }
     }

@@ -4,7 +4,8 @@
 //!   the macro writes the `#[repr(C)]` Rust struct and its C declaration, which is compiled in
 //!   front of the kernel's source, so the two cannot drift apart. Field kinds: `u32`, `f32`, `f64`,
 //!   `acc` (the accumulation type of the storage type `T`), `ptr(E)` (`const E*`) and `out(E)`
-//!   (`E*`) for `E` one of `u8 u32 f32 T acc`, and `sub(S)` and `plain(S)`: a parameter struct
+//!   (`E*`) for `E` one of `u8 u32 f32 T acc Out` (`Out`: the type results of `T` are stored
+//!   in, `T` itself but for i8, whose results are i32), and `sub(S)` and `plain(S)`: a parameter struct
 //!   inside this one, `S<T>` or the non-generic `S`.
 //! - **Entries.** A kernel is a `__global__` template of a `.cu` file. An [`Entry`] names one
 //!   instantiation, its template arguments written from Rust values, and its parameter type;
@@ -48,6 +49,7 @@ pub fn c_type(dtype: DType) -> Result<&'static str> {
         DType::F32 => Ok("float"),
         DType::F16 => Ok("half_t"),
         DType::BF16 => Ok("bf16_t"),
+        DType::I8 => Ok("signed char"),
         other => Err(Error::internal(format!("no kernel takes {other} storage"))),
     }
 }
@@ -190,6 +192,7 @@ macro_rules! kernel_params {
     (@elem $t:tt f64) => { f64 };
     (@elem $t:tt T) => { $t };
     (@elem $t:tt acc) => { <$t as sparse_core::Scalar>::Acc };
+    (@elem $t:tt Out) => { <$t as sparse_core::Scalar>::Out };
     (@c u32) => { "u32" };
     (@c f32) => { "float" };
     (@c f64) => { "double" };
@@ -204,6 +207,7 @@ macro_rules! kernel_params {
     (@celem f64) => { "double" };
     (@celem T) => { "T" };
     (@celem acc) => { "typename acc_of<T>::type" };
+    (@celem Out) => { "typename out_of<T>::type" };
 }
 pub(crate) use kernel_params;
 

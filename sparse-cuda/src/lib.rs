@@ -17,6 +17,7 @@ mod executor;
 pub mod flashsparse;
 pub mod kernel;
 mod libraries;
+pub mod magicube;
 mod matrix;
 mod operand;
 mod plan;
@@ -50,5 +51,6 @@ pub fn every_kernel() -> sparse_core::Result<Vec<kernel::KernelSpec>> {
     specs.extend(flashsparse::all_specs()?);
     specs.extend(tilespmv::all_specs()?);
     specs.extend(attention::all_specs()?);
+    specs.extend(magicube::all_specs()?);
     Ok(specs)
 }

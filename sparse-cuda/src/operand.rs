@@ -213,7 +213,7 @@ kernel_params! {
         b: ptr(T),
         b_rs: u32,
         b_cs: u32,
-        c: out(T),
+        c: out(Out),
         c_rs: u32,
         c_cs: u32,
         alpha: acc,
@@ -272,7 +272,7 @@ kernel_params! {
     pub(crate) struct SddmmDense<T> {
         x: ptr(T),
         y: ptr(T),
-        c: out(T),
+        c: out(Out),
         k: u32,
         x_rs: u32,
         x_cs: u32,

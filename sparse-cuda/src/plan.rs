@@ -38,7 +38,7 @@ kernel_params! {
     pub(crate) struct ScaleDense<T> {
         inner: u32,
         outer: u32,
-        out: out(T),
+        out: out(Out),
         ld: u32,
         beta: acc,
     }
@@ -94,6 +94,7 @@ pub(crate) fn all_specs() -> Result<Vec<KernelSpec>> {
     let mut specs = specs_of::<f64>()?;
     specs.extend(specs_of::<f32>()?);
     specs.extend(specs_of::<half::f16>()?);
+    specs.extend(specs_of::<i8>()?);
     Ok(specs)
 }
 
@@ -132,6 +133,11 @@ impl PlanClock {
             last: Instant::now(),
             time: PlanTime::default(),
         }
+    }
+
+    /// The time attributed so far.
+    pub fn time(&self) -> PlanTime {
+        self.time
     }
 
     pub fn lap(&mut self, device: &Device, phase: Phase) -> Result<()> {

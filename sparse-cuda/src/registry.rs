@@ -19,6 +19,7 @@ pub(crate) enum Family {
     FlashSparse,
     TileSpmv,
     Attention,
+    Magicube,
 }
 
 /// One row of the table.
@@ -41,6 +42,10 @@ const WIDE: &[Precision] = &[Precision::F64, Precision::F32];
 const TENSOR: &[Precision] = &[Precision::F16, Precision::TF32];
 /// Attention's storage types, each with an f32 softmax and f32 sums.
 const ATTENTION: &[Precision] = &[Precision::F32, Precision::F16, Precision::BF16];
+/// What the integer MMAs take: i8 storage with exact i32 accumulation.
+const INTEGER: &[Precision] = &[Precision::I8];
+/// f32 quantized to i8 inside the plan, dequantized in the kernel's epilogue.
+const QUANTIZED: &[Precision] = &[Precision::F32_VIA_I8];
 
 macro_rules! rows {
     ($family:ident, $op:ident, $format:ident: $(($precisions:expr, $algorithm:ident, $det:expr)),+ $(,)?) => {
@@ -90,6 +95,8 @@ const TABLE: &[&[Registration]] = &[
         (ATTENTION, Fused, true),
         (&[Precision::F32], Unfused, true),
     ),
+    rows!(Magicube, Spmm, SrBcrs: (INTEGER, Magicube, true), (QUANTIZED, Magicube, true)),
+    rows!(Magicube, Sddmm, SrBcrs: (INTEGER, Magicube, true)),
 ];
 
 fn rows() -> impl Iterator<Item = &'static Registration> {

@@ -135,6 +135,23 @@ const EXPECTED: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "magicube",
+        &[
+            // the integer MMA: s8 inputs, exact s32 accumulation; and the s4 one the rate probe
+            // measures
+            "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32",
+            "mma.sync.aligned.m16n8k64.row.col.s32.s4.s4.s32",
+            // B rows transposed in registers by byte permutes
+            "prmt.b32",
+            // runs of B rows, X and Y rows, loaded whole (predicated, so they stay in flight),
+            // and vector stores of C rows
+            "@q ld.global.nc.v4.b32",
+            "@q ld.global.nc.v2.b32",
+            "ld.global.nc.v4.u32",
+            "st.global.v4.u32",
+        ],
+    ),
+    (
         "tilespmv",
         &[
             // tile metadata loaded a lane per tile and broadcast

@@ -150,6 +150,37 @@ pub fn uniform<T: Scalar, I: SpIndex>(
     coo.to_csr()
 }
 
+/// Vector sparsity, as pruned layers of a network have it (DLMC's matrices expanded by
+/// `V x 1` vectors): rows in groups of `vector`, each group keeping each column with
+/// probability `density` across all its rows (the last group is cut at `rows`); values in
+/// (-1, 1).
+pub fn vector_sparse<T: Scalar, I: SpIndex>(
+    rows: usize,
+    cols: usize,
+    vector: usize,
+    density: f64,
+    seed: u64,
+) -> Result<Csr<T, I>> {
+    if vector == 0 || !(0.0..=1.0).contains(&density) {
+        return Err(Error::invalid(format!(
+            "vector sparsity needs vectors of at least one row and a density in [0, 1], not \
+             {vector} and {density}"
+        )));
+    }
+    let mut rng = SplitMix64::new(seed);
+    let mut coo = Coo::empty(rows, cols);
+    for first in (0..rows).step_by(vector) {
+        for j in 0..cols {
+            if rng.next_f64() < density {
+                for i in first..(first + vector).min(rows) {
+                    coo.push(i, j, T::from_f64(2.0 * rng.next_f64() - 1.0))?;
+                }
+            }
+        }
+    }
+    coo.to_csr()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -204,6 +235,19 @@ mod tests {
         let s = a.row_stats();
         assert!(s.max as f64 > 10.0 * s.mean, "{s:?}");
         assert!(a.values().iter().all(|&v| v > 0.0 && v <= 1.0));
+    }
+
+    #[test]
+    fn vector_sparsity_fills_whole_vectors() {
+        let a = vector_sparse::<f64, u32>(37, 50, 8, 0.3, 4).unwrap();
+        assert_eq!(a.shape(), (37, 50));
+        for i in 0..37 {
+            let first = i / 8 * 8;
+            assert_eq!(a.as_ref().row(i).0, a.as_ref().row(first).0, "row {i}");
+        }
+        assert!(a.nnz() > 0 && a.nnz() < 37 * 50);
+        assert!(vector_sparse::<f64, u32>(8, 8, 0, 0.5, 1).is_err());
+        assert!(vector_sparse::<f64, u32>(8, 8, 2, 1.5, 1).is_err());
     }
 
     #[test]

@@ -18,6 +18,7 @@ pub mod generate;
 mod hyb;
 mod me_bcrs;
 pub mod mtx;
+pub mod quantize;
 mod rejected;
 mod slots;
 mod sprs_interop;

@@ -89,14 +89,22 @@ pub(super) struct Blas {
     handle: Mutex<Option<RawHandle>>,
 }
 
-/// cuBLAS value and compute types of a storage type: f16 multiplies in f32.
-fn types(dtype: DType) -> Option<(blas::cudaDataType, blas::cublasComputeType_t)> {
+/// cuBLAS input, output and compute types of a storage type: f16 multiplies in f32, i8 sums
+/// exactly into i32.
+fn types(
+    dtype: DType,
+) -> Option<(
+    blas::cudaDataType,
+    blas::cudaDataType,
+    blas::cublasComputeType_t,
+)> {
     use blas::cublasComputeType_t::*;
     use blas::cudaDataType::*;
     match dtype {
-        DType::F64 => Some((CUDA_R_64F, CUBLAS_COMPUTE_64F)),
-        DType::F32 => Some((CUDA_R_32F, CUBLAS_COMPUTE_32F)),
-        DType::F16 => Some((CUDA_R_16F, CUBLAS_COMPUTE_32F)),
+        DType::F64 => Some((CUDA_R_64F, CUDA_R_64F, CUBLAS_COMPUTE_64F)),
+        DType::F32 => Some((CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F)),
+        DType::F16 => Some((CUDA_R_16F, CUDA_R_16F, CUBLAS_COMPUTE_32F)),
+        DType::I8 => Some((CUDA_R_8I, CUDA_R_32I, CUBLAS_COMPUTE_32I)),
         _ => None,
     }
 }
@@ -116,7 +124,9 @@ impl Blas {
 
 impl CusparseBackend {
     /// Dense `C = alpha*A*B + beta*C` through cuBLAS (`cublasGemmEx`), for device matrices of
-    /// this backend in either layout: f64, f32, and f16 with f32 compute. `alpha == 0` reads
+    /// this backend in either layout: f64, f32, f16 with f32 compute, and i8 with i32 compute
+    /// and output (cuBLAS's integer GEMM wants leading dimensions that are multiples of 4, and
+    /// is fastest with A transposed and B not, as column-major sees them). `alpha == 0` reads
     /// neither A nor B; `beta == 0` does not read C (as cuBLAS documents).
     pub fn gemm<T: Scalar>(
         &self,
@@ -124,14 +134,14 @@ impl CusparseBackend {
         a: DenseRef<'_, T>,
         b: DenseRef<'_, T>,
         beta: T::Acc,
-        mut c: DenseMut<'_, T>,
+        mut c: DenseMut<'_, T::Out>,
     ) -> Result<()> {
         let ((m, k), n) = (a.shape(), b.cols());
         b.expect_shape("gemm B", (k, n))?;
         c.expect_shape("gemm C", (m, n))?;
-        let Some((dtype, compute)) = types(T::DTYPE) else {
+        let Some((dtype, out_type, compute)) = types(T::DTYPE) else {
             return Err(Error::invalid(format!(
-                "cuBLAS gemm takes f64, f32 or f16 (f32 compute), not {}",
+                "cuBLAS gemm takes f64, f32, f16 (f32 compute) or i8 (i32 compute), not {}",
                 T::DTYPE
             )));
         };
@@ -214,7 +224,7 @@ impl CusparseBackend {
                 second_ld,
                 scalar_ptr(&beta),
                 c.address as *mut c_void,
-                dtype,
+                out_type,
                 c_ld,
                 compute,
                 blas::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,

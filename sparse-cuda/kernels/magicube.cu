@@ -1,0 +1,388 @@
+// Magicube (Li, Osawa, Hoefler, SC'22) on SR-BCRS: SpMM and SDDMM of i8 matrices on integer
+// tensor cores, mma.m16n8k32 with s8 inputs and exact s32 accumulation (wrapping on overflow,
+// as the oracle's i32 sums do). Parameters: McSpmm<T>, McSddmm<T> (src/magicube.rs) with
+// SpmmDense<T>, SddmmDense<T> (src/operand.rs). docs/integer.md draws the layouts.
+//
+// The matrix is SR-BCRS with stride 32 (the MMA's k): a vector-row of V rows (V = 2, 4, 8) holds
+// its V x 1 vectors in groups of 32, each group a V x 32 row-major tile. Padding vectors have
+// value 0 and, on the device, column 0 (so their dense rows are read, in bounds, and multiplied
+// by zero: integers hold no NaN to leak).
+//
+// Both kernels use the swapped product (C^T = B^T A^T): the sparse tile is the MMA's B operand
+// (k = 32 vectors, n = 8 rows, rows past V zero), so row r of a group is read as two words per
+// lane, exactly the B fragment, and the dense side fills the 16-row A operand.
+//
+// Lane l: g = l / 4, t = l % 4. Fragments of m16n8k32 (PTX ISA):
+//   A (16 x 32, row): a0 = A[g][4t..4t+3], a1 = A[g+8][4t..], a2 = A[g][16+4t..], a3 = A[g+8][16+4t..]
+//   B (32 x 8, col):  b0 = B[4t..4t+3][g], b1 = B[16+4t..][g]
+//   C (16 x 8):       c0 = C[g][2t], c1 = C[g][2t+1], c2 = C[g+8][2t], c3 = C[g+8][2t+1]
+
+// D += A B: 16 x 8 s32 += (16 x 32 s8) (32 x 8 s8).
+__device__ __forceinline__ void mma_s8(int (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// W bytes of a dense row starting at element `first`, elements `cs` apart, as W/4 words (byte i
+// of the run is byte i%4 of word i/4); elements at or past `len` read as 0. One vector access
+// when `vec` (contiguous, W-aligned: the host checks the leading dimension) and the run is
+// whole; byte by byte at the ragged end of a row or for strided rows.
+template <int W>
+__device__ __forceinline__ void load_run(const signed char* row, u32 first, u32 len, u32 cs, bool vec, u32 (&w)[W / 4]) {
+#pragma unroll
+    for (int i = 0; i < W / 4; ++i) w[i] = 0;
+    if (vec && first + W <= len) {
+        ld_nc_pred(w, row + first, true);
+    } else {
+#pragma unroll
+        for (int b = 0; b < W; ++b)
+            if (first + b < len) {
+                const u32 byte = (unsigned char)__ldg(row + (u64)(first + b) * cs);
+                w[b / 4] |= byte << (8 * (b % 4));
+            }
+    }
+}
+
+// The 4 x 4 byte transpose: word p of the result holds byte p of r0, r1, r2, r3 (in that
+// order), so four rows of B read along N become four k-runs of 4, one per column.
+__device__ __forceinline__ void transpose4(u32& r0, u32& r1, u32& r2, u32& r3) {
+    const u32 x0 = __byte_perm(r0, r1, 0x5140), x1 = __byte_perm(r0, r1, 0x7362);
+    const u32 y0 = __byte_perm(r2, r3, 0x5140), y1 = __byte_perm(r2, r3, 0x7362);
+    r0 = __byte_perm(x0, y0, 0x5410);
+    r1 = __byte_perm(x0, y0, 0x7632);
+    r2 = __byte_perm(x1, y1, 0x5410);
+    r3 = __byte_perm(x1, y1, 0x7632);
+}
+
+// Two words of a sparse tile row: the B fragment of lane (g, t) for row g of the group at
+// vector `p` (zero for rows past V).
+template <int V>
+__device__ __forceinline__ void load_tile_row(const signed char* values, u32 p, u32 g, u32 t, u32& b0, u32& b1) {
+    b0 = 0;
+    b1 = 0;
+    if (g < V) {
+        const u32* row = reinterpret_cast<const u32*>(values + (u64)p * V + g * MC_STRIDE);
+        b0 = __ldg(row + t);
+        b1 = __ldg(row + 4 + t);
+    }
+}
+
+// The sparse matrix of an SpMM and the i8 B it multiplies, as the accumulation reads them.
+struct McOperands {
+    const u32* vec_col;
+    const signed char* values;
+    const signed char* b;
+    u32 b_rs, b_cs, n;
+};
+
+// One SpMM step's operands held by a lane: its W bytes of the B rows of its 8 vectors
+// (4t..4t+3 and 16+4t..16+4t+3 of the group), and its tile row words.
+template <int W>
+struct McStep {
+    u32 rows[2][4][W / 4];
+    u32 b0, b1;
+};
+
+template <int V, int W>
+__device__ __forceinline__ void load_step(const McOperands& m, u32 at, u32 g, u32 t, u32 first, bool vec, McStep<W>& s) {
+#pragma unroll
+    for (int kh = 0; kh < 2; ++kh) {
+        const uint4 cols = __ldg(reinterpret_cast<const uint4*>(m.vec_col + at + 16 * kh + 4 * t));
+        const u32 c[4] = {cols.x, cols.y, cols.z, cols.w};
+#pragma unroll
+        for (int q = 0; q < 4; ++q) load_run<W>(m.b + (u64)c[q] * m.b_rs, first, m.n, m.b_cs, vec, s.rows[kh][q]);
+    }
+    load_tile_row<V>(m.values, at, g, t, s.b0, s.b1);
+}
+
+// The sums of one SpMM warp: the vectors `begin..end` (whole groups) of one vector-row times
+// B's columns from `first` (this lane's, = tile*8W + g*W). A warp owns one chunk of a
+// vector-row and 8W columns of C (J = W/2 MMAs of 16
+// columns): lane (g, t) reads W consecutive bytes at `first` of each of its 8 B rows
+// (coalesced runs of 8W bytes per row), and the byte transpose turns each 4-row x 4-byte block
+// into the k-runs of A fragments: byte b of the run is fragment row g (b < W/2) or g+8 of MMA
+// b % (W/2). So MMA j's fragment row g is column first + j and row g+8 column first + W/2 + j,
+// and lane (g, t) ends with rows 2t, 2t+1 of the vector-row over its W consecutive columns:
+// sum[e][c] is row 2t+e, column first+c.
+//
+// The next group's columns, B rows and tile words are loaded before the current group's MMAs
+// (the paper's prefetch into registers), so their latency overlaps the transposes and MMAs.
+template <int V, int W>
+__device__ __forceinline__ void spmm_sums(const McOperands& m, u32 begin, u32 end, u32 g, u32 t, u32 first,
+                                          int (&sum)[2][W]) {
+    const bool vec = m.b_cs == 1 && m.b_rs % W == 0;
+    int acc[W / 2][4];
+#pragma unroll
+    for (int j = 0; j < W / 2; ++j)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[j][i] = 0;
+
+    McStep<W> cur, next;
+    if (begin < end) load_step<V, W>(m, begin, g, t, first, vec, cur);
+    for (u32 at = begin; at < end; at += MC_STRIDE) {
+        if (at + MC_STRIDE < end) load_step<V, W>(m, at + MC_STRIDE, g, t, first, vec, next);
+        u32 a[W / 2][4];
+#pragma unroll
+        for (int kh = 0; kh < 2; ++kh)
+#pragma unroll
+            for (int wi = 0; wi < W / 4; ++wi) {
+                u32 r[4] = {cur.rows[kh][0][wi], cur.rows[kh][1][wi], cur.rows[kh][2][wi], cur.rows[kh][3][wi]};
+                transpose4(r[0], r[1], r[2], r[3]);
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                    const int b = 4 * wi + q;
+                    a[b % (W / 2)][b / (W / 2) + 2 * kh] = r[q];
+                }
+            }
+#pragma unroll
+        for (int j = 0; j < W / 2; ++j) mma_s8(acc[j], a[j], cur.b0, cur.b1);
+        cur = next;
+    }
+#pragma unroll
+    for (int e = 0; e < 2; ++e)
+#pragma unroll
+        for (int c = 0; c < W; ++c) sum[e][c] = c < W / 2 ? acc[c][e] : acc[c - W / 2][2 + e];
+}
+
+// This warp's chunk (a vector-row, or a run of whole groups of a long one) and column tile of
+// an SpMM of `chunks` chunks and N = n, or false past them. Warps are numbered chunk major,
+// column tiles minor, so the warps reading one tile row are neighbours and share it through L1.
+template <int W>
+__device__ __forceinline__ bool spmm_item(u32 chunks, u32 n, u32* chunk, u32* tile) {
+    const u32 tiles = (n + 8 * W - 1) / (8 * W);
+    const u64 item = (u64)blockIdx.x * MC_WARPS + threadIdx.x / 32;
+    if (item >= (u64)chunks * tiles) return false;
+    *chunk = (u32)(item / tiles);
+    *tile = (u32)(item % tiles);
+    return true;
+}
+
+// out[c*cs] = f(c, prior) for c < count <= W, the prior value read only when `read` (beta != 0:
+// otherwise the output is write-only); as vector accesses of 4 elements when `whole`
+// (contiguous, 16-byte aligned, count == W).
+template <int W, typename O, typename F>
+__device__ __forceinline__ void store_run(O* out, u32 cs, u32 count, bool whole, bool read, F f) {
+    if (whole) {
+#pragma unroll
+        for (int c = 0; c < W; c += 4) {
+            union {
+                int4 raw;
+                O v[4];
+            } s;
+            s.raw = read ? *reinterpret_cast<const int4*>(out + c) : make_int4(0, 0, 0, 0);
+#pragma unroll
+            for (int i = 0; i < 4; ++i) s.v[i] = f(c + i, s.v[i]);
+            *reinterpret_cast<int4*>(out + c) = s.raw;
+        }
+    } else {
+#pragma unroll
+        for (int c = 0; c < W; ++c)
+            if (c < (int)count) out[(u64)c * cs] = f(c, read ? out[(u64)c * cs] : O(0));
+    }
+}
+
+// C = alpha*A*B + beta*C for A in SR-BCRS of V-row vectors, B and C i8 and i32 (spmm_sums).
+// With `split` the chunks of a long vector-row share its rows of C: C already holds beta*C
+// (the plan's scale), and each chunk adds alpha times its sums with an atomic. Integer addition
+// is associative (wrapping), so the result is the same whatever order the chunks land in.
+template <int V, int W>
+__global__ void __launch_bounds__(MC_THREADS) mc_spmm(const McSpmm<signed char> p) {
+    const SpmmDense<signed char>& o = p.dense;
+    const u32 lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    u32 chunk, tile;
+    if (!spmm_item<W>(p.chunks, o.n, &chunk, &tile)) return;
+    const u32 vrow = __ldg(p.chunk_vrow + chunk);
+    const u32 first = tile * 8 * W + g * W;
+    const McOperands m = {p.vec_col, p.values, o.b, o.b_rs, o.b_cs, o.n};
+    int sum[2][W];
+    spmm_sums<V, W>(m, __ldg(p.chunk_start + chunk), __ldg(p.chunk_end + chunk), g, t, first, sum);
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+        const u32 r = 2 * t + e;
+        const u64 row = (u64)vrow * V + r;
+        if (r >= V || row >= p.rows || first >= o.n) continue;
+        const u32 count = o.n - first < W ? o.n - first : W;
+        int* out = o.c + row * o.c_rs + (u64)first * o.c_cs;
+        if (p.split) {
+#pragma unroll
+            for (int c = 0; c < W; ++c)
+                if (c < (int)count) atomicAdd(out + (u64)c * o.c_cs, (int)((u32)o.alpha * (u32)sum[e][c]));
+            continue;
+        }
+        const bool whole = o.c_cs == 1 && o.c_rs % 4 == 0 && count == W;
+        store_run<W>(out, o.c_cs, count, whole, o.beta != 0, [&](int c, int prior) {
+            update(&prior, o.alpha, sum[e][c], o.beta);
+            return prior;
+        });
+    }
+}
+
+// C = alpha * dequantized(A_q * B_q) + beta*C in f32: the i32 sums of spmm_sums scaled by A's
+// row scale and B's column scale (symmetric quantization: no zero points, so the scales
+// factor out of the sums). C is not read when beta == 0. Chunks are whole vector-rows: f32 sums
+// of split rows would depend on the order their atomics land in.
+template <int V, int W>
+__global__ void __launch_bounds__(MC_THREADS) mc_spmm_dequant(const McSpmmDequant<float> p) {
+    const u32 lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    u32 chunk, tile;
+    if (!spmm_item<W>(p.chunks, p.n, &chunk, &tile)) return;
+    const u32 vrow = __ldg(p.chunk_vrow + chunk);
+    const u32 first = tile * 8 * W + g * W;
+    const McOperands m = {p.vec_col, reinterpret_cast<const signed char*>(p.values),
+                          reinterpret_cast<const signed char*>(p.b), p.b_ld, 1, p.n};
+    int sum[2][W];
+    spmm_sums<V, W>(m, __ldg(p.chunk_start + chunk), __ldg(p.chunk_end + chunk), g, t, first, sum);
+    float col_scale[W];
+#pragma unroll
+    for (int c = 0; c < W; ++c) col_scale[c] = first + c < p.n ? __ldg(p.col_scale + first + c) : 0.f;
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+        const u32 r = 2 * t + e;
+        const u64 row = (u64)vrow * V + r;
+        if (r >= V || row >= p.rows || first >= p.n) continue;
+        const float row_scale = __ldg(p.row_scale + row);
+        const u32 count = p.n - first < W ? p.n - first : W;
+        const bool whole = p.c_cs == 1 && p.c_rs % 4 == 0 && count == W;
+        store_run<W>(p.c + row * p.c_rs + (u64)first * p.c_cs, p.c_cs, count, whole, p.beta != 0.f, [&](int c, float prior) {
+            const float v = p.alpha * (row_scale * col_scale[c] * (float)sum[e][c]);
+            return p.beta != 0.f ? v + p.beta * prior : v;
+        });
+    }
+}
+
+// The scale of each column of B (rows x n, f32 at its strides): max |B[:, j]| / 127, or 1 for
+// a column of zeros (sparse-formats' quantize, per column). A block per column.
+template <typename P>
+__global__ void __launch_bounds__(MC_THREADS) mc_column_scales(const P p) {
+    __shared__ float warp_max[MC_WARPS];
+    for (u32 j = blockIdx.x; j < p.n; j += gridDim.x) {
+        float m = 0.f;
+        for (u32 i = threadIdx.x; i < p.rows; i += MC_THREADS) m = fmaxf(m, fabsf(__ldg(p.b + (u64)i * p.b_rs + (u64)j * p.b_cs)));
+#pragma unroll
+        for (int off = 16; off > 0; off /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+        if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = m;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            float all = 0.f;
+#pragma unroll
+            for (int w = 0; w < MC_WARPS; ++w) all = fmaxf(all, warp_max[w]);
+            p.scale[j] = all == 0.f ? 1.f : all / 127.f;
+        }
+        __syncthreads();
+    }
+}
+
+// B quantized with its column scales into q (rows x n, row-major, q_ld apart): round(x / s) to
+// nearest even in f64, as the host does, saturated to [-127, 127].
+template <typename P>
+__global__ void __launch_bounds__(MC_THREADS) mc_quantize(const P p) {
+    const u64 total = (u64)p.rows * p.n;
+    for (u64 e = (u64)blockIdx.x * MC_THREADS + threadIdx.x; e < total; e += (u64)gridDim.x * MC_THREADS) {
+        const u64 i = e / p.n, j = e % p.n;
+        const double x = (double)__ldg(p.b + i * p.b_rs + j * p.b_cs) / (double)__ldg(p.scale + j);
+        p.q[i * p.q_ld + j] = (unsigned char)(signed char)fmin(fmax(rint(x), -127.0), 127.0);
+    }
+}
+
+// C = alpha*(X*Y^T) ∘ spy(S) + beta*C in SR-BCRS slot order. A warp owns one tile: 32 vectors
+// of a vector-row, two MMAs of 16 vectors (the m side) by the V rows (the n side), over K in
+// steps of 64. Lane (g, t) reads 16 consecutive bytes at k = step + 16t of X row g and of the Y
+// rows of vectors g, g+8, 16+g, 24+g: words 0, 1 are the k-runs 4t and 16+4t of the first MMA
+// of the step, words 2, 3 of the second. Any permutation of k taken alike by both operands
+// leaves the dot products unchanged, and this one makes every load a contiguous 16 bytes.
+// Rows, X and Y row-major or not, need no transpose. Slots without an entry (padding vectors,
+// rows past V or M, rows a vector does not hold) are written 0.
+template <int V>
+__global__ void __launch_bounds__(MC_THREADS) mc_sddmm(const McSddmm<signed char> p) {
+    const SddmmDense<signed char>& o = p.dense;
+    const u32 lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const u64 tile = (u64)blockIdx.x * MC_WARPS + threadIdx.x / 32;
+    if (tile >= p.tiles) return;
+    const u32 vrow = __ldg(p.tile_vrow + tile), at = __ldg(p.tile_start + tile);
+    const bool x_vec = o.x_cs == 1 && o.x_rs % 16 == 0, y_vec = o.y_cs == 1 && o.y_rs % 16 == 0;
+    const u64 x_row = (u64)vrow * V + g;
+    const bool x_live = g < V && x_row < p.rows;
+    const signed char* x = o.x + (x_live ? x_row : 0) * o.x_rs;
+    const signed char* y[4];
+#pragma unroll
+    for (int m = 0; m < 4; ++m) y[m] = o.y + (u64)__ldg(p.vec_col + at + 8 * m + g) * o.y_rs;
+
+    int acc[2][4];
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[h][i] = 0;
+    // alpha == 0 (the plan's scale) reads neither X nor Y.
+    const u32 k = o.alpha == 0 ? 0 : o.k;
+    for (u32 k0 = 0; k0 < k; k0 += 64) {
+        const u32 first = k0 + 16 * t;
+        u32 xw[4], yw[4][4];
+        load_run<16>(x, first, x_live ? k : 0, o.x_cs, x_vec, xw);
+#pragma unroll
+        for (int m = 0; m < 4; ++m) load_run<16>(y[m], first, k, o.y_cs, y_vec, yw[m]);
+#pragma unroll
+        for (int s = 0; s < 2; ++s)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const u32 a[4] = {yw[2 * h][2 * s], yw[2 * h + 1][2 * s], yw[2 * h][2 * s + 1], yw[2 * h + 1][2 * s + 1]};
+                mma_s8(acc[h], a, xw[2 * s], xw[2 * s + 1]);
+            }
+    }
+
+    // acc[h][2i + e] is vector 16h + 8i + g, row 2t + e.
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            const u32 v = 16 * h + 8 * i + g;
+            const u32 mask = __ldg(p.vec_mask + at + v);
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const u32 r = 2 * t + e;
+                if (r >= V) continue;
+                const u64 slot = (u64)at * V + r * MC_STRIDE + v;
+                int* out = o.c + slot * o.c_inc;
+                if ((mask >> r) & 1) {
+                    int dot = acc[h][2 * i + e];
+                    if (p.scale_by_values) dot = (int)((u32)dot * (u32)(int)p.values[slot]);
+                    update(out, o.alpha, dot, o.beta);
+                } else {
+                    *out = 0;
+                }
+            }
+        }
+}
+
+// D += A B with 4-bit operands: 16 x 8 s32 += (16 x 64 s4) (64 x 8 s4), the same registers as
+// the s8 shape.
+__device__ __forceinline__ void mma_s4(int (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+    asm volatile("mma.sync.aligned.m16n8k64.row.col.s32.s4.s4.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// The integer MMA rate of this device: each warp issues `iterations` rounds of MC_PROBE_CHAINS
+// independent MMAs of BITS-bit operands (enough chains to keep the pipe busy), from registers.
+// What sm_90 does with 4-bit MMAs (no 4-bit tensor cores) shows as the ratio of the two rates.
+template <int BITS>
+__global__ void __launch_bounds__(MC_THREADS) mc_mma_probe(const McProbe p) {
+    const u32 a[4] = {threadIdx.x, threadIdx.x * 3u, threadIdx.x ^ 0x5au, blockIdx.x};
+    const u32 b0 = threadIdx.x * 7u, b1 = blockIdx.x + 1u;
+    int acc[MC_PROBE_CHAINS][4];
+#pragma unroll
+    for (int c = 0; c < MC_PROBE_CHAINS; ++c)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[c][i] = c;
+    for (u32 it = 0; it < p.iterations; ++it)
+#pragma unroll
+        for (int c = 0; c < MC_PROBE_CHAINS; ++c) {
+            if constexpr (BITS == 8) mma_s8(acc[c], a, b0, b1);
+            else mma_s4(acc[c], a, b0, b1);
+        }
+    int sum = 0;
+#pragma unroll
+    for (int c = 0; c < MC_PROBE_CHAINS; ++c) sum += acc[c][0] + acc[c][1] + acc[c][2] + acc[c][3];
+    // Never true in practice, but the compiler cannot know: the MMAs must run.
+    if ((u32)sum == p.never) p.out[0] = (u32)sum;
+}
