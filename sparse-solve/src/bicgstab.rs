@@ -39,137 +39,147 @@ pub(crate) fn run<E: VectorOps, T: Real>(
         return Err(Error::internal("BiCGSTAB needs seven work vectors"));
     };
     let jacobi = parts.inv_diag;
-    backend.copy(b, r.as_mut())?;
-    parts
-        .plan
-        .run(-T::one(), x.as_ref(), T::one(), r.as_mut())?;
-    backend.dot(b, b, None, parts.s.as_mut(), [BB, BB])?;
-    backend.copy(r.as_ref(), r_hat.as_mut())?;
-    backend.copy(r.as_ref(), p.as_mut())?;
-    backend.dot(
-        r.as_ref(),
-        r.as_ref(),
-        Some(r_hat.as_ref()),
-        parts.s.as_mut(),
-        [RR, RHO[0]],
-    )?;
+    let max_iter = parts.options.max_iter;
     let mut history = Vec::new();
-    let w = parts.read()?;
-    if w[BB] == 0.0 {
-        backend.copy(b, x)?;
-        return Ok(Outcome {
-            iterations: 0,
-            converged: true,
-            history,
-        });
-    }
-    if parts.relative(&w, RR, &mut history) <= parts.options.tol {
-        return Ok(Outcome {
-            iterations: 0,
-            converged: true,
-            history,
-        });
-    }
-    for k in 1..=parts.options.max_iter {
-        let (c, o) = ((k - 1) % 2, k % 2);
-        if k > 1 {
-            backend.axpy(
-                -Coef::ratio(TS[o], TT[o]),
-                v.as_ref(),
-                p.as_mut(),
-                parts.s.as_ref(),
-            )?;
-            backend.xpby(
-                r.as_ref(),
-                Coef::ratio(RHO[c], RV[o]).times(TT[o], TS[o]),
-                p.as_mut(),
-                parts.s.as_ref(),
-            )?;
-        }
-        let p_used = match jacobi {
-            Some(d) => {
-                backend.scale(
-                    d.as_ref(),
-                    p.as_ref(),
-                    p_hat.as_mut(),
-                    parts.s.as_mut(),
-                    None,
-                )?;
-                &*p_hat
-            }
-            None => &*p,
-        };
+    let mut done = 0;
+    // The recurrence's residual drifts from b - Ax: a solve ends only when the residual
+    // recomputed from x meets the tolerance, and restarts from it when it does not.
+    loop {
+        backend.copy(b, r.as_mut())?;
         parts
             .plan
-            .run(T::one(), p_used.as_ref(), T::zero(), v.as_mut())?;
-        backend.dot(
-            r_hat.as_ref(),
-            v.as_ref(),
-            None,
-            parts.s.as_mut(),
-            [RV[c]; 2],
-        )?;
-        let alpha = Coef::ratio(RHO[c], RV[c]);
-        backend.axpy(-alpha, v.as_ref(), r.as_mut(), parts.s.as_ref())?;
-        backend.axpy(alpha, p_used.as_ref(), x.reborrow(), parts.s.as_ref())?;
-        if let Some(d) = jacobi {
-            backend.scale(
-                d.as_ref(),
-                r.as_ref(),
-                s_hat.as_mut(),
-                parts.s.as_mut(),
-                None,
-            )?;
-        }
-        let s_used = if jacobi.is_some() { &*s_hat } else { &*r };
-        parts
-            .plan
-            .run(T::one(), s_used.as_ref(), T::zero(), t.as_mut())?;
-        backend.dot(
-            t.as_ref(),
-            r.as_ref(),
-            Some(t.as_ref()),
-            parts.s.as_mut(),
-            [TS[c], TT[c]],
-        )?;
-        let omega = Coef::ratio(TS[c], TT[c]);
-        let s_used = if jacobi.is_some() { &*s_hat } else { &*r };
-        backend.axpy(omega, s_used.as_ref(), x.reborrow(), parts.s.as_ref())?;
-        backend.axpy(-omega, t.as_ref(), r.as_mut(), parts.s.as_ref())?;
+            .run(-T::one(), x.as_ref(), T::one(), r.as_mut())?;
+        backend.dot(b, b, None, parts.s.as_mut(), [BB, BB])?;
+        backend.copy(r.as_ref(), r_hat.as_mut())?;
+        backend.copy(r.as_ref(), p.as_mut())?;
         backend.dot(
             r.as_ref(),
             r.as_ref(),
             Some(r_hat.as_ref()),
             parts.s.as_mut(),
-            [RR, RHO[o]],
+            [RR, RHO[0]],
         )?;
-        if parts.test_at(k) {
-            let w = parts.read()?;
-            let rel = parts.relative(&w, RR, &mut history);
-            if rel <= parts.options.tol {
+        let w = parts.read()?;
+        if w[BB] == 0.0 {
+            backend.copy(b, x)?;
+            return Ok(Outcome {
+                iterations: 0,
+                converged: true,
+                history,
+            });
+        }
+        if parts.relative(&w, RR, &mut history) <= parts.options.tol {
+            return Ok(Outcome {
+                iterations: done,
+                converged: true,
+                history,
+            });
+        }
+        let mut recurrence_converged = None;
+        for k in done + 1..=max_iter {
+            let j = k - done;
+            let (c, o) = ((j - 1) % 2, j % 2);
+            if j > 1 {
+                backend.axpy(
+                    -Coef::ratio(TS[o], TT[o]),
+                    v.as_ref(),
+                    p.as_mut(),
+                    parts.s.as_ref(),
+                )?;
+                backend.xpby(
+                    r.as_ref(),
+                    Coef::ratio(RHO[c], RV[o]).times(TT[o], TS[o]),
+                    p.as_mut(),
+                    parts.s.as_ref(),
+                )?;
+            }
+            let p_used = match jacobi {
+                Some(d) => {
+                    backend.scale(
+                        d.as_ref(),
+                        p.as_ref(),
+                        p_hat.as_mut(),
+                        parts.s.as_mut(),
+                        None,
+                    )?;
+                    &*p_hat
+                }
+                None => &*p,
+            };
+            parts
+                .plan
+                .run(T::one(), p_used.as_ref(), T::zero(), v.as_mut())?;
+            backend.dot(
+                r_hat.as_ref(),
+                v.as_ref(),
+                None,
+                parts.s.as_mut(),
+                [RV[c]; 2],
+            )?;
+            let alpha = Coef::ratio(RHO[c], RV[c]);
+            backend.axpy(-alpha, v.as_ref(), r.as_mut(), parts.s.as_ref())?;
+            backend.axpy(alpha, p_used.as_ref(), x.reborrow(), parts.s.as_ref())?;
+            if let Some(d) = jacobi {
+                backend.scale(
+                    d.as_ref(),
+                    r.as_ref(),
+                    s_hat.as_mut(),
+                    parts.s.as_mut(),
+                    None,
+                )?;
+            }
+            let s_used = if jacobi.is_some() { &*s_hat } else { &*r };
+            parts
+                .plan
+                .run(T::one(), s_used.as_ref(), T::zero(), t.as_mut())?;
+            backend.dot(
+                t.as_ref(),
+                r.as_ref(),
+                Some(t.as_ref()),
+                parts.s.as_mut(),
+                [TS[c], TT[c]],
+            )?;
+            let omega = Coef::ratio(TS[c], TT[c]);
+            let s_used = if jacobi.is_some() { &*s_hat } else { &*r };
+            backend.axpy(omega, s_used.as_ref(), x.reborrow(), parts.s.as_ref())?;
+            backend.axpy(-omega, t.as_ref(), r.as_mut(), parts.s.as_ref())?;
+            backend.dot(
+                r.as_ref(),
+                r.as_ref(),
+                Some(r_hat.as_ref()),
+                parts.s.as_mut(),
+                [RR, RHO[o]],
+            )?;
+            if parts.test_at(k) {
+                let w = parts.read()?;
+                let rel = parts.relative(&w, RR, &mut history);
+                if rel <= parts.options.tol {
+                    recurrence_converged = Some(k);
+                    break;
+                }
+                if !rel.is_finite() {
+                    return Err(not_finite(Method::Bicgstab, k));
+                }
+                if w[RV[c]] == 0.0 {
+                    return Err(breakdown(k, "r̂ᵀv is zero"));
+                }
+                if w[TS[c]] == 0.0 {
+                    return Err(breakdown(k, "ω = tᵀs/tᵀt is zero"));
+                }
+                if w[RHO[o]] == 0.0 {
+                    return Err(breakdown(k, "ρ = r̂ᵀr is zero while the residual is not"));
+                }
+            }
+        }
+        match recurrence_converged {
+            Some(k) => done = k,
+            None => {
                 return Ok(Outcome {
-                    iterations: k,
-                    converged: true,
+                    iterations: max_iter,
+                    converged: false,
                     history,
-                });
-            }
-            if !rel.is_finite() {
-                return Err(not_finite(Method::Bicgstab, k));
-            }
-            if w[RV[c]] == 0.0 {
-                return Err(breakdown(k, "r̂ᵀv is zero"));
-            }
-            if w[TS[c]] == 0.0 {
-                return Err(breakdown(k, "ω = tᵀs/tᵀt is zero"));
-            }
-            if w[RHO[o]] == 0.0 {
-                return Err(breakdown(k, "ρ = r̂ᵀr is zero while the residual is not"));
+                })
             }
         }
     }
-    Ok(Outcome {
-        iterations: parts.options.max_iter,
-        converged: false,
-        history,
-    })
 }

@@ -30,113 +30,122 @@ pub(crate) fn run<E: VectorOps, T: Real>(
         ));
     };
     let jacobi = parts.inv_diag;
-    backend.copy(b, r.as_mut())?;
-    parts
-        .plan
-        .run(-T::one(), x.as_ref(), T::one(), r.as_mut())?;
-    backend.dot(b, b, None, parts.s.as_mut(), [BB, BB])?;
     // With no preconditioner z is r, and ρ = rᵀr is the residual's norm too.
     let rr_slot = |rho: usize| if jacobi.is_some() { RR } else { rho };
-    match jacobi {
-        Some(d) => {
-            backend.scale(
-                d.as_ref(),
-                r.as_ref(),
-                z.as_mut(),
-                parts.s.as_mut(),
-                Some([RHO[0], RR]),
-            )?;
-            backend.copy(z.as_ref(), p.as_mut())?;
-        }
-        None => {
-            backend.dot(r.as_ref(), r.as_ref(), None, parts.s.as_mut(), [RHO[0]; 2])?;
-            backend.copy(r.as_ref(), p.as_mut())?;
-        }
-    }
-    let mut history = Vec::new();
-    let v = parts.read()?;
-    if v[BB] == 0.0 {
-        backend.copy(b, x)?;
-        return Ok(Outcome {
-            iterations: 0,
-            converged: true,
-            history,
-        });
-    }
-    if parts.relative(&v, rr_slot(RHO[0]), &mut history) <= parts.options.tol {
-        return Ok(Outcome {
-            iterations: 0,
-            converged: true,
-            history,
-        });
-    }
     let max_iter = parts.options.max_iter;
-    for k in 1..=max_iter {
-        let (rho, rho_next) = (RHO[(k - 1) % 2], RHO[k % 2]);
+    let mut history = Vec::new();
+    let mut done = 0;
+    // The recurrence's residual drifts from b - Ax: a solve ends only when the residual
+    // recomputed from x meets the tolerance, and restarts from it when it does not.
+    loop {
+        backend.copy(b, r.as_mut())?;
         parts
             .plan
-            .run(T::one(), p.as_ref(), T::zero(), q.as_mut())?;
-        backend.dot(p.as_ref(), q.as_ref(), None, parts.s.as_mut(), [PQ; 2])?;
-        let alpha = Coef::ratio(rho, PQ);
-        let norm = jacobi.is_none().then_some(rho_next);
-        backend.cg_update(
-            alpha,
-            p.as_ref(),
-            q.as_ref(),
-            x.reborrow(),
-            r.as_mut(),
-            parts.s.as_mut(),
-            norm,
-        )?;
-        if let Some(d) = jacobi {
-            backend.scale(
-                d.as_ref(),
-                r.as_ref(),
-                z.as_mut(),
+            .run(-T::one(), x.as_ref(), T::one(), r.as_mut())?;
+        backend.dot(b, b, None, parts.s.as_mut(), [BB, BB])?;
+        match jacobi {
+            Some(d) => {
+                backend.scale(
+                    d.as_ref(),
+                    r.as_ref(),
+                    z.as_mut(),
+                    parts.s.as_mut(),
+                    Some([RHO[0], RR]),
+                )?;
+                backend.copy(z.as_ref(), p.as_mut())?;
+            }
+            None => {
+                backend.dot(r.as_ref(), r.as_ref(), None, parts.s.as_mut(), [RHO[0]; 2])?;
+                backend.copy(r.as_ref(), p.as_mut())?;
+            }
+        }
+        let v = parts.read()?;
+        if v[BB] == 0.0 {
+            backend.copy(b, x)?;
+            return Ok(Outcome {
+                iterations: 0,
+                converged: true,
+                history,
+            });
+        }
+        if parts.relative(&v, rr_slot(RHO[0]), &mut history) <= parts.options.tol {
+            return Ok(Outcome {
+                iterations: done,
+                converged: true,
+                history,
+            });
+        }
+        let mut recurrence_converged = None;
+        for k in done + 1..=max_iter {
+            let j = k - done;
+            let (rho, rho_next) = (RHO[(j - 1) % 2], RHO[j % 2]);
+            parts
+                .plan
+                .run(T::one(), p.as_ref(), T::zero(), q.as_mut())?;
+            backend.dot(p.as_ref(), q.as_ref(), None, parts.s.as_mut(), [PQ; 2])?;
+            let alpha = Coef::ratio(rho, PQ);
+            let norm = jacobi.is_none().then_some(rho_next);
+            backend.cg_update(
+                alpha,
+                p.as_ref(),
+                q.as_ref(),
+                x.reborrow(),
+                r.as_mut(),
                 parts.s.as_mut(),
-                Some([rho_next, RR]),
+                norm,
             )?;
-        }
-        if parts.test_at(k) {
-            let v = parts.read()?;
-            if v[PQ] <= 0.0 {
-                return Err(Error::NotSpd {
-                    iteration: k,
-                    value: v[PQ],
-                });
+            if let Some(d) = jacobi {
+                backend.scale(
+                    d.as_ref(),
+                    r.as_ref(),
+                    z.as_mut(),
+                    parts.s.as_mut(),
+                    Some([rho_next, RR]),
+                )?;
             }
-            let rel = parts.relative(&v, rr_slot(rho_next), &mut history);
-            if rel <= parts.options.tol {
+            if parts.test_at(k) {
+                let v = parts.read()?;
+                if v[PQ] <= 0.0 {
+                    return Err(Error::NotSpd {
+                        iteration: k,
+                        value: v[PQ],
+                    });
+                }
+                let rel = parts.relative(&v, rr_slot(rho_next), &mut history);
+                if rel <= parts.options.tol {
+                    recurrence_converged = Some(k);
+                    break;
+                }
+                if !rel.is_finite() || v[PQ].is_nan() {
+                    return Err(not_finite(Method::Cg, k));
+                }
+                if v[rho_next] == 0.0 {
+                    return Err(Error::Breakdown {
+                        method: Method::Cg.name(),
+                        iteration: k,
+                        quantity: "ρ = rᵀz is zero while the residual is not".to_string(),
+                    });
+                }
+            }
+            if k < max_iter {
+                let direction = if jacobi.is_some() { &*z } else { &*r };
+                backend.xpby(
+                    direction.as_ref(),
+                    Coef::ratio(rho_next, rho),
+                    p.as_mut(),
+                    parts.s.as_ref(),
+                )?;
+            }
+        }
+        match recurrence_converged {
+            Some(k) => done = k,
+            None => {
                 return Ok(Outcome {
-                    iterations: k,
-                    converged: true,
+                    iterations: max_iter,
+                    converged: false,
                     history,
-                });
+                })
             }
-            if !rel.is_finite() || v[PQ].is_nan() {
-                return Err(not_finite(Method::Cg, k));
-            }
-            if v[rho_next] == 0.0 {
-                return Err(Error::Breakdown {
-                    method: Method::Cg.name(),
-                    iteration: k,
-                    quantity: "ρ = rᵀz is zero while the residual is not".to_string(),
-                });
-            }
-        }
-        if k < max_iter {
-            let direction = if jacobi.is_some() { &*z } else { &*r };
-            backend.xpby(
-                direction.as_ref(),
-                Coef::ratio(rho_next, rho),
-                p.as_mut(),
-                parts.s.as_ref(),
-            )?;
         }
     }
-    Ok(Outcome {
-        iterations: max_iter,
-        converged: false,
-        history,
-    })
 }

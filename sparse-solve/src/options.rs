@@ -83,7 +83,8 @@ pub struct SolveOptions {
     /// Test for convergence every this many iterations (at least 1): each test is one host
     /// read of the scalars. Breakdown is found at the test after it happens.
     pub check_every: usize,
-    /// Keep the relative residual of every test in [`SolveReport::history`].
+    /// Keep the relative residual of every test in [`SolveReport::history`] (a test of the
+    /// recurrence's residual, or of b - Ax when the recurrence met the tolerance).
     pub history: bool,
     /// The SpMV plan's descriptor; `None` plans `auto` on CSR in the vectors' precision.
     pub spmv: Option<SpmvDesc>,
