@@ -86,6 +86,11 @@ pub struct Args {
     #[arg(long, default_value_t = 1)]
     pub heads: usize,
 
+    /// Time attention's backward pass too: each timed run is a forward and a backward (dQ, dK
+    /// and dV from a dL/dO), while the check and the FLOP and byte floors stay the forward's.
+    #[arg(long)]
+    pub backward: bool,
+
     /// Layout of the dense operands of SpMM and SDDMM.
     #[arg(long, default_value = "row")]
     pub layout: LayoutArg,
@@ -215,6 +220,7 @@ pub struct Config {
     pub spmm_widths: Vec<usize>,
     pub inner_widths: Vec<usize>,
     pub heads: usize,
+    pub backward: bool,
     pub layout: Layout,
     pub beta: f64,
     pub reference: bool,
@@ -318,6 +324,7 @@ impl Args {
             spmm_widths: widths("--n", self.n, if quick { &[32] } else { &[32, 128, 256] })?,
             inner_widths: widths("--k", self.k, if quick { &[32] } else { &[32, 128] })?,
             heads: self.heads,
+            backward: self.backward,
             layout: self.layout.0,
             beta: self.beta,
             reference: self.reference,

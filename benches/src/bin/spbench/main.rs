@@ -371,7 +371,8 @@ impl Typed<'_> {
             for width in widths {
                 let c = &self.bench.config;
                 let seed = (op_index as u64) << 32 | width as u64;
-                let case = Case::new(a, op, width, c.heads, precision, c.layout, c.beta, seed);
+                let mut case = Case::new(a, op, width, c.heads, precision, c.layout, c.beta, seed);
+                case.backward = c.backward && op == Op::Attention;
                 let dense_bytes = a.rows() as f64 * a.cols() as f64 * size_of::<T>() as f64;
                 let extras = Extras {
                     reference: c.reference,
@@ -458,7 +459,12 @@ impl Bench {
                 return Row::without_timing(key, kernel, cost, status, e.to_string());
             }
         };
-        let mut row = Row::without_timing(key, kernel, cost, Status::Ok, String::new());
+        let note = if case.backward {
+            "times forward and backward; FLOPs and bytes are the forward's"
+        } else {
+            ""
+        };
+        let mut row = Row::without_timing(key, kernel, cost, Status::Ok, note.to_string());
         if let Some(info) = prepared.runner.info() {
             row.chosen = Some(info.algorithm);
             row.plan_bytes = Some(info.bytes);

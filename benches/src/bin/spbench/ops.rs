@@ -12,9 +12,9 @@ use faer::{Accum, Mat, MatRef, Par};
 use sparse_blas::cost::{self, Cost, SparseShape};
 use sparse_blas::generate::SplitMix64;
 use sparse_blas::{
-    bf16, f16, Accumulator, Algorithm, AttentionDesc, AttentionPlan, Backend, Compute, Csr, DType,
-    Dense, Error, Executor, Format, Layout, OpKind, PlanInfo, Precision, Result, Scalar, SddmmDesc,
-    SddmmPlan, SpmmDesc, SpmmPlan, SpmvDesc, SpmvPlan, ValueOrder,
+    bf16, f16, Accumulator, Algorithm, AttentionBackward, AttentionDesc, AttentionPlan, Backend,
+    Compute, Csr, DType, Dense, Error, Executor, Format, Layout, OpKind, PlanInfo, Precision,
+    Result, Scalar, SddmmDesc, SddmmPlan, SpmmDesc, SpmmPlan, SpmvDesc, SpmvPlan, ValueOrder,
 };
 
 use crate::kernels::Kernel;
@@ -86,6 +86,8 @@ pub struct Case<'a, T: Scalar> {
     pub prior: Option<Dense<T::Out>>,
     /// Layout of C (SpMM) and O (attention).
     pub out_layout: Layout,
+    /// Attention runs its backward pass after each forward.
+    pub backward: bool,
 }
 
 /// Values in [-1, 1), or small integers for integer types (so integer results stay exact):
@@ -171,6 +173,7 @@ impl<'a, T: Scalar> Case<'a, T> {
             inputs,
             prior,
             out_layout,
+            backward: false,
         }
     }
 
@@ -348,11 +351,28 @@ pub fn prepare_plan<'a, T: Scalar>(
                 Ok((qkv?, o))
             })?;
             let (qkv, o) = operands;
+            let gradients = if case.backward {
+                let zeros = |rows| backend.zeros::<T::Out>(rows, out_shape.1, Layout::RowMajor);
+                // dL/dO: V's values, a dense operand of O's shape (V has A.cols() rows).
+                let v = case.inputs[2].as_ref();
+                let d_o = Dense::from_fn(out_shape.0, out_shape.1, Layout::RowMajor, |i, j| {
+                    T::Out::from_f64(v.at(i % v.rows(), j).to_f64())
+                });
+                Some([
+                    backend.upload(d_o.as_ref())?,
+                    zeros(a.rows())?,
+                    zeros(a.cols())?,
+                    zeros(a.cols())?,
+                ])
+            } else {
+                None
+            };
             let runner = AttentionRunner {
                 backend,
                 plan,
                 qkv,
                 o,
+                gradients,
             };
             (Box::new(runner), plan_time, upload_time)
         }
@@ -449,6 +469,8 @@ struct AttentionRunner<'a, T: Scalar> {
     /// Q, K and V.
     qkv: Vec<Dense<T>>,
     o: Dense<T::Out>,
+    /// dL/dO, dQ, dK and dV when the backward is timed too.
+    gradients: Option<[Dense<T::Out>; 4]>,
 }
 
 impl<T: Scalar> Runner for AttentionRunner<'_, T> {
@@ -457,7 +479,21 @@ impl<T: Scalar> Runner for AttentionRunner<'_, T> {
             return Err(Error::invalid("attention takes Q, K and V"));
         };
         self.plan
-            .run(q.as_ref(), k.as_ref(), v.as_ref(), self.o.as_mut())
+            .run(q.as_ref(), k.as_ref(), v.as_ref(), self.o.as_mut())?;
+        if let Some([d_o, dq, dk, dv]) = &mut self.gradients {
+            self.plan.backward(AttentionBackward {
+                q: q.as_ref(),
+                k: k.as_ref(),
+                v: v.as_ref(),
+                o: self.o.as_ref(),
+                d_o: d_o.as_ref(),
+                dq: dq.as_mut(),
+                dk: dk.as_mut(),
+                dv: dv.as_mut(),
+                dbias: None,
+            })?;
+        }
+        Ok(())
     }
     fn output(&mut self) -> Result<Vec<f64>> {
         Ok(row_major_f64(&self.backend.download(&self.o)?))
