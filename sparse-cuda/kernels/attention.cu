@@ -163,19 +163,46 @@ __global__ void __launch_bounds__(ATTN_BLOCK) attention_softmax(const AttentionS
 // dQ_i = scale sum_j dS_ij K_j, dK_j = scale sum_i dS_ij Q_i, dV_j = sum_i P_ij dO_i and the
 // bias gradient sum over heads of dS. Three kernels, each output element written once by one
 // warp or thread in a fixed order (no atomics): bit-reproducible. Lanes hold 32*CH columns of a
-// head (the host refuses heads wider than the widest CH).
+// head (the host refuses heads wider than the widest CH). The row and column passes take the
+// items (rows, then columns, each with every head) of a list the plan made by length: WPI warps
+// per item, warp p of an item taking its tiles p, p + WPI, ..., so that a hub row or column of a
+// power-law graph does not hold one warp while the rest of the device idles.
 
-// attention_backward_rows<T, CH>: a warp per (row, head). Scores and dP of a tile of 32 entries
+// The WPI warps of each item add their partial sums in warp order (bit-reproducible); the
+// item's first warp ends with the total. Every warp of the block calls it: it holds barriers.
+template <int CH, int WPI>
+__device__ __forceinline__ void attn_sum_parts(float (&acc)[CH], u32 warp, u32 lane) {
+    __shared__ float parts[ATTN_BLOCK / 32][32 * CH];
+#pragma unroll
+    for (int c = 0; c < CH; ++c) parts[warp][lane + 32 * c] = acc[c];
+    __syncthreads();
+    if (warp % WPI == 0) {
+#pragma unroll
+        for (int c = 0; c < CH; ++c) {
+            acc[c] = 0.0f;
+            for (int w = 0; w < WPI; ++w) acc[c] += parts[warp + w][lane + 32 * c];
+        }
+    }
+    __syncthreads();
+}
+
+// attention_backward_rows<T, CH, WPI>: WPI warps per (row, head). Scores and dP of a tile of 32 entries
 // as in the forward (lanes across the head, a butterfly per entry, kept by the entry's lane),
 // then P and dS per entry into `probs` and `dscores` ((entry, head), entry major) for the
 // column pass, and dQ accumulated across the tile's K rows.
-template <typename T, int CH>
+template <typename T, int CH, int WPI>
 __global__ void __launch_bounds__(ATTN_BLOCK) attention_backward_rows(const AttentionGrad<T> p) {
-    const u32 lane = threadIdx.x % 32;
-    const u64 item = ((u64)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    if (item >= (u64)p.rows * p.heads) return;
-    const u32 row = (u32)(item / p.heads), head = (u32)(item % p.heads);
-    const u32 begin = load(p.row_ptr + row), end = load(p.row_ptr + row + 1);
+    const u32 warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const u64 listed = (u64)blockIdx.x * (ATTN_BLOCK / 32 / WPI) + warp / WPI;
+    // An item's warps are all live or all not; the dead ones still meet at the barriers.
+    const bool live = listed < (u64)p.items * p.heads;
+    const u32 row = live ? load(p.list + listed / p.heads) : 0, head = (u32)(listed % p.heads);
+    const u64 item = (u64)row * p.heads + head;
+    u32 begin = 0, end = 0;
+    if (live) {
+        begin = load(p.row_ptr + row);
+        end = load(p.row_ptr + row + 1);
+    }
     const T* q_row = p.q + (u64)row * p.q_rs + (u64)head * p.d * p.q_cs;
     const T* do_row = p.d_o + (u64)row * p.do_rs + (u64)head * p.dv * p.do_cs;
     const T* o_row = p.o + (u64)row * p.o_rs + (u64)head * p.dv * p.o_cs;
@@ -185,14 +212,15 @@ __global__ void __launch_bounds__(ATTN_BLOCK) attention_backward_rows(const Atte
 #pragma unroll
     for (int c = 0; c < CH; ++c) {
         const u32 t = lane + 32 * c;
-        q_reg[c] = t < p.d ? to_acc(load(q_row + (u64)t * p.q_cs)) : 0.0f;
-        do_reg[c] = t < p.dv ? to_acc(load(do_row + (u64)t * p.do_cs)) : 0.0f;
-        if (t < p.dv) mean += do_reg[c] * to_acc(load(o_row + (u64)t * p.o_cs));
+        q_reg[c] = live && t < p.d ? to_acc(load(q_row + (u64)t * p.q_cs)) : 0.0f;
+        do_reg[c] = live && t < p.dv ? to_acc(load(do_row + (u64)t * p.do_cs)) : 0.0f;
+        if (live && t < p.dv) mean += do_reg[c] * to_acc(load(o_row + (u64)t * p.o_cs));
         acc[c] = 0.0f;
     }
     mean = subwarp_allsum<32>(0xffffffffu, mean);
-    const float max = p.stats[2 * item], inv_sum = 1.0f / p.stats[2 * item + 1];
-    for (u32 base = begin; base < end; base += 32) {
+    const float max = live ? p.stats[2 * item] : 0.0f;
+    const float inv_sum = live ? 1.0f / p.stats[2 * item + 1] : 0.0f;
+    for (u32 base = begin + warp % WPI * 32; base < end; base += 32 * WPI) {
         const u32 chunk = end - base < 32 ? end - base : 32;
         const u32 col = lane < chunk ? load(p.col_idx + base + lane) : 0;
         float score = 0.0f, dp = 0.0f;
@@ -234,6 +262,8 @@ __global__ void __launch_bounds__(ATTN_BLOCK) attention_backward_rows(const Atte
             }
         }
     }
+    if constexpr (WPI > 1) attn_sum_parts<CH, WPI>(acc, warp, lane);
+    if (!live || warp % WPI != 0) return;
     T* dq_row = p.gq + (u64)row * p.gq_rs + (u64)head * p.d * p.gq_cs;
 #pragma unroll
     for (int c = 0; c < CH; ++c) {
@@ -242,21 +272,25 @@ __global__ void __launch_bounds__(ATTN_BLOCK) attention_backward_rows(const Atte
     }
 }
 
-// attention_backward_cols<T, CH>: a warp per (column, head) over the transposed pattern (each
+// attention_backward_cols<T, CH, WPI>: WPI warps per (column, head) over the transposed pattern (each
 // column's entries with their rows and CSR positions, rows ascending): dK_j and dV_j from the
 // dS and P the row pass left.
-template <typename T, int CH>
+template <typename T, int CH, int WPI>
 __global__ void __launch_bounds__(ATTN_BLOCK) attention_backward_cols(const AttentionGrad<T> p) {
-    const u32 lane = threadIdx.x % 32;
-    const u64 item = ((u64)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    if (item >= (u64)p.cols * p.heads) return;
-    const u32 col = (u32)(item / p.heads), head = (u32)(item % p.heads);
-    const u32 begin = load(p.t_ptr + col), end = load(p.t_ptr + col + 1);
+    const u32 warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const u64 listed = (u64)blockIdx.x * (ATTN_BLOCK / 32 / WPI) + warp / WPI;
+    const bool live = listed < (u64)p.items * p.heads;
+    const u32 col = live ? load(p.list + listed / p.heads) : 0, head = (u32)(listed % p.heads);
+    u32 begin = 0, end = 0;
+    if (live) {
+        begin = load(p.t_ptr + col);
+        end = load(p.t_ptr + col + 1);
+    }
     const u64 q_head = (u64)head * p.d * p.q_cs, do_head = (u64)head * p.dv * p.do_cs;
     float acc_k[CH], acc_v[CH];
 #pragma unroll
     for (int c = 0; c < CH; ++c) acc_k[c] = acc_v[c] = 0.0f;
-    for (u32 base = begin; base < end; base += 32) {
+    for (u32 base = begin + warp % WPI * 32; base < end; base += 32 * WPI) {
         const u32 chunk = end - base < 32 ? end - base : 32;
         u32 row = 0;
         float ds = 0.0f, prob = 0.0f;
@@ -280,6 +314,11 @@ __global__ void __launch_bounds__(ATTN_BLOCK) attention_backward_cols(const Atte
             }
         }
     }
+    if constexpr (WPI > 1) {
+        attn_sum_parts<CH, WPI>(acc_k, warp, lane);
+        attn_sum_parts<CH, WPI>(acc_v, warp, lane);
+    }
+    if (!live || warp % WPI != 0) return;
     T* dk_row = p.gk + (u64)col * p.gk_rs + (u64)head * p.d * p.gk_cs;
     T* dv_row = p.gv + (u64)col * p.gv_rs + (u64)head * p.dv * p.gv_cs;
 #pragma unroll

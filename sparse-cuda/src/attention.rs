@@ -89,8 +89,11 @@ kernel_params! {
     /// The backward kernels (`attention_backward_rows<T, CH>`, `attention_backward_cols<T, CH>`,
     /// `attention_backward_bias<T>`): A by rows and by columns (`t_*`, [`Transposed`]), the
     /// forward's operands and statistics, dL/dO, the gradients (g*) and the per-(entry, head)
-    /// weights and score gradients passed between the kernels.
+    /// weights and score gradients passed between the kernels. The row and column passes take
+    /// the items `list[i]` (rows or columns) for i < items, each with every head.
     pub(crate) struct AttentionGrad<T> {
+        items: u32,
+        list: ptr(u32),
         rows: u32,
         cols: u32,
         nnz: u32,
@@ -170,7 +173,7 @@ fn softmax_entry<T: Scalar>() -> Result<Entry<AttentionSoftmax<T>>> {
 
 /// The backward's kernels of one storage type.
 struct GradEntries<T: Scalar> {
-    /// By CH, in the order of [`CHUNKS`].
+    /// By (WPI, CH), in the order of [`WARPS`] and [`CHUNKS`].
     rows: Vec<Entry<AttentionGrad<T>>>,
     cols: Vec<Entry<AttentionGrad<T>>>,
     bias: Entry<AttentionGrad<T>>,
@@ -180,9 +183,10 @@ impl<T: Scalar> GradEntries<T> {
     fn new() -> Result<Self> {
         let t = c_type(T::DTYPE)?;
         let by_chunks = |name| -> Result<Vec<_>> {
-            CHUNKS
+            WARPS
                 .iter()
-                .map(|c| Entry::new(&SOURCE, name, &[&t, c]))
+                .flat_map(|w| CHUNKS.iter().map(move |c| (w, c)))
+                .map(|(w, c)| Entry::new(&SOURCE, name, &[&t, c, w]))
                 .collect()
         };
         Ok(GradEntries {
@@ -226,17 +230,17 @@ fn chunks_for(d: usize, dv: usize) -> u32 {
         .unwrap_or(CHUNKS[CHUNKS.len() - 1])
 }
 
-/// The rows of `a` by length: those of up to [`LONG_ROW`] entries (empty rows included), and
-/// the longer ones.
-fn split_rows<T, I: SpIndex>(a: CsrRef<'_, T, I>) -> Result<(Vec<u32>, Vec<u32>)> {
+/// The rows (or columns) of offsets `ptr` by length: those of up to [`LONG_ROW`] entries
+/// (empty ones included), and the longer ones.
+fn split_by_length(ptr: &[usize]) -> Result<(Vec<u32>, Vec<u32>)> {
     let (mut short, mut long) = (Vec::new(), Vec::new());
-    for i in 0..a.rows() {
-        let list = if a.row_len(i) > LONG_ROW {
+    for (i, w) in ptr.windows(2).enumerate() {
+        let list = if w[1] - w[0] > LONG_ROW {
             &mut long
         } else {
             &mut short
         };
-        list.push(to_u32("row index", i)?);
+        list.push(to_u32("row or column index", i)?);
     }
     Ok((short, long))
 }
@@ -268,11 +272,14 @@ pub(crate) struct FusedAttention<T: Scalar> {
 }
 
 /// What the backward keeps: the forward's row statistics (maximum, normaliser per (row, head)),
-/// A by columns, the weights and score gradients per (entry, head), and its kernels.
+/// A by columns with its columns listed by length, the weights and score gradients per
+/// (entry, head), and its kernels.
 struct Backward<T: Scalar> {
     stats: CudaSlice<f32>,
     /// A forward run has left its statistics.
     ran: bool,
+    short_cols: RowList,
+    long_cols: RowList,
     t_ptr: CudaSlice<u32>,
     t_row: CudaSlice<u32>,
     t_entry: CudaSlice<u32>,
@@ -286,7 +293,12 @@ struct Backward<T: Scalar> {
 impl<T: Scalar> Backward<T> {
     fn bytes(&self) -> usize {
         (self.stats.len() + self.probs.len() + self.dscores.len()) * size_of::<f32>()
-            + (self.t_ptr.len() + self.t_row.len() + self.t_entry.len()) * size_of::<u32>()
+            + (self.t_ptr.len()
+                + self.t_row.len()
+                + self.t_entry.len()
+                + self.short_cols.rows.len()
+                + self.long_cols.rows.len())
+                * size_of::<u32>()
     }
 }
 
@@ -317,9 +329,11 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
         true,
     );
     let (base, mut clock) = PlanBase::new(device, a, info, &specs, clock)?;
-    let (short, long) = split_rows(a)?;
+    let row_ptr: Vec<usize> = (0..=a.rows()).map(|i| a.row_ptr()[i].to_usize()).collect();
+    let (short, long) = split_by_length(&row_ptr)?;
     to_u32("number of entries", a.nnz())?;
     let transposed = Transposed::of(a);
+    let (short_cols, long_cols) = split_by_length(&transposed.col_ptr)?;
     let per_head = |n: usize| {
         n.checked_mul(desc.heads)
             .ok_or_else(|| Error::overflow::<usize>("attention statistics", n))
@@ -332,6 +346,8 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
     let backward = Backward {
         stats: device.alloc_zeros(per_head(2 * a.rows())?, "attention statistics")?,
         ran: false,
+        short_cols: RowList::upload(device, &short_cols)?,
+        long_cols: RowList::upload(device, &long_cols)?,
         // Offsets up to nnz, rows and entry positions below it: all fit u32 (checked above).
         t_ptr: to_u32s(&transposed.col_ptr)?,
         t_row: to_u32s(&transposed.row)?,
@@ -490,6 +506,8 @@ impl<T: Scalar> AttentionKernels<T> for FusedAttention<T> {
         let (gv_rs, gv_cs) = ops.dv.strides();
         let heads = to_u32("attention heads", shape.heads)?;
         let params = AttentionGrad {
+            items: 0,
+            list: Ptr::NULL,
             rows: self.a.rows,
             cols: self.a.cols,
             nnz: self.a.nnz,
@@ -534,26 +552,40 @@ impl<T: Scalar> AttentionKernels<T> for FusedAttention<T> {
             probs: MutPtr::of(&b.probs, device),
             dscores: MutPtr::of(&b.dscores, device),
         };
-        let warps = |items: u64| -> Result<LaunchConfig> {
-            let blocks = u32::try_from((items * 32).div_ceil(u64::from(BLOCK)))
-                .map_err(|_| Error::overflow::<u32>("attention backward blocks", items as usize))?;
-            Ok(LaunchConfig {
-                grid_dim: (blocks.max(1), 1, 1),
-                block_dim: (BLOCK, 1, 1),
-                shared_mem_bytes: 0,
-            })
-        };
+        // The row pass by the forward's row lists, the column pass by the plan's column lists.
+        let passes = [
+            (&b.rows, [&self.short, &self.long]),
+            (&b.cols, [&b.short_cols, &b.long_cols]),
+        ];
         // SAFETY: A by rows and by columns describe the same canonical pattern (indices below
-        // rows, cols and nnz); the operands span their shapes at their strides (bound and
-        // checked against `shape`, whose heads the statistics, weights and score gradients
-        // were sized for at plan time); each kernel writes each gradient element, weight and
-        // score gradient once; the row pass finishes before the column pass reads its
-        // results (one stream).
+        // rows, cols and nnz; the lists hold rows and columns of it); the operands span their
+        // shapes at their strides (bound and checked against `shape`, whose heads the
+        // statistics, weights and score gradients were sized for at plan time); each kernel
+        // writes each gradient element, weight and score gradient once; the row pass finishes
+        // before the column pass reads its results (one stream).
         unsafe {
-            b.rows[position].launch(warps(u64::from(self.a.rows) * u64::from(heads))?, &params)?;
-            if self.a.cols > 0 {
-                b.cols[position]
-                    .launch(warps(u64::from(self.a.cols) * u64::from(heads))?, &params)?;
+            for (kernels, lists) in passes {
+                for (w, (list, warps)) in lists.into_iter().zip(WARPS).enumerate() {
+                    if list.len == 0 {
+                        continue;
+                    }
+                    let items = u64::from(list.len) * u64::from(heads);
+                    let per_block = u64::from(BLOCK / 32 / warps);
+                    let blocks = u32::try_from(items.div_ceil(per_block)).map_err(|_| {
+                        Error::overflow::<u32>("attention backward blocks", items as usize)
+                    })?;
+                    let config = LaunchConfig {
+                        grid_dim: (blocks, 1, 1),
+                        block_dim: (BLOCK, 1, 1),
+                        shared_mem_bytes: 0,
+                    };
+                    let params = AttentionGrad {
+                        items: list.len,
+                        list: Ptr::of(&list.rows, device),
+                        ..params
+                    };
+                    kernels[w * CHUNKS.len() + position].launch(config, &params)?;
+                }
             }
             if ops.dbias.is_some() && self.a.nnz > 0 {
                 let config = LaunchConfig {
@@ -585,15 +617,11 @@ mod tests {
     #[test]
     fn long_rows_are_listed_apart() {
         let lengths = [0usize, LONG_ROW, LONG_ROW + 1, 3];
-        let mut row_ptr = vec![0u32];
-        let mut col_idx = Vec::new();
+        let mut ptr = vec![0usize];
         for &len in &lengths {
-            col_idx.extend(0..len as u32);
-            row_ptr.push(col_idx.len() as u32);
+            ptr.push(ptr[ptr.len() - 1] + len);
         }
-        let values = vec![1.0f32; col_idx.len()];
-        let a = CsrRef::try_new(lengths.len(), LONG_ROW + 1, &row_ptr, &col_idx, &values).unwrap();
-        let (short, long) = split_rows(a).unwrap();
+        let (short, long) = split_by_length(&ptr).unwrap();
         assert_eq!((short, long), (vec![0, 1, 3], vec![2]));
     }
 }

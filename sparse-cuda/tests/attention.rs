@@ -1,7 +1,7 @@
 //! Attention on the `cuda` backend against the oracle's bound: every algorithm of the table in
 //! f32, f16 and bf16, one and three heads, head widths 1, 3, 33 and 130, with and without the
-//! edge bias, on rows with no entry, one entry, past the long-row limit and 100k entries, and
-//! on scores that are all far below zero. Operands are padded (NaN past every leading
+//! edge bias, on rows with no entry, one entry, past the long-row limit and 100k entries, on
+//! columns past that limit, and on scores that are all far below zero. Operands are padded (NaN past every leading
 //! dimension) and mix layouts; runs are compared bit for bit with a second run. The backward
 //! (dQ, dK, dV, the bias gradient) of every algorithm that has one is checked the same way
 //! against the oracle's backward bound. Skips without a GPU (fails under
@@ -39,6 +39,16 @@ fn matrices() -> Vec<(&'static str, Csr<f64>)> {
     }
     past_limit.sort_by_key(|&(r, c, _)| (r, c));
     past_limit.dedup_by_key(|&mut (r, c, _)| (r, c));
+    // Columns past the limit, for the backward's column pass: every row has column 0, rows
+    // r < 300 column 1 too, and one more of eight.
+    let mut long_columns: Vec<(usize, usize, f64)> = Vec::new();
+    for r in 0..600usize {
+        long_columns.push((r, 0, 0.0));
+        if r < 300 {
+            long_columns.push((r, 1, 0.0));
+        }
+        long_columns.push((r, 2 + r % 8, 0.0));
+    }
     let mut out = vec![
         ("edge rows", Csr::from_triplets(50, 40, &edges).unwrap()),
         (
@@ -48,6 +58,10 @@ fn matrices() -> Vec<(&'static str, Csr<f64>)> {
         (
             "rows past the limit",
             Csr::from_triplets(20, 600, &past_limit).unwrap(),
+        ),
+        (
+            "columns past the limit",
+            Csr::from_triplets(600, 10, &long_columns).unwrap(),
         ),
         ("power law", generate::rmat::<f64, u32>(10, 8, 5).unwrap()),
     ];

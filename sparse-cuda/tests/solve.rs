@@ -160,8 +160,14 @@ fn cg_and_bicgstab_converge_as_on_the_cpu() {
                     "{report}"
                 );
                 assert!(max_error(&x) < 1e-6, "{report}: error {}", max_error(&x));
+                // BiCGSTAB's path on a non-normal matrix follows rounding: another reduction
+                // order meets the tolerance in another count (and restarts elsewhere).
+                let slack = match method {
+                    Method::Cg => 2 + cpu.iterations / 50,
+                    Method::Bicgstab => 2 + cpu.iterations / 4,
+                };
                 assert!(
-                    report.iterations.abs_diff(cpu.iterations) <= 2 + cpu.iterations / 50,
+                    report.iterations.abs_diff(cpu.iterations) <= slack,
                     "{name}: {report} but on the cpu {cpu}"
                 );
             }
