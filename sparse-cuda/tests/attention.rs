@@ -1,10 +1,10 @@
 //! Attention on the `cuda` backend against the oracle's bound: every algorithm of the table in
 //! f32, f16 and bf16, one and three heads, head widths 1, 3, 33 and 130, with and without the
 //! edge bias, on rows with no entry, one entry, past the long-row limit and 100k entries, on
-//! columns past that limit, and on scores that are all far below zero. Operands are padded (NaN past every leading
-//! dimension) and mix layouts; runs are compared bit for bit with a second run. The backward
-//! (dQ, dK, dV, the bias gradient) of every algorithm that has one is checked the same way
-//! against the oracle's backward bound. Skips without a GPU (fails under
+//! columns past that limit, and on scores that are all far below zero. Operands are padded
+//! (NaN past every leading dimension) and mix layouts; runs are compared bit for bit with a
+//! second run. The backward (dQ, dK, dV, the bias gradient) of every algorithm that has one is
+//! checked the same way against the oracle's backward bound. Skips without a GPU (fails under
 //! `SPARSE_REQUIRE_GPU=1`).
 
 mod common;
