@@ -35,8 +35,10 @@ pub(crate) fn run<E: VectorOps, T: Real>(
     let max_iter = parts.options.max_iter;
     let mut history = Vec::new();
     let mut done = 0;
+    let mut restarted_at = f64::INFINITY;
     // The recurrence's residual drifts from b - Ax: a solve ends only when the residual
-    // recomputed from x meets the tolerance, and restarts from it when it does not.
+    // recomputed from x meets the tolerance, and restarts from it when it does not (and has
+    // fallen since the last restart).
     loop {
         backend.copy(b, r.as_mut())?;
         parts
@@ -68,13 +70,23 @@ pub(crate) fn run<E: VectorOps, T: Real>(
                 history,
             });
         }
-        if parts.relative(&v, rr_slot(RHO[0]), &mut history) <= parts.options.tol {
+        let rel = parts.relative(&v, rr_slot(RHO[0]), &mut history);
+        if rel <= parts.options.tol {
             return Ok(Outcome {
                 iterations: done,
                 converged: true,
                 history,
             });
         }
+        // A restart that did not lower b - Ax: the tolerance is below what this precision attains.
+        if rel >= restarted_at {
+            return Ok(Outcome {
+                iterations: done,
+                converged: false,
+                history,
+            });
+        }
+        restarted_at = rel;
         let mut recurrence_converged = None;
         for k in done + 1..=max_iter {
             let j = k - done;

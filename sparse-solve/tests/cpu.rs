@@ -143,6 +143,18 @@ fn f32_solves_and_mixed_precision_refinement_reach_their_tolerances() {
     )
     .unwrap();
     assert!(report.converged && max_error(&x32) < 1e-3, "{report}");
+    // 1e-12 is below what f32 attains: the solve stops when a restart no longer lowers b - Ax.
+    let mut x32 = vec![0.0f32; a.rows()];
+    let report = solve(
+        &CpuBackend::new(),
+        a32.as_ref(),
+        DenseRef::vector(&b32),
+        DenseMut::vector(&mut x32),
+        &SolveOptions::default().tol(1e-12),
+    )
+    .unwrap();
+    assert!(!report.converged && report.iterations < 200, "{report}");
+    assert!(report.relative_residual < 1e-5, "{report}");
 
     let b = rhs_of_ones(&a);
     let mut x = vec![0.0; a.rows()];
