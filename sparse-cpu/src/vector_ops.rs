@@ -70,6 +70,11 @@ fn chunked_sum<T: Real, const K: usize>(n: usize, f: impl Fn(usize) -> [T; K] + 
             acc
         })
         .collect();
+    sum_in_order(&partials)
+}
+
+/// Per-chunk sums added in chunk order (a fixed order: runs are bit-reproducible).
+fn sum_in_order<T: Real, const K: usize>(partials: &[[T; K]]) -> [T; K] {
     partials.iter().fold([T::zero(); K], |mut total, p| {
         for k in 0..K {
             total[k] = total[k] + p[k];
@@ -193,25 +198,25 @@ impl VectorOps for CpuBackend {
         same_length("cg_update x", x.len(), p.len())?;
         same_length("cg_update r", r.len(), p.len())?;
         let c: T = coef(c, s.as_ref())?;
-        x.par_chunks_mut(CHUNK)
-            .zip(p.par_chunks(CHUNK))
-            .for_each(|(x, p)| {
-                for (x, &p) in x.iter_mut().zip(p) {
+        // One pass: the updates and rᵀr per chunk, the chunks' sums added in chunk order.
+        let partials: Vec<[T; 1]> = x
+            .par_chunks_mut(CHUNK)
+            .zip(r.par_chunks_mut(CHUNK))
+            .zip(p.par_chunks(CHUNK).zip(q.par_chunks(CHUNK)))
+            .map(|((x, r), (p, q))| {
+                let mut rr = T::zero();
+                for (((x, r), &p), &q) in x.iter_mut().zip(r.iter_mut()).zip(p).zip(q) {
                     *x = *x + c * p;
-                }
-            });
-        r.par_chunks_mut(CHUNK)
-            .zip(q.par_chunks(CHUNK))
-            .for_each(|(r, q)| {
-                for (r, &q) in r.iter_mut().zip(q) {
                     *r = *r - c * q;
+                    rr = rr + *r * *r;
                 }
-            });
+                [rr]
+            })
+            .collect();
         if let Some(k) = norm {
             let s = slice_mut(&mut s, "scalars")?;
             check_slots(s.len(), [k])?;
-            let r = &*r;
-            let [rr] = chunked_sum(r.len(), |i| [r[i] * r[i]]);
+            let [rr] = sum_in_order(&partials);
             s[k] = sparse_core::Scalar::to_f64(rr);
         }
         Ok(())
@@ -230,18 +235,24 @@ impl VectorOps for CpuBackend {
         let z = slice_mut(&mut z, "scale z")?;
         same_length("scale r", r.len(), d.len())?;
         same_length("scale z", z.len(), d.len())?;
-        z.par_chunks_mut(CHUNK)
+        // One pass: z and the sums per chunk, the chunks' sums added in chunk order.
+        let partials: Vec<[T; 2]> = z
+            .par_chunks_mut(CHUNK)
             .zip(d.par_chunks(CHUNK).zip(r.par_chunks(CHUNK)))
-            .for_each(|(z, (d, r))| {
+            .map(|(z, (d, r))| {
+                let (mut rz, mut rr) = (T::zero(), T::zero());
                 for ((z, &d), &r) in z.iter_mut().zip(d).zip(r) {
                     *z = d * r;
+                    rz = rz + r * *z;
+                    rr = rr + r * r;
                 }
-            });
+                [rz, rr]
+            })
+            .collect();
         if let Some(slots) = slots {
             let s = slice_mut(&mut s, "scalars")?;
             check_slots(s.len(), slots)?;
-            let z = &*z;
-            let [rz, rr] = chunked_sum(r.len(), |i| [r[i] * z[i], r[i] * r[i]]);
+            let [rz, rr] = sum_in_order(&partials);
             s[slots[0]] = sparse_core::Scalar::to_f64(rz);
             s[slots[1]] = sparse_core::Scalar::to_f64(rr);
         }
