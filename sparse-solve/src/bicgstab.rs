@@ -9,7 +9,7 @@
 use sparse_core::{Coef, Dense, DenseMut, DenseRef, Error, Real, Result, VectorOps};
 
 use crate::options::Method;
-use crate::solver::{not_finite, Outcome, Parts, BB};
+use crate::solver::{not_finite, Outcome, Parts, Restarts, BB};
 
 /// Work vectors: r, r̂, p, v, p̂, ŝ, t.
 pub(crate) const VECTORS: usize = 7;
@@ -40,12 +40,7 @@ pub(crate) fn run<E: VectorOps, T: Real>(
     };
     let jacobi = parts.inv_diag;
     let max_iter = parts.options.max_iter;
-    let mut history = Vec::new();
-    let mut done = 0;
-    let mut restarted_at = f64::INFINITY;
-    // The recurrence's residual drifts from b - Ax: a solve ends only when the residual
-    // recomputed from x meets the tolerance, and restarts from it when it does not (and has
-    // fallen since the last restart).
+    let mut restarts = Restarts::new();
     loop {
         backend.copy(b, r.as_mut())?;
         parts
@@ -64,29 +59,12 @@ pub(crate) fn run<E: VectorOps, T: Real>(
         let w = parts.read()?;
         if w[BB] == 0.0 {
             backend.copy(b, x)?;
-            return Ok(Outcome {
-                iterations: 0,
-                converged: true,
-                history,
-            });
+            return Ok(restarts.outcome(0, true));
         }
-        let rel = parts.relative(&w, RR, &mut history);
-        if rel <= parts.options.tol {
-            return Ok(Outcome {
-                iterations: done,
-                converged: true,
-                history,
-            });
+        if let Some(outcome) = restarts.test_start(parts, &w, RR) {
+            return Ok(outcome);
         }
-        // A restart that did not lower b - Ax: the tolerance is below what this precision attains.
-        if rel >= restarted_at {
-            return Ok(Outcome {
-                iterations: done,
-                converged: false,
-                history,
-            });
-        }
-        restarted_at = rel;
+        let done = restarts.done;
         let mut recurrence_converged = None;
         for k in done + 1..=max_iter {
             let j = k - done;
@@ -164,7 +142,7 @@ pub(crate) fn run<E: VectorOps, T: Real>(
             )?;
             if parts.test_at(k) {
                 let w = parts.read()?;
-                let rel = parts.relative(&w, RR, &mut history);
+                let rel = parts.relative(&w, RR, &mut restarts.history);
                 if rel <= parts.options.tol {
                     recurrence_converged = Some(k);
                     break;
@@ -183,15 +161,8 @@ pub(crate) fn run<E: VectorOps, T: Real>(
                 }
             }
         }
-        match recurrence_converged {
-            Some(k) => done = k,
-            None => {
-                return Ok(Outcome {
-                    iterations: max_iter,
-                    converged: false,
-                    history,
-                })
-            }
+        if let Some(outcome) = restarts.after(recurrence_converged, max_iter) {
+            return Ok(outcome);
         }
     }
 }

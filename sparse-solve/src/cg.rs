@@ -8,7 +8,7 @@
 use sparse_core::{Coef, Dense, DenseMut, DenseRef, Error, Real, Result, VectorOps};
 
 use crate::options::Method;
-use crate::solver::{not_finite, Outcome, Parts, BB};
+use crate::solver::{not_finite, Outcome, Parts, Restarts, BB};
 
 /// Work vectors: r, z, p, q.
 pub(crate) const VECTORS: usize = 4;
@@ -33,12 +33,7 @@ pub(crate) fn run<E: VectorOps, T: Real>(
     // With no preconditioner z is r, and ρ = rᵀr is the residual's norm too.
     let rr_slot = |rho: usize| if jacobi.is_some() { RR } else { rho };
     let max_iter = parts.options.max_iter;
-    let mut history = Vec::new();
-    let mut done = 0;
-    let mut restarted_at = f64::INFINITY;
-    // The recurrence's residual drifts from b - Ax: a solve ends only when the residual
-    // recomputed from x meets the tolerance, and restarts from it when it does not (and has
-    // fallen since the last restart).
+    let mut restarts = Restarts::new();
     loop {
         backend.copy(b, r.as_mut())?;
         parts
@@ -64,29 +59,12 @@ pub(crate) fn run<E: VectorOps, T: Real>(
         let v = parts.read()?;
         if v[BB] == 0.0 {
             backend.copy(b, x)?;
-            return Ok(Outcome {
-                iterations: 0,
-                converged: true,
-                history,
-            });
+            return Ok(restarts.outcome(0, true));
         }
-        let rel = parts.relative(&v, rr_slot(RHO[0]), &mut history);
-        if rel <= parts.options.tol {
-            return Ok(Outcome {
-                iterations: done,
-                converged: true,
-                history,
-            });
+        if let Some(outcome) = restarts.test_start(parts, &v, rr_slot(RHO[0])) {
+            return Ok(outcome);
         }
-        // A restart that did not lower b - Ax: the tolerance is below what this precision attains.
-        if rel >= restarted_at {
-            return Ok(Outcome {
-                iterations: done,
-                converged: false,
-                history,
-            });
-        }
-        restarted_at = rel;
+        let done = restarts.done;
         let mut recurrence_converged = None;
         for k in done + 1..=max_iter {
             let j = k - done;
@@ -123,7 +101,7 @@ pub(crate) fn run<E: VectorOps, T: Real>(
                         value: v[PQ],
                     });
                 }
-                let rel = parts.relative(&v, rr_slot(rho_next), &mut history);
+                let rel = parts.relative(&v, rr_slot(rho_next), &mut restarts.history);
                 if rel <= parts.options.tol {
                     recurrence_converged = Some(k);
                     break;
@@ -149,15 +127,8 @@ pub(crate) fn run<E: VectorOps, T: Real>(
                 )?;
             }
         }
-        match recurrence_converged {
-            Some(k) => done = k,
-            None => {
-                return Ok(Outcome {
-                    iterations: max_iter,
-                    converged: false,
-                    history,
-                })
-            }
+        if let Some(outcome) = restarts.after(recurrence_converged, max_iter) {
+            return Ok(outcome);
         }
     }
 }

@@ -57,6 +57,66 @@ impl<E: VectorOps, T: Real> Parts<'_, '_, E, T> {
     }
 }
 
+/// Where a method stands across its restarts. The recurrence's residual drifts from b - Ax: a
+/// solve ends only when the residual recomputed from x meets the tolerance, restarts from it
+/// when it does not, and stops (not converged) when a restart no longer lowers it.
+pub(crate) struct Restarts {
+    /// Iterations run before the current restart.
+    pub done: usize,
+    /// The relative b - Ax at the last restart.
+    last: f64,
+    pub history: Vec<f64>,
+}
+
+impl Restarts {
+    pub fn new() -> Self {
+        Restarts {
+            done: 0,
+            last: f64::INFINITY,
+            history: Vec::new(),
+        }
+    }
+
+    pub fn outcome(&mut self, iterations: usize, converged: bool) -> Outcome {
+        Outcome {
+            iterations,
+            converged,
+            history: std::mem::take(&mut self.history),
+        }
+    }
+
+    /// Tests b - Ax (slot `rr` of the workspace `w`) at a start: the outcome when the solve
+    /// ends there.
+    pub fn test_start<E: VectorOps, T: Real>(
+        &mut self,
+        parts: &Parts<'_, '_, E, T>,
+        w: &[f64; SLOTS],
+        rr: usize,
+    ) -> Option<Outcome> {
+        let rel = parts.relative(w, rr, &mut self.history);
+        let converged = rel <= parts.options.tol;
+        // A restart that did not lower b - Ax: the tolerance is below what this precision
+        // attains.
+        if converged || rel >= self.last {
+            return Some(self.outcome(self.done, converged));
+        }
+        self.last = rel;
+        None
+    }
+
+    /// After the recurrence: it met the tolerance at iteration `k` (restart from b - Ax), or
+    /// ran out of iterations (the outcome).
+    pub fn after(&mut self, met_at: Option<usize>, max_iter: usize) -> Option<Outcome> {
+        match met_at {
+            Some(k) => {
+                self.done = k;
+                None
+            }
+            None => Some(self.outcome(max_iter, false)),
+        }
+    }
+}
+
 /// A residual that is not a number: the recurrence overflowed or divided by zero.
 pub(crate) fn not_finite(method: Method, iteration: usize) -> Error {
     Error::Breakdown {
