@@ -258,6 +258,19 @@ impl RowList {
             len: to_u32("number of rows", rows.len())?,
         })
     }
+
+    /// The launch of `warps` warps per (listed item, head), `slices` column slices over grid.y.
+    fn grid(&self, heads: u32, warps: u32, slices: u32) -> Result<LaunchConfig> {
+        let items = u64::from(self.len) * u64::from(heads);
+        let per_block = u64::from(BLOCK / 32 / warps);
+        let blocks = u32::try_from(items.div_ceil(per_block))
+            .map_err(|_| Error::overflow::<u32>("attention blocks", items as usize))?;
+        Ok(LaunchConfig {
+            grid_dim: (blocks, slices, 1),
+            block_dim: (BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        })
+    }
 }
 
 /// The fused attention kernels of one plan and the matrix they read.
@@ -449,15 +462,7 @@ impl<T: Scalar> AttentionKernels<T> for FusedAttention<T> {
                 o_cs,
                 stats: MutPtr::of(&self.backward.stats, &base.device),
             };
-            let items = u64::from(list.len) * u64::from(heads);
-            let per_block = u64::from(BLOCK / 32 / warps);
-            let blocks = u32::try_from(items.div_ceil(per_block))
-                .map_err(|_| Error::overflow::<u32>("attention blocks", items as usize))?;
-            let config = LaunchConfig {
-                grid_dim: (blocks, slices, 1),
-                block_dim: (BLOCK, 1, 1),
-                shared_mem_bytes: 0,
-            };
+            let config = list.grid(heads, warps, slices)?;
             // SAFETY: every listed row is below A's rows and its entries' columns below A's
             // columns (a canonical CSR); Q spans rows x heads*d, K cols x heads*d, V cols x
             // heads*dv and O rows x heads*dv at their strides (bound operands checked against
@@ -569,16 +574,7 @@ impl<T: Scalar> AttentionKernels<T> for FusedAttention<T> {
                     if list.len == 0 {
                         continue;
                     }
-                    let items = u64::from(list.len) * u64::from(heads);
-                    let per_block = u64::from(BLOCK / 32 / warps);
-                    let blocks = u32::try_from(items.div_ceil(per_block)).map_err(|_| {
-                        Error::overflow::<u32>("attention backward blocks", items as usize)
-                    })?;
-                    let config = LaunchConfig {
-                        grid_dim: (blocks, 1, 1),
-                        block_dim: (BLOCK, 1, 1),
-                        shared_mem_bytes: 0,
-                    };
+                    let config = list.grid(heads, warps, 1)?;
                     let params = AttentionGrad {
                         items: list.len,
                         list: Ptr::of(&list.rows, device),
