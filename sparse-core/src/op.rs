@@ -132,6 +132,9 @@ pub enum Algorithm {
     /// Attention in one kernel: scores, an online softmax and the weighted sum of V rows in
     /// one pass over each row's entries.
     Fused,
+    /// `Fused` on tensor cores (f16, bf16): row windows of 16 rows, their distinct columns in
+    /// blocks of 16 with a row bitmap each; scores and the weighted sum of V rows by `mma`.
+    FusedTensorCore,
     /// Attention as three steps: SDDMM scores, a row softmax over them, SpMM with V.
     Unfused,
     /// The vendor library's default algorithm.
@@ -161,6 +164,7 @@ named_enum!(
         (Magicube, "magicube"),
         (TileSpmv, "tilespmv"),
         (Fused, "fused"),
+        (FusedTensorCore, "fused-tc"),
         (Unfused, "unfused"),
         (VendorDefault, "vendor-default"),
         (VendorAlg1, "vendor-alg1"),

@@ -24,26 +24,6 @@ __device__ __forceinline__ void mma_s8(int (&d)[4], const u32 (&a)[4], u32 b0, u
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// W bytes of a dense row starting at element `first`, elements `cs` apart, as W/4 words (byte i
-// of the run is byte i%4 of word i/4); elements at or past `len` read as 0. One vector access
-// when `vec` (contiguous, W-aligned: the host checks the leading dimension) and the run is
-// whole; byte by byte at the ragged end of a row or for strided rows.
-template <int W>
-__device__ __forceinline__ void load_run(const signed char* row, u32 first, u32 len, u32 cs, bool vec, u32 (&w)[W / 4]) {
-#pragma unroll
-    for (int i = 0; i < W / 4; ++i) w[i] = 0;
-    if (vec && first + W <= len) {
-        ld_nc_pred(w, row + first, true);
-    } else {
-#pragma unroll
-        for (int b = 0; b < W; ++b)
-            if (first + b < len) {
-                const u32 byte = (unsigned char)__ldg(row + (u64)(first + b) * cs);
-                w[b / 4] |= byte << (8 * (b % 4));
-            }
-    }
-}
-
 // The 4 x 4 byte transpose: word p of the result holds byte p of r0, r1, r2, r3 (in that
 // order), so four rows of B read along N become four k-runs of 4, one per column.
 __device__ __forceinline__ void transpose4(u32& r0, u32& r1, u32& r2, u32& r3) {
@@ -91,7 +71,7 @@ __device__ __forceinline__ void load_step(const McOperands& m, u32 at, u32 g, u3
         const uint4 cols = __ldg(reinterpret_cast<const uint4*>(m.vec_col + at + 16 * kh + 4 * t));
         const u32 c[4] = {cols.x, cols.y, cols.z, cols.w};
 #pragma unroll
-        for (int q = 0; q < 4; ++q) load_run<W>(m.b + (u64)c[q] * m.b_rs, first, m.n, m.b_cs, vec, s.rows[kh][q]);
+        for (int q = 0; q < 4; ++q) load_run<signed char, W>(m.b + (u64)c[q] * m.b_rs, first, m.n, m.b_cs, vec, s.rows[kh][q]);
     }
     load_tile_row<V>(m.values, at, g, t, s.b0, s.b1);
 }
@@ -318,9 +298,9 @@ __global__ void __launch_bounds__(MC_THREADS) mc_sddmm(const McSddmm<signed char
     for (u32 k0 = 0; k0 < k; k0 += 64) {
         const u32 first = k0 + 16 * t;
         u32 xw[4], yw[4][4];
-        load_run<16>(x, first, x_live ? k : 0, o.x_cs, x_vec, xw);
+        load_run<signed char, 16>(x, first, x_live ? k : 0, o.x_cs, x_vec, xw);
 #pragma unroll
-        for (int m = 0; m < 4; ++m) load_run<16>(y[m], first, k, o.y_cs, y_vec, yw[m]);
+        for (int m = 0; m < 4; ++m) load_run<signed char, 16>(y[m], first, k, o.y_cs, y_vec, yw[m]);
 #pragma unroll
         for (int s = 0; s < 2; ++s)
 #pragma unroll

@@ -211,6 +211,30 @@ __device__ __forceinline__ void ld_nc_pred_u16(u32& w, const void* p, bool ok) {
         : "l"(p), "r"((u32)ok));
 }
 
+// The bits of one element, zero-extended.
+__device__ __forceinline__ u32 raw_bits(const signed char* p) { return (unsigned char)__ldg(p); }
+__device__ __forceinline__ u32 raw_bits(const half_t* p) { return load(p).bits; }
+__device__ __forceinline__ u32 raw_bits(const bf16_t* p) { return load(p).bits; }
+
+// N elements of a row from element `first`, elements `cs` apart, as words (element i in bytes
+// i*sizeof(T) .. of the run); elements at or past `len` read as 0. One vector access when `vec`
+// (contiguous, the run aligned: the host checks the leading dimension and the address) and the
+// run is whole; element by element at the ragged end of a row or for strided rows.
+template <typename T, int N>
+__device__ __forceinline__ void load_run(const T* row, u32 first, u32 len, u32 cs, bool vec,
+                                         u32 (&w)[N * sizeof(T) / 4]) {
+    const int PER_WORD = 4 / sizeof(T);
+#pragma unroll
+    for (int i = 0; i < N * (int)sizeof(T) / 4; ++i) w[i] = 0;
+    if (vec && first + N <= len) {
+        ld_nc_pred(w, row + first, true);
+    } else {
+#pragma unroll
+        for (int b = 0; b < N; ++b)
+            if (first + b < len) w[b / PER_WORD] |= raw_bits(row + (u64)(first + b) * cs) << (8 * sizeof(T) * (b % PER_WORD));
+    }
+}
+
 // V consecutive elements at p as accumulation values when `ok`, else zeros: one predicated
 // access of the whole span, which must be aligned to it (the host picks V > 1 only for
 // contiguous rows whose leading dimension V divides).

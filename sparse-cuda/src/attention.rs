@@ -8,14 +8,17 @@
 //! order, so runs are bit-reproducible. Any d and dv: lanes hold 32*CH columns (CH chosen per run
 //! from d and dv), wider V heads are cut into slices over grid.y.
 //!
+//! The `fused-tc` algorithm (`tensor_core.rs`): the same forward on tensor cores in f16 and
+//! bf16, with this file's backward.
+//!
 //! The `unfused` algorithm (`unfused.rs`): SDDMM, a row softmax and SpMM, the baseline.
 
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, LaunchConfig};
 use sparse_core::{
-    Algorithm, AttentionDesc, AttentionShape, BackendKind, CsrRef, Error, Format, OpKind, PlanInfo,
-    Result, Scalar, SpIndex,
+    Algorithm, AttentionDesc, AttentionShape, BackendKind, CsrRef, DType, Error, Format, OpKind,
+    PlanInfo, Precision, Result, Scalar, SpIndex,
 };
 
 use sparse_formats::Transposed;
@@ -28,7 +31,9 @@ use crate::matrix::DeviceCsr;
 use crate::operand::{to_u32, AttentionGradOperands, AttentionOperands};
 use crate::plan::{AttentionKernels, CudaPlan, Phase, PlanBase, PlanClock};
 
+mod tensor_core;
 mod unfused;
+use tensor_core::TensorCore;
 pub(crate) use unfused::plan as unfused_plan;
 
 /// Threads per block (`ATTN_BLOCK`): eight warps.
@@ -216,6 +221,7 @@ pub(crate) fn all_specs() -> Result<Vec<KernelSpec>> {
     specs.extend(specs_of::<f32>()?);
     specs.extend(specs_of::<half::f16>()?);
     specs.extend(specs_of::<half::bf16>()?);
+    specs.extend(tensor_core::all_specs()?);
     Ok(specs)
 }
 
@@ -281,6 +287,9 @@ pub(crate) struct FusedAttention<T: Scalar> {
     long: RowList,
     /// By (WPI, CH), in the order of [`entries`].
     kernels: Vec<Kernel<AttentionFused<T>>>,
+    /// The tensor-core forward of a `fused-tc` plan (heads it does not take run the CUDA-core
+    /// kernel).
+    tensor: Option<TensorCore<T>>,
     backward: Backward<T>,
 }
 
@@ -315,30 +324,40 @@ impl<T: Scalar> Backward<T> {
     }
 }
 
-/// `auto`: the fused kernel. It reads each K and V row once per (row, head) and writes O once,
-/// where the unfused pipeline also writes and reads the scores and the weights (three kernels
-/// per head); nothing found so far makes the unfused pipeline the faster one.
-pub(crate) fn auto_algorithm() -> Algorithm {
-    Algorithm::Fused
+/// `auto`: a fused kernel, on tensor cores in f16 and bf16. Fused kernels read each K and V
+/// row once per (row, head) and write O once, where the unfused pipeline also writes and reads
+/// the scores and the weights (three kernels per head); nothing found so far makes the unfused
+/// pipeline the faster one.
+pub(crate) fn auto_algorithm(precision: Precision) -> Algorithm {
+    match precision.storage {
+        DType::F16 | DType::BF16 => Algorithm::FusedTensorCore,
+        _ => Algorithm::Fused,
+    }
 }
 
-/// A planned `fused` attention.
+/// A planned `fused` or `fused-tc` attention.
 pub(crate) fn plan<T: Scalar, I: SpIndex>(
     device: &Arc<Device>,
     a: CsrRef<'_, T, I>,
     desc: &AttentionDesc,
+    algorithm: Algorithm,
     clock: PlanClock,
 ) -> Result<CudaPlan<T, FusedAttention<T>>> {
     let entries = entries::<T>()?;
     let grads = GradEntries::<T>::new()?;
+    let tensor_specs = match algorithm {
+        Algorithm::FusedTensorCore => TensorCore::<T>::specs()?,
+        _ => Vec::new(),
+    };
     let mut specs: Vec<&KernelSpec> = entries.iter().map(|e| e.spec()).collect();
     specs.extend(grads.specs());
+    specs.extend(tensor_specs.iter());
     let info = PlanInfo::new(
         BackendKind::Cuda,
         OpKind::Attention,
         Format::Csr,
         desc.precision,
-        Algorithm::Fused,
+        algorithm,
         true,
     );
     let (base, mut clock) = PlanBase::new(device, a, info, &specs, clock)?;
@@ -347,6 +366,10 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
     to_u32("number of entries", a.nnz())?;
     let transposed = Transposed::of(a);
     let (short_cols, long_cols) = split_by_length(&transposed.col_ptr)?;
+    let layout = match algorithm {
+        Algorithm::FusedTensorCore => Some(tensor_core::Layout::of(a)?),
+        _ => None,
+    };
     let per_head = |n: usize| {
         n.checked_mul(desc.heads)
             .ok_or_else(|| Error::overflow::<usize>("attention statistics", n))
@@ -380,11 +403,16 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
             .iter()
             .map(|e| device.kernel(e))
             .collect::<Result<_>>()?,
+        tensor: layout
+            .map(|l| TensorCore::upload(device, &l, desc.heads))
+            .transpose()?,
         backward,
     };
     clock.lap(device, Phase::Transfer)?;
-    let bytes =
-        family.a.bytes() + (short.len() + long.len()) * size_of::<u32>() + family.backward.bytes();
+    let bytes = family.a.bytes()
+        + (short.len() + long.len()) * size_of::<u32>()
+        + family.backward.bytes()
+        + family.tensor.as_ref().map_or(0, TensorCore::bytes);
     Ok(base.into_plan(clock, bytes, family))
 }
 
@@ -412,6 +440,16 @@ impl<T: Scalar> AttentionKernels<T> for FusedAttention<T> {
         shape: &AttentionShape,
         ops: &AttentionOperands,
     ) -> Result<()> {
+        if let Some(tensor) = self
+            .tensor
+            .as_mut()
+            .filter(|_| TensorCore::<T>::takes(shape))
+        {
+            let (_, _, values) = self.a.pointers(&base.device);
+            tensor.run(base, shape, ops, values, &self.backward.stats)?;
+            self.backward.ran = true;
+            return Ok(());
+        }
         let chunks = chunks_for(shape.d, shape.dv);
         let slices = to_u32(
             "attention column slices",

@@ -241,13 +241,16 @@ impl Executor for CudaBackend {
             return Err(Error::invalid("attention needs at least one head"));
         }
         desc.resolved_scale(1)?;
-        let (family, algorithm) = Self::resolve::<T>(desc.request(), attention::auto_algorithm)?;
+        let (family, algorithm) =
+            Self::resolve::<T>(desc.request(), || attention::auto_algorithm(desc.precision))?;
         let device = &self.device;
         match (family, algorithm) {
             (Family::Attention, Algorithm::Unfused) => {
                 Ok(Box::new(attention::unfused_plan(device, a, desc, clock)?))
             }
-            (Family::Attention, _) => Ok(Box::new(attention::plan(device, a, desc, clock)?)),
+            (Family::Attention, _) => Ok(Box::new(attention::plan(
+                device, a, desc, algorithm, clock,
+            )?)),
             (other, _) => Err(misrouted(other, OpKind::Attention)),
         }
     }

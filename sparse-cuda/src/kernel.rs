@@ -187,6 +187,7 @@ macro_rules! kernel_params {
     (@rust $t:tt sub $params:ident) => { $params<$t> };
     (@rust $t:tt plain $params:ident) => { $params };
     (@elem $t:tt u8) => { u8 };
+    (@elem $t:tt u16) => { u16 };
     (@elem $t:tt u32) => { u32 };
     (@elem $t:tt f32) => { f32 };
     (@elem $t:tt f64) => { f64 };
@@ -202,6 +203,7 @@ macro_rules! kernel_params {
     (@c sub $params:ident) => { concat!(stringify!($params), "<T>") };
     (@c plain $params:ident) => { stringify!($params) };
     (@celem u8) => { "unsigned char" };
+    (@celem u16) => { "unsigned short" };
     (@celem u32) => { "u32" };
     (@celem f32) => { "float" };
     (@celem f64) => { "double" };

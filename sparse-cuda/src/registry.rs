@@ -42,6 +42,8 @@ const WIDE: &[Precision] = &[Precision::F64, Precision::F32];
 const TENSOR: &[Precision] = &[Precision::F16, Precision::TF32];
 /// Attention's storage types, each with an f32 softmax and f32 sums.
 const ATTENTION: &[Precision] = &[Precision::F32, Precision::F16, Precision::BF16];
+/// Attention on tensor cores: 16-bit storage.
+const ATTENTION_TENSOR: &[Precision] = &[Precision::F16, Precision::BF16];
 /// What the integer MMAs take: i8 storage with exact i32 accumulation.
 const INTEGER: &[Precision] = &[Precision::I8];
 /// f32 quantized to i8 inside the plan, dequantized in the kernel's epilogue.
@@ -93,6 +95,7 @@ const TABLE: &[&[Registration]] = &[
     ),
     rows!(Attention, Attention, Csr:
         (ATTENTION, Fused, true),
+        (ATTENTION_TENSOR, FusedTensorCore, true),
         (&[Precision::F32], Unfused, true),
     ),
     rows!(Magicube, Spmm, SrBcrs: (INTEGER, Magicube, true), (QUANTIZED, Magicube, true)),

@@ -374,3 +374,37 @@ fn heads_that_do_not_divide_the_widths_are_refused_before_a_launch() {
         }
     });
 }
+
+/// V's row 37 (a column of A that row 7 has and the other rows of its 16-row window lack)
+/// holds +inf: the rows with that entry give +inf, the others stay finite, on every algorithm.
+#[test]
+fn an_infinite_v_row_reaches_only_the_rows_that_have_its_column() {
+    fn check<T: Scalar<Out = T>>(b: &CudaBackend, precision: Precision, f: &mut Failures) {
+        let (_, a) = matrices().swap_remove(0);
+        let a: Csr<T> = a.cast();
+        for offer in CudaBackend::table(OpKind::Attention, Format::Csr, precision) {
+            for (seed, layout) in [Layout::RowMajor, Layout::ColMajor].into_iter().enumerate() {
+                let desc = AttentionDesc::new(precision).algorithm(offer.algorithm);
+                let mut run = Run::new(&a, desc, (16, 72), Scores::Mixed, seed);
+                run.v = Host::new((a.cols(), 72), layout, 0, |i, j| {
+                    if i == 37 {
+                        f64::INFINITY
+                    } else {
+                        value(i + 3, j)
+                    }
+                });
+                let what = format!(
+                    "{} {precision}: V row 37 infinite, {layout:?}",
+                    offer.algorithm
+                );
+                run.check(b, &what, f);
+            }
+        }
+    }
+    let backend = available(BackendKind::Cuda, CudaBackend::new(0));
+    collect(backend, |b, f| {
+        check::<f32>(b, Precision::F32, f);
+        check::<f16>(b, Precision::F16, f);
+        check::<bf16>(b, Precision::BF16, f);
+    });
+}

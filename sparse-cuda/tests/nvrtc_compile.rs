@@ -183,6 +183,20 @@ const EXPECTED: &[(&str, &[&str])] = &[
             "cvt.rn.bf16.f32",
         ],
     ),
+    (
+        "attention_tc",
+        &[
+            // scores and the weighted sum on tensor cores, in f16 and bf16
+            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+            // 16-byte operand loads and output stores
+            "ld.global.nc.v4",
+            "st.global.v4",
+            // a row's maximum over its quad; the vote for non-finite V rows
+            "shfl.sync.bfly",
+            "vote.sync.any",
+        ],
+    ),
 ];
 
 #[test]

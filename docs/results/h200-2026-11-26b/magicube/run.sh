@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Magicube after its dense-row loads moved to the shared prelude: the GPU tests with the corpus.
+set -uo pipefail
+export SPARSE_KERNEL_CACHE_DIR=/tmp/kc SPARSE_REQUIRE_GPU=1 SPARSE_CORPUS=devrun/matrices
+B=/tmp/bin; O=$OUT/rC9; mkdir -p $B $O
+for f in devrun/bin/*.gz; do gunzip -c $f > $B/$(basename $f .gz); chmod +x $B/$(basename $f .gz); done
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; date -u; } > $O/device.txt 2>&1
+t0=$SECONDS
+step() { local name=$1 limit=$2; shift 2; timeout $limit "$@" > $O/$name.log 2>&1; echo "$name rc=$? $((SECONDS-t0))s" | tee -a $O/steps.txt; }
+step test-magicube 240 $B/test-magicube --test-threads=1
+cd $OUT && tar czf rC9.tgz rC9 && rm -rf rC9

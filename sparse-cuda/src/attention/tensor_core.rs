@@ -1,0 +1,563 @@
+//! The tensor-core fused attention (`fused-tc`, f16 and bf16 storage); `attention_tc.cu` has
+//! the kernels and their lane mappings.
+//!
+//! A is held as row windows of [`WINDOW`] rows: each window's distinct columns, ascending, in
+//! blocks of [`SLOTS`] slots, and per (block, row of the window) a bitmap of the slots the row
+//! has. A warp takes one item and one head: an item is a window, or a piece of at most
+//! [`PIECE_BLOCKS`] blocks of a longer one, and items are listed longest first so that the
+//! device's last warps are short ones. The pieces of a long window leave each row's maximum,
+//! sum and unnormalised sums in a scratch buffer that a second kernel combines in piece order,
+//! so runs are bit-reproducible. Q and K heads up to [`WIDEST_D`] columns; V heads of any
+//! width, in slices of 64 or 128 columns (neighbouring warps of a block).
+
+use std::cmp::Reverse;
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, LaunchConfig};
+use sparse_core::{AttentionShape, CsrRef, Error, Result, Scalar, SpIndex};
+
+use crate::device::Device;
+use crate::kernel::{c_type, kernel_params, Entry, Kernel, KernelSource, KernelSpec, MutPtr, Ptr};
+use crate::operand::{to_u32, AttentionOperands, Bound};
+use crate::plan::PlanBase;
+
+/// Rows of a window: the m of `mma.m16n8k16`.
+const WINDOW: usize = 16;
+/// Slots (distinct columns) of a block: the k of the weighted sum's MMA.
+const SLOTS: usize = 16;
+/// Blocks an item takes at most: a longer window is cut into pieces of this many.
+const PIECE_BLOCKS: usize = 32;
+/// Warps per block (`ATTN_TC_WARPS`).
+const WARPS: u32 = 4;
+/// The (KC, DVC) instantiated: chunks of 32 columns of a Q and K head, chunks of 64 columns of
+/// V per slice; [`v_chunks`] picks one chunk of V for the widest Q heads, whose fragments
+/// already fill the registers.
+const CHUNKS: [(u32, u32); 7] = [(1, 1), (1, 2), (2, 1), (2, 2), (4, 1), (4, 2), (8, 1)];
+/// The widest Q and K heads the kernels take.
+pub(super) const WIDEST_D: usize = 256;
+/// `item_piece` of an item that is a whole window (`ATTN_TC_WHOLE`).
+const WHOLE: u32 = u32::MAX;
+
+kernel_params! {
+    /// `attention_tc<T, KC, DVC>` and `attention_tc_combine<T>`: item i is blocks
+    /// `item_begin[i] .. item_end[i]` of window `item_window[i]`, piece `item_piece[i]` of it
+    /// (or a whole window), its rows' next entries in CSR order at `item_entry[16 i ..]`; split
+    /// window s is `split_window[s]`, its pieces `split_piece[s] .. split_piece[s + 1]`. Block
+    /// b's slots are the columns `blk_col[16 b ..]`, its rows' bitmaps `blk_bits[16 b ..]`.
+    /// `*_vec`: the operand takes 16-byte accesses.
+    pub(crate) struct AttentionTc<T> {
+        items: u32,
+        windows: u32,
+        slices: u32,
+        rows: u32,
+        heads: u32,
+        d: u32,
+        dv: u32,
+        bias: u32,
+        scale: f32,
+        q_vec: u32,
+        k_vec: u32,
+        v_vec: u32,
+        o_vec: u32,
+        item_window: ptr(u32),
+        item_begin: ptr(u32),
+        item_end: ptr(u32),
+        item_piece: ptr(u32),
+        item_entry: ptr(u32),
+        split_window: ptr(u32),
+        split_piece: ptr(u32),
+        blk_col: ptr(u32),
+        blk_bits: ptr(u16),
+        values: ptr(T),
+        q: ptr(T),
+        q_rs: u32,
+        q_cs: u32,
+        k: ptr(T),
+        k_rs: u32,
+        k_cs: u32,
+        v: ptr(T),
+        v_rs: u32,
+        v_cs: u32,
+        o: out(T),
+        o_rs: u32,
+        o_cs: u32,
+        stats: out(f32),
+        part_acc: out(f32),
+        part_stats: out(f32),
+    }
+}
+
+pub(crate) const SOURCE: KernelSource = KernelSource {
+    name: "attention_tc",
+    code: include_str!("../../kernels/attention_tc.cu"),
+    params: &[<AttentionTc<half::f16> as crate::kernel::KernelParams>::C_DECL],
+    defines: &[("ATTN_TC_WARPS", WARPS), ("ATTN_TC_THREADS", WARPS * 32)],
+};
+
+fn entry<T: Scalar>(k_chunks: u32, v_chunks: u32) -> Result<Entry<AttentionTc<T>>> {
+    Entry::new(
+        &SOURCE,
+        "attention_tc",
+        &[&c_type(T::DTYPE)?, &k_chunks, &v_chunks],
+    )
+}
+
+/// Every (KC, DVC) instantiation, in the order of [`CHUNKS`].
+fn entries<T: Scalar>() -> Result<Vec<Entry<AttentionTc<T>>>> {
+    CHUNKS.iter().map(|&(k, v)| entry::<T>(k, v)).collect()
+}
+
+fn combine_entry<T: Scalar>() -> Result<Entry<AttentionTc<T>>> {
+    Entry::new(&SOURCE, "attention_tc_combine", &[&c_type(T::DTYPE)?])
+}
+
+fn specs_of<T: Scalar>() -> Result<Vec<KernelSpec>> {
+    let mut specs: Vec<KernelSpec> = entries::<T>()?.iter().map(|e| e.spec().clone()).collect();
+    specs.push(combine_entry::<T>()?.spec().clone());
+    Ok(specs)
+}
+
+/// Every kernel of this file Rust can ask for.
+pub(super) fn all_specs() -> Result<Vec<KernelSpec>> {
+    let mut specs = specs_of::<half::f16>()?;
+    specs.extend(specs_of::<half::bf16>()?);
+    Ok(specs)
+}
+
+/// KC for Q and K heads of width `d`: the fewest chunks of 32 columns that hold it.
+fn k_chunks(d: usize) -> Option<u32> {
+    [1, 2, 4, 8].into_iter().find(|&c| 32 * c as usize >= d)
+}
+
+/// DVC for V heads of width `dv` and Q heads of `k_chunks` chunks: two chunks of 64 (one
+/// slice of 128 columns) unless the head fits one, or the Q fragments already fill the
+/// registers.
+fn v_chunks(dv: usize, k_chunks: u32) -> u32 {
+    if dv > 64 && k_chunks <= 4 {
+        2
+    } else {
+        1
+    }
+}
+
+/// A's row windows: block b's slots are the columns `col[16 b .. 16 b + 16]` and its bitmaps
+/// `bits[16 b + r]` (bit j: row r of the window has slot j); window w's blocks are
+/// `block_ptr[w] .. block_ptr[w + 1]`. A last block's unused slots repeat its first column.
+#[derive(Debug, PartialEq)]
+struct Windows {
+    block_ptr: Vec<usize>,
+    col: Vec<u32>,
+    bits: Vec<u16>,
+}
+
+impl Windows {
+    fn of<T: Scalar, I: SpIndex>(a: CsrRef<'_, T, I>) -> Result<Self> {
+        let mut w = Windows {
+            block_ptr: vec![0],
+            col: Vec::new(),
+            bits: Vec::new(),
+        };
+        let mut distinct: Vec<usize> = Vec::new();
+        for first in (0..a.rows()).step_by(WINDOW) {
+            let rows = first..(first + WINDOW).min(a.rows());
+            distinct.clear();
+            for i in rows.clone() {
+                distinct.extend(a.row(i).0.iter().map(|c| c.to_usize()));
+            }
+            distinct.sort_unstable();
+            distinct.dedup();
+            let block0 = w.block_ptr[w.block_ptr.len() - 1];
+            for slots in distinct.chunks(SLOTS) {
+                for s in 0..SLOTS {
+                    let c = slots.get(s).copied().unwrap_or(slots[0]);
+                    w.col.push(to_u32("column index", c)?);
+                }
+            }
+            let blocks = distinct.len().div_ceil(SLOTS);
+            w.bits.resize(w.bits.len() + blocks * SLOTS, 0);
+            for (r, i) in rows.enumerate() {
+                // The row's columns and the window's are both ascending.
+                let mut slot = 0;
+                for c in a.row(i).0 {
+                    while distinct[slot] != c.to_usize() {
+                        slot += 1;
+                    }
+                    w.bits[(block0 + slot / SLOTS) * WINDOW + r] |= 1 << (slot % SLOTS);
+                }
+            }
+            w.block_ptr.push(block0 + blocks);
+        }
+        to_u32("attention column slots", w.col.len())?;
+        Ok(w)
+    }
+}
+
+/// One warp's work: blocks `begin .. end` of a window, a piece of it or the whole
+/// ([`WHOLE`]), and the CSR position of each of its rows' first entry in those blocks.
+#[derive(Clone, Debug, PartialEq)]
+struct Item {
+    window: usize,
+    begin: usize,
+    end: usize,
+    piece: u32,
+    entry: [usize; WINDOW],
+}
+
+/// The items over `w`, longest first, and the windows cut into pieces with the first piece of
+/// each (and, last, the number of pieces).
+fn items(w: &Windows, row_ptr: &[usize]) -> Result<(Vec<Item>, Vec<usize>, Vec<usize>)> {
+    let rows = row_ptr.len() - 1;
+    let (mut list, mut split_window, mut split_piece) = (Vec::new(), Vec::new(), Vec::new());
+    let mut pieces = 0u32;
+    for (window, b) in w.block_ptr.windows(2).enumerate() {
+        let mut entry = [0; WINDOW];
+        for (r, e) in entry.iter_mut().enumerate() {
+            *e = row_ptr[(window * WINDOW + r).min(rows)];
+        }
+        if b[1] - b[0] <= PIECE_BLOCKS {
+            list.push(Item {
+                window,
+                begin: b[0],
+                end: b[1],
+                piece: WHOLE,
+                entry,
+            });
+            continue;
+        }
+        split_window.push(window);
+        split_piece.push(pieces as usize);
+        for begin in (b[0]..b[1]).step_by(PIECE_BLOCKS) {
+            let end = (begin + PIECE_BLOCKS).min(b[1]);
+            list.push(Item {
+                window,
+                begin,
+                end,
+                piece: pieces,
+                entry,
+            });
+            pieces = pieces
+                .checked_add(1)
+                .filter(|&p| p != WHOLE)
+                .ok_or_else(|| Error::overflow::<u32>("attention window pieces", list.len()))?;
+            for (r, e) in entry.iter_mut().enumerate() {
+                *e += w.bits[begin * WINDOW..end * WINDOW]
+                    .iter()
+                    .skip(r)
+                    .step_by(WINDOW)
+                    .map(|bits| bits.count_ones() as usize)
+                    .sum::<usize>();
+            }
+        }
+    }
+    split_piece.push(pieces as usize);
+    list.sort_by_key(|item| Reverse(item.end - item.begin));
+    Ok((list, split_window, split_piece))
+}
+
+/// A's windows and the items over them, built on the host.
+pub(super) struct Layout {
+    windows: Windows,
+    items: Vec<Item>,
+    split_window: Vec<usize>,
+    split_piece: Vec<usize>,
+}
+
+impl Layout {
+    pub(super) fn of<T: Scalar, I: SpIndex>(a: CsrRef<'_, T, I>) -> Result<Self> {
+        let windows = Windows::of(a)?;
+        let row_ptr: Vec<usize> = a.row_ptr().iter().map(|p| p.to_usize()).collect();
+        let (items, split_window, split_piece) = items(&windows, &row_ptr)?;
+        Ok(Layout {
+            windows,
+            items,
+            split_window,
+            split_piece,
+        })
+    }
+}
+
+/// Whether an operand takes the kernels' 16-byte accesses: contiguous rows whose starts (every
+/// head's, `width` apart) stay 16-byte aligned.
+fn vectors<T: Scalar>(b: &Bound, heads: usize, width: usize) -> bool {
+    let (rs, cs) = b.strides();
+    let per_access = 16 / size_of::<T>();
+    cs == 1
+        && rs as usize % per_access == 0
+        && (heads == 1 || width % per_access == 0)
+        && b.address % 16 == 0
+}
+
+/// The tensor-core forward of a `fused-tc` plan: A's windows and items on the device, the
+/// kernels, and the scratch of the pieces (grown to the widest V heads run).
+pub(super) struct TensorCore<T: Scalar> {
+    items: u32,
+    windows: u32,
+    pieces: usize,
+    item_window: CudaSlice<u32>,
+    item_begin: CudaSlice<u32>,
+    item_end: CudaSlice<u32>,
+    item_piece: CudaSlice<u32>,
+    item_entry: CudaSlice<u32>,
+    split_window: CudaSlice<u32>,
+    split_piece: CudaSlice<u32>,
+    col: CudaSlice<u32>,
+    bits: CudaSlice<u16>,
+    /// By (KC, DVC), in the order of [`CHUNKS`].
+    kernels: Vec<Kernel<AttentionTc<T>>>,
+    combine: Kernel<AttentionTc<T>>,
+    part_acc: CudaSlice<f32>,
+    part_stats: CudaSlice<f32>,
+}
+
+impl<T: Scalar> TensorCore<T> {
+    /// The specs a plan compiles before it builds.
+    pub(super) fn specs() -> Result<Vec<KernelSpec>> {
+        specs_of::<T>()
+    }
+
+    /// The plan's kernels and its layout on the device.
+    pub(super) fn upload(device: &Arc<Device>, layout: &Layout, heads: usize) -> Result<Self> {
+        let Layout {
+            windows,
+            items: list,
+            split_window,
+            split_piece,
+        } = layout;
+        let pieces = split_piece[split_piece.len() - 1];
+        let to_u32s = |v: &[usize]| device.upload_converted(v, 0, |&x| x as u32);
+        // Windows, blocks and CSR positions fit u32: the slots do (checked by Windows::of),
+        // and the plan checked the entries.
+        let field = |f: fn(&Item) -> usize| to_u32s(&list.iter().map(f).collect::<Vec<_>>());
+        let positions: Vec<usize> = list.iter().flat_map(|i| i.entry).collect();
+        let scratch = |per_row: usize| {
+            pieces
+                .checked_mul(heads * WINDOW * per_row)
+                .ok_or_else(|| Error::overflow::<usize>("attention piece scratch", pieces))
+        };
+        let kernels = entries::<T>()?
+            .iter()
+            .map(|e| device.kernel(e))
+            .collect::<Result<_>>()?;
+        Ok(TensorCore {
+            items: to_u32("attention items", list.len())?,
+            windows: to_u32("attention windows", split_window.len())?,
+            pieces,
+            item_window: field(|i| i.window)?,
+            item_begin: field(|i| i.begin)?,
+            item_end: field(|i| i.end)?,
+            item_piece: device.upload_converted(list, 0, |i| i.piece)?,
+            item_entry: to_u32s(&positions)?,
+            split_window: to_u32s(split_window)?,
+            split_piece: to_u32s(split_piece)?,
+            col: device.upload_converted(&windows.col, 0, |&c| c)?,
+            bits: device.upload_converted(&windows.bits, 0, |&b| b)?,
+            kernels,
+            combine: device.kernel(&combine_entry::<T>()?)?,
+            part_acc: device.alloc_zeros(0, "attention piece sums")?,
+            part_stats: device.alloc_zeros(scratch(2)?, "attention piece statistics")?,
+        })
+    }
+
+    pub(super) fn bytes(&self) -> usize {
+        (self.item_window.len() * 4 + self.item_entry.len() + self.split_window.len() * 2)
+            * size_of::<u32>()
+            + self.col.len() * size_of::<u32>()
+            + self.bits.len() * size_of::<u16>()
+            + (self.part_acc.len() + self.part_stats.len()) * size_of::<f32>()
+    }
+
+    /// Whether the kernels take heads of this shape.
+    pub(super) fn takes(shape: &AttentionShape) -> bool {
+        shape.d <= WIDEST_D
+    }
+
+    /// O and the row statistics (`stats`) of a forward run.
+    pub(super) fn run(
+        &mut self,
+        base: &PlanBase<T>,
+        shape: &AttentionShape,
+        ops: &AttentionOperands,
+        values: Ptr<T>,
+        stats: &CudaSlice<f32>,
+    ) -> Result<()> {
+        let device = &base.device;
+        let kc = k_chunks(shape.d).ok_or_else(|| {
+            Error::internal(format!(
+                "no tensor-core attention kernel for d = {}",
+                shape.d
+            ))
+        })?;
+        let dvc = v_chunks(shape.dv, kc);
+        let slices = to_u32(
+            "attention column slices",
+            shape.dv.div_ceil(64 * dvc as usize),
+        )?;
+        let need = self
+            .pieces
+            .checked_mul(shape.heads * WINDOW * shape.dv)
+            .ok_or_else(|| Error::overflow::<usize>("attention piece scratch", self.pieces))?;
+        if self.part_acc.len() < need {
+            self.part_acc = device.alloc_zeros(need, "attention piece sums")?;
+        }
+        let heads = to_u32("attention heads", shape.heads)?;
+        let ((q_rs, q_cs), (k_rs, k_cs), (v_rs, v_cs), (o_rs, o_cs)) = (
+            ops.q.strides(),
+            ops.k.strides(),
+            ops.v.strides(),
+            ops.o.strides(),
+        );
+        let params = AttentionTc {
+            items: self.items,
+            windows: self.windows,
+            slices,
+            rows: to_u32("number of rows", base.rows)?,
+            heads,
+            d: to_u32("attention head width", shape.d)?,
+            dv: to_u32("attention V head width", shape.dv)?,
+            bias: u32::from(shape.bias),
+            scale: shape.scale as f32,
+            q_vec: u32::from(vectors::<T>(&ops.q, shape.heads, shape.d)),
+            k_vec: u32::from(vectors::<T>(&ops.k, shape.heads, shape.d)),
+            v_vec: u32::from(vectors::<T>(&ops.v, shape.heads, shape.dv)),
+            o_vec: u32::from(vectors::<T>(&ops.o, shape.heads, shape.dv)),
+            item_window: Ptr::of(&self.item_window, device),
+            item_begin: Ptr::of(&self.item_begin, device),
+            item_end: Ptr::of(&self.item_end, device),
+            item_piece: Ptr::of(&self.item_piece, device),
+            item_entry: Ptr::of(&self.item_entry, device),
+            split_window: Ptr::of(&self.split_window, device),
+            split_piece: Ptr::of(&self.split_piece, device),
+            blk_col: Ptr::of(&self.col, device),
+            blk_bits: Ptr::of(&self.bits, device),
+            values,
+            q: ops.q.input(),
+            q_rs,
+            q_cs,
+            k: ops.k.input(),
+            k_rs,
+            k_cs,
+            v: ops.v.input(),
+            v_rs,
+            v_cs,
+            o: ops.o.output(),
+            o_rs,
+            o_cs,
+            stats: MutPtr::of(stats, device),
+            part_acc: MutPtr::of(&self.part_acc, device),
+            part_stats: MutPtr::of(&self.part_stats, device),
+        };
+        let grid = |warps: u64| -> Result<LaunchConfig> {
+            let blocks = u32::try_from(warps.div_ceil(u64::from(WARPS)))
+                .map_err(|_| Error::overflow::<u32>("attention blocks", warps as usize))?;
+            Ok(LaunchConfig {
+                grid_dim: (blocks.max(1), 1, 1),
+                block_dim: (WARPS * 32, 1, 1),
+                shared_mem_bytes: 0,
+            })
+        };
+        let kernel = CHUNKS
+            .iter()
+            .position(|&pair| pair == (kc, dvc))
+            .and_then(|i| self.kernels.get(i))
+            .ok_or_else(|| Error::internal("an uninstantiated tensor-core attention kernel"))?;
+        // SAFETY: the items' blocks lie inside the window layout (16 columns and 16 bitmaps a
+        // block), their windows' rows below A's rows (rows past them are neither read nor
+        // written) and the columns below A's columns; CSR positions from item_entry stay below
+        // nnz for the rows' own entries; Q spans rows x heads*d, K cols x heads*d, V cols x
+        // heads*dv and O rows x heads*dv at their strides (bound operands checked against
+        // `shape`), read for columns below d (dv) of each head only, by 16-byte accesses only
+        // where `vectors` holds; stats has rows*heads pairs (sized for the plan's heads, which
+        // `shape` matches), and the piece scratch pieces*heads*16 pairs and rows of dv.
+        unsafe {
+            let warps = u64::from(self.items) * u64::from(heads) * u64::from(slices);
+            kernel.launch(grid(warps)?, &params)?;
+            if self.windows > 0 {
+                let warps = u64::from(self.windows) * WINDOW as u64 * u64::from(heads);
+                self.combine.launch(grid(warps)?, &params)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sparse_formats::Csr;
+
+    fn csr(rows: usize, cols: usize, entries: &[(usize, usize)]) -> Csr<f32, u32> {
+        let mut row_ptr = vec![0u32; rows + 1];
+        for &(r, _) in entries {
+            row_ptr[r + 1] += 1;
+        }
+        for i in 0..rows {
+            row_ptr[i + 1] += row_ptr[i];
+        }
+        let col: Vec<u32> = entries.iter().map(|&(_, c)| c as u32).collect();
+        Csr::try_new(rows, cols, row_ptr, col, vec![1.0; entries.len()]).unwrap()
+    }
+
+    #[test]
+    fn windows_hold_each_distinct_column_once_with_its_rows_bitmap() {
+        // Window 0: rows 0 and 2 share column 5; 17 distinct columns make two blocks.
+        let mut entries = vec![(0, 5), (2, 5)];
+        entries.extend((0..16).map(|c| (3, 10 + c)));
+        entries.sort_unstable();
+        let a = csr(18, 40, &entries);
+        let w = Windows::of(a.as_ref()).unwrap();
+        // Windows: rows 0-15 (two blocks), rows 16-17 (none).
+        assert_eq!(w.block_ptr, [0, 2, 2]);
+        assert_eq!(w.col[0], 5);
+        assert_eq!(w.col[1..16], (10..25).collect::<Vec<u32>>()[..]);
+        // The second block holds column 25 and repeats it in its unused slots.
+        assert!(w.col[16..].iter().all(|&c| c == 25));
+        assert_eq!((w.bits[0], w.bits[2], w.bits[1]), (1, 1, 0));
+        assert_eq!(w.bits[3], 0xfffe);
+        assert_eq!(w.bits[16 + 3], 1);
+    }
+
+    #[test]
+    fn long_windows_are_cut_into_pieces_listed_first() {
+        // Row 1 has 40 blocks of columns: two pieces; rows 16.. an empty window and one block.
+        let mut entries: Vec<(usize, usize)> = (0..40 * SLOTS).map(|c| (1, c)).collect();
+        entries.push((17, 3));
+        entries.insert(0, (0, 7));
+        let a = csr(33, 40 * SLOTS, &entries);
+        let w = Windows::of(a.as_ref()).unwrap();
+        assert_eq!(w.block_ptr, [0, 40, 41, 41]);
+        let row_ptr: Vec<usize> = a.row_ptr().iter().map(|&p| p as usize).collect();
+        let (list, split_window, split_piece) = items(&w, &row_ptr).unwrap();
+        assert_eq!((split_window, split_piece), (vec![0], vec![0, 2]));
+        let spans: Vec<_> = list
+            .iter()
+            .map(|i| (i.window, i.begin, i.end, i.piece))
+            .collect();
+        assert_eq!(
+            spans,
+            [
+                (0, 0, 32, 0),
+                (0, 32, 40, 1),
+                (1, 40, 41, WHOLE),
+                (2, 41, 41, WHOLE)
+            ]
+        );
+        // Row 1's entries before the second piece: its first 32 blocks' 512 columns.
+        assert_eq!(list[1].entry[1], 1 + 32 * SLOTS);
+        // Row 0's one entry (column 7) is in the first piece.
+        assert_eq!((list[0].entry[0], list[1].entry[0]), (0, 1));
+        // The window of rows 32.. has one row; past it, positions stay at nnz.
+        assert_eq!(list[3].entry[1], entries.len());
+    }
+
+    #[test]
+    fn chunks_hold_the_heads() {
+        assert_eq!(k_chunks(1), Some(1));
+        assert_eq!(k_chunks(64), Some(2));
+        assert_eq!(k_chunks(130), Some(8));
+        assert_eq!(k_chunks(WIDEST_D + 1), None);
+        assert_eq!(
+            (v_chunks(64, 2), v_chunks(65, 4), v_chunks(128, 8)),
+            (1, 2, 1)
+        );
+    }
+}
