@@ -31,24 +31,24 @@ __global__ void __launch_bounds__(ATTN_BLOCK) attention_fused(const AttentionFus
     const u64 item = (u64)blockIdx.x * (ATTN_BLOCK / 32 / WPI) + warp / WPI;
     // The grid covers whole blocks of items: the warps past the last item skip the work but,
     // for WPI > 1, still meet at the barrier (an item's warps are all live or all not).
-    const bool live = item < (u64)p.items * p.heads;
+    const bool live = item < (u64)p.items * p.ops.heads;
     u32 row = 0, head = 0, begin = 0, end = 0;
     if (live) {
-        row = load(p.rows + item / p.heads);
-        head = (u32)(item % p.heads);
+        row = load(p.rows + item / p.ops.heads);
+        head = (u32)(item % p.ops.heads);
         begin = load(p.row_ptr + row);
         end = load(p.row_ptr + row + 1);
     }
-    const T* q_row = p.q + (u64)row * p.q_rs + (u64)head * p.d * p.q_cs;
-    const u64 k_head = (u64)head * p.d * p.k_cs;
+    const T* q_row = p.ops.q + (u64)row * p.ops.q_rs + (u64)head * p.ops.d * p.ops.q_cs;
+    const u64 k_head = (u64)head * p.ops.d * p.ops.k_cs;
     const u32 v_first = blockIdx.y * 32 * CH;
-    const u64 v_head = ((u64)head * p.dv + v_first) * p.v_cs;
+    const u64 v_head = ((u64)head * p.ops.dv + v_first) * p.ops.v_cs;
 
     float q_reg[CH];
 #pragma unroll
     for (int c = 0; c < CH; ++c) {
         const u32 t = lane + 32 * c;
-        q_reg[c] = live && t < p.d ? to_acc(load(q_row + (u64)t * p.q_cs)) : 0.0f;
+        q_reg[c] = live && t < p.ops.d ? to_acc(load(q_row + (u64)t * p.ops.q_cs)) : 0.0f;
     }
     float acc[CH];
 #pragma unroll
@@ -62,19 +62,19 @@ __global__ void __launch_bounds__(ATTN_BLOCK) attention_fused(const AttentionFus
         // Unrolled so that several entries' loads are in flight before their reductions.
 #pragma unroll 4
         for (u32 e = 0; e < chunk; ++e) {
-            const T* k_row = p.k + (u64)__shfl_sync(0xffffffffu, col, e) * p.k_rs + k_head;
+            const T* k_row = p.ops.k + (u64)__shfl_sync(0xffffffffu, col, e) * p.ops.k_rs + k_head;
             float partial = 0.0f;
 #pragma unroll
             for (int c = 0; c < CH; ++c) {
                 const u32 t = lane + 32 * c;
-                if (t < p.d) partial += q_reg[c] * to_acc(load(k_row + (u64)t * p.k_cs));
+                if (t < p.ops.d) partial += q_reg[c] * to_acc(load(k_row + (u64)t * p.ops.k_cs));
             }
-            for (u32 t = lane + 32 * CH; t < p.d; t += 32)
-                partial += to_acc(load(q_row + (u64)t * p.q_cs)) * to_acc(load(k_row + (u64)t * p.k_cs));
+            for (u32 t = lane + 32 * CH; t < p.ops.d; t += 32)
+                partial += to_acc(load(q_row + (u64)t * p.ops.q_cs)) * to_acc(load(k_row + (u64)t * p.ops.k_cs));
             const float dot = subwarp_allsum<32>(0xffffffffu, partial);
-            if (lane == e) score = dot * p.scale;
+            if (lane == e) score = dot * p.ops.scale;
         }
-        if (p.bias && lane < chunk) score += to_acc(load(p.values + base + lane));
+        if (p.ops.bias && lane < chunk) score += to_acc(load(p.values + base + lane));
         const float tile_max = fmaxf(run_max, warp_allmax(score));
         const float rescale = expf(run_max - tile_max);
         const float weight = lane < chunk ? expf(score - tile_max) : 0.0f;
@@ -85,11 +85,11 @@ __global__ void __launch_bounds__(ATTN_BLOCK) attention_fused(const AttentionFus
 #pragma unroll 4
         for (u32 e = 0; e < chunk; ++e) {
             const float w = __shfl_sync(0xffffffffu, weight, e);
-            const T* v_row = p.v + (u64)__shfl_sync(0xffffffffu, col, e) * p.v_rs + v_head;
+            const T* v_row = p.ops.v + (u64)__shfl_sync(0xffffffffu, col, e) * p.ops.v_rs + v_head;
 #pragma unroll
             for (int c = 0; c < CH; ++c) {
                 const u32 t = lane + 32 * c;
-                if (v_first + t < p.dv) acc[c] += w * to_acc(load(v_row + (u64)t * p.v_cs));
+                if (v_first + t < p.ops.dv) acc[c] += w * to_acc(load(v_row + (u64)t * p.ops.v_cs));
             }
         }
     }
@@ -122,15 +122,15 @@ __global__ void __launch_bounds__(ATTN_BLOCK) attention_fused(const AttentionFus
     if (!live) return;
     if (blockIdx.y == 0 && lane == 0) {
         // The backward's row statistics: the maximum and the normaliser of (row, head).
-        p.stats[2 * ((u64)row * p.heads + head)] = run_max;
-        p.stats[2 * ((u64)row * p.heads + head) + 1] = run_sum;
+        p.stats[2 * ((u64)row * p.ops.heads + head)] = run_max;
+        p.stats[2 * ((u64)row * p.ops.heads + head) + 1] = run_sum;
     }
     const float inv = begin == end ? 0.0f : 1.0f / run_sum;
-    T* o_row = p.o + (u64)row * p.o_rs + ((u64)head * p.dv + v_first) * p.o_cs;
+    T* o_row = p.ops.o + (u64)row * p.ops.o_rs + ((u64)head * p.ops.dv + v_first) * p.ops.o_cs;
 #pragma unroll
     for (int c = 0; c < CH; ++c) {
         const u32 t = lane + 32 * c;
-        if (v_first + t < p.dv) o_row[(u64)t * p.o_cs] = from_acc<T>(acc[c] * inv);
+        if (v_first + t < p.ops.dv) o_row[(u64)t * p.ops.o_cs] = from_acc<T>(acc[c] * inv);
     }
 }
 

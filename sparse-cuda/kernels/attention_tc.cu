@@ -107,14 +107,14 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc(const AttentionT
     const int PARTS = tc_type<T>::PARTS;
     const u32 lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const u64 work = (u64)blockIdx.x * ATTN_TC_WARPS + threadIdx.x / 32;
-    if (work >= (u64)p.items * p.heads * p.slices) return;
-    const u32 item = (u32)(work / p.slices / p.heads), head = (u32)(work / p.slices % p.heads);
+    if (work >= (u64)p.items * p.ops.heads * p.slices) return;
+    const u32 item = (u32)(work / p.slices / p.ops.heads), head = (u32)(work / p.slices % p.ops.heads);
     const u32 slice = (u32)(work % p.slices);
     const u32 window = load(p.item_window + item), begin = load(p.item_begin + item);
     const u32 end = load(p.item_end + item), piece = load(p.item_piece + item);
     const u32 v_first = slice * 64 * DVC;
-    const T* k_head = p.k + (u64)head * p.d * p.k_cs;
-    const T* v_head = p.v + (u64)head * p.dv * p.v_cs;
+    const T* k_head = p.ops.k + (u64)head * p.ops.d * p.ops.k_cs;
+    const T* v_head = p.ops.v + (u64)head * p.ops.dv * p.ops.v_cs;
 
     // Rows g (r = 0) and g+8 (r = 1) of the window.
     u32 q_frag[KC][2][4];
@@ -122,9 +122,9 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc(const AttentionT
     for (int r = 0; r < 2; ++r) {
         const u32 row = window * 16 + g + 8 * r;
         const bool live = row < p.rows;
-        const T* q_row = p.q + (u64)(live ? row : 0) * p.q_rs + (u64)head * p.d * p.q_cs;
+        const T* q_row = p.ops.q + (u64)(live ? row : 0) * p.ops.q_rs + (u64)head * p.ops.d * p.ops.q_cs;
 #pragma unroll
-        for (int c = 0; c < KC; ++c) load_run<T, 8>(q_row, 32 * c + 8 * t, live ? p.d : 0, p.q_cs, p.q_vec, q_frag[c][r]);
+        for (int c = 0; c < KC; ++c) load_run<T, 8>(q_row, 32 * c + 8 * t, live ? p.ops.d : 0, p.ops.q_cs, p.q_vec, q_frag[c][r]);
     }
     // acc[c][j][2r + e]: row g + 8r, column 64c + 8(2t + e) + j of the slice.
     float acc[DVC][8][4];
@@ -137,7 +137,7 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc(const AttentionT
     float run_max[2] = {ATTN_TC_NEG_INF, ATTN_TC_NEG_INF}, run_sum[2] = {0.0f, 0.0f};
     // The CSR position of each row's next entry (read for the bias only).
     u32 entry[2] = {0, 0};
-    if (p.bias)
+    if (p.ops.bias)
 #pragma unroll
         for (int r = 0; r < 2; ++r) entry[r] = load(p.item_entry + (u64)item * 16 + g + 8 * r);
 
@@ -148,15 +148,15 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc(const AttentionT
         for (int h = 0; h < 2; ++h)
 #pragma unroll
             for (int c = 0; c < KC; ++c)
-                load_run<T, 8>(k_head + (u64)load(cols + 8 * h + g) * p.k_rs, 32 * c + 8 * t, p.d, p.k_cs, p.k_vec, k_frag[h][c]);
+                load_run<T, 8>(k_head + (u64)load(cols + 8 * h + g) * p.ops.k_rs, 32 * c + 8 * t, p.ops.d, p.ops.k_cs, p.k_vec, k_frag[h][c]);
         // Slots 2t, 2t+1, 2t+8, 2t+9.
         u32 v_run[4][DVC][4];
 #pragma unroll
         for (int i = 0; i < 4; ++i)
 #pragma unroll
             for (int c = 0; c < DVC; ++c)
-                load_run<T, 8>(v_head + (u64)load(cols + 2 * t + (i & 1) + 8 * (i >> 1)) * p.v_rs, v_first + 64 * c + 8 * g, p.dv,
-                               p.v_cs, p.v_vec, v_run[i][c]);
+                load_run<T, 8>(v_head + (u64)load(cols + 2 * t + (i & 1) + 8 * (i >> 1)) * p.ops.v_rs, v_first + 64 * c + 8 * g, p.ops.dv,
+                               p.ops.v_cs, p.v_vec, v_run[i][c]);
         u32 bits[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) bits[r] = __ldg(p.blk_bits + (u64)b * 16 + g + 8 * r);
@@ -188,8 +188,8 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc(const AttentionT
                     const u32 slot = 8 * h + 2 * t + e;
                     float x = ATTN_TC_NEG_INF;
                     if (bits[r] >> slot & 1) {
-                        x = s[h][2 * r + e] * p.scale;
-                        if (p.bias) x += to_acc(load(p.values + entry[r] + __popc(bits[r] & ((1u << slot) - 1))));
+                        x = s[h][2 * r + e] * p.ops.scale;
+                        if (p.ops.bias) x += to_acc(load(p.values + entry[r] + __popc(bits[r] & ((1u << slot) - 1))));
                     }
                     s[h][2 * r + e] = x;
                     block_max = fmaxf(block_max, x);
@@ -217,7 +217,7 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc(const AttentionT
                     acc[c][j][2 * r] *= rescale;
                     acc[c][j][2 * r + 1] *= rescale;
                 }
-            if (p.bias) entry[r] += __popc(bits[r]);
+            if (p.ops.bias) entry[r] += __popc(bits[r]);
         }
 
         bool nonfinite = false;
@@ -262,7 +262,7 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc(const AttentionT
                     const float hi = slot < 8 ? s[0][2 * r + 1] : s[1][2 * r + 1];
                     w[r] = __shfl_sync(0xffffffffu, slot % 2 ? hi : lo, from);
                 }
-                const T* v_row = v_head + (u64)load(cols + slot) * p.v_rs;
+                const T* v_row = v_head + (u64)load(cols + slot) * p.ops.v_rs;
 #pragma unroll
                 for (int r = 0; r < 2; ++r) {
                     if (!(bits[r] >> slot & 1)) continue;
@@ -271,7 +271,7 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc(const AttentionT
 #pragma unroll
                         for (int x = 0; x < 16; ++x) {
                             const u32 col = v_first + 64 * c + 16 * t + x;
-                            if (col < p.dv) acc[c][x % 8][2 * r + x / 8] += w[r] * to_acc(load(v_row + (u64)col * p.v_cs));
+                            if (col < p.ops.dv) acc[c][x % 8][2 * r + x / 8] += w[r] * to_acc(load(v_row + (u64)col * p.ops.v_cs));
                         }
                 }
             }
@@ -289,21 +289,21 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc(const AttentionT
         if (row >= p.rows) continue;
         if (piece == ATTN_TC_WHOLE) {
             if (slice == 0 && t == 0) {
-                p.stats[2 * ((u64)row * p.heads + head)] = run_max[r];
-                p.stats[2 * ((u64)row * p.heads + head) + 1] = run_sum[r];
+                p.stats[2 * ((u64)row * p.ops.heads + head)] = run_max[r];
+                p.stats[2 * ((u64)row * p.ops.heads + head) + 1] = run_sum[r];
             }
             const float inv = run_sum[r] == 0.0f ? 0.0f : 1.0f / run_sum[r];
-            T* o_row = p.o + (u64)row * p.o_rs + (u64)head * p.dv * p.o_cs;
+            T* o_row = p.ops.o + (u64)row * p.ops.o_rs + (u64)head * p.ops.dv * p.ops.o_cs;
 #pragma unroll
             for (int c = 0; c < DVC; ++c) {
                 float x[16];
 #pragma unroll
                 for (int e = 0; e < 16; ++e) x[e] = acc[c][e % 8][2 * r + e / 8] * inv;
-                tc_store16<T>(o_row, v_first + 64 * c + 16 * t, p.dv, p.o_cs, p.o_vec, x);
+                tc_store16<T>(o_row, v_first + 64 * c + 16 * t, p.ops.dv, p.ops.o_cs, p.o_vec, x);
             }
         } else {
             // A piece: its maximum, sum and unnormalised sums, for attention_tc_combine.
-            const u64 at = ((u64)piece * p.heads + head) * 16 + g + 8 * r;
+            const u64 at = ((u64)piece * p.ops.heads + head) * 16 + g + 8 * r;
             if (slice == 0 && t == 0) {
                 p.part_stats[2 * at] = run_max[r];
                 p.part_stats[2 * at + 1] = run_sum[r];
@@ -313,7 +313,7 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc(const AttentionT
 #pragma unroll
                 for (int e = 0; e < 16; ++e) {
                     const u32 col = v_first + 64 * c + 16 * t + e;
-                    if (col < p.dv) p.part_acc[at * p.dv + col] = acc[c][e % 8][2 * r + e / 8];
+                    if (col < p.ops.dv) p.part_acc[at * p.ops.dv + col] = acc[c][e % 8][2 * r + e / 8];
                 }
         }
     }
@@ -325,12 +325,12 @@ template <typename T>
 __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc_combine(const AttentionTc<T> p) {
     const u32 lane = threadIdx.x % 32;
     const u64 work = (u64)blockIdx.x * ATTN_TC_WARPS + threadIdx.x / 32;
-    if (work >= (u64)p.windows * 16 * p.heads) return;
-    const u32 split = (u32)(work / (16 * p.heads)), r = (u32)(work / p.heads % 16), head = (u32)(work % p.heads);
+    if (work >= (u64)p.windows * 16 * p.ops.heads) return;
+    const u32 split = (u32)(work / (16 * p.ops.heads)), r = (u32)(work / p.ops.heads % 16), head = (u32)(work % p.ops.heads);
     const u32 row = load(p.split_window + split) * 16 + r;
     if (row >= p.rows) return;
     const u32 first = load(p.split_piece + split), last = load(p.split_piece + split + 1);
-    const auto at = [&](u32 piece) { return ((u64)piece * p.heads + head) * 16 + r; };
+    const auto at = [&](u32 piece) { return ((u64)piece * p.ops.heads + head) * 16 + r; };
     float max = ATTN_TC_NEG_INF;
     for (u32 piece = first; piece < last; ++piece) max = fmaxf(max, p.part_stats[2 * at(piece)]);
     // A piece without entries of this row holds maximum -inf and sum 0: it adds nothing.
@@ -341,14 +341,14 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc_combine(const At
     float sum = 0.0f;
     for (u32 piece = first; piece < last; ++piece) sum += factor(piece) * p.part_stats[2 * at(piece) + 1];
     if (lane == 0) {
-        p.stats[2 * ((u64)row * p.heads + head)] = max;
-        p.stats[2 * ((u64)row * p.heads + head) + 1] = sum;
+        p.stats[2 * ((u64)row * p.ops.heads + head)] = max;
+        p.stats[2 * ((u64)row * p.ops.heads + head) + 1] = sum;
     }
     const float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
-    T* o_row = p.o + (u64)row * p.o_rs + (u64)head * p.dv * p.o_cs;
-    for (u32 col = lane; col < p.dv; col += 32) {
+    T* o_row = p.ops.o + (u64)row * p.ops.o_rs + (u64)head * p.ops.dv * p.ops.o_cs;
+    for (u32 col = lane; col < p.ops.dv; col += 32) {
         float x = 0.0f;
-        for (u32 piece = first; piece < last; ++piece) x += factor(piece) * p.part_acc[at(piece) * p.dv + col];
-        o_row[(u64)col * p.o_cs] = from_acc<T>(x * inv);
+        for (u32 piece = first; piece < last; ++piece) x += factor(piece) * p.part_acc[at(piece) * p.ops.dv + col];
+        o_row[(u64)col * p.ops.o_cs] = from_acc<T>(x * inv);
     }
 }

@@ -48,14 +48,10 @@ const CHUNKS: [u32; 4] = [1, 2, 4, 8];
 const WARPS: [u32; 2] = [1, LONG_WARPS];
 
 kernel_params! {
-    /// `attention_fused<T, CH, WPI>`: the (row, head) items are `rows[i]` for i < items, each
-    /// with every head; operands by row and column strides.
-    pub(crate) struct AttentionFused<T> {
-        items: u32,
-        rows: ptr(u32),
-        row_ptr: ptr(u32),
-        col_idx: ptr(u32),
-        values: ptr(T),
+    /// The heads and dense operands of a forward run, as the fused kernels read them: Q
+    /// (rows x heads*d), K (cols x heads*d), V (cols x heads*dv) and O (rows x heads*dv) at
+    /// their strides; `bias`: A's values are added to the scaled scores.
+    pub(crate) struct AttentionHeads<T> {
         heads: u32,
         d: u32,
         dv: u32,
@@ -73,6 +69,49 @@ kernel_params! {
         o: out(T),
         o_rs: u32,
         o_cs: u32,
+    }
+}
+
+impl<T: Scalar> AttentionHeads<T> {
+    fn new(shape: &AttentionShape, ops: &AttentionOperands) -> Result<Self> {
+        let ((q_rs, q_cs), (k_rs, k_cs), (v_rs, v_cs), (o_rs, o_cs)) = (
+            ops.q.strides(),
+            ops.k.strides(),
+            ops.v.strides(),
+            ops.o.strides(),
+        );
+        Ok(AttentionHeads {
+            heads: to_u32("attention heads", shape.heads)?,
+            d: to_u32("attention head width", shape.d)?,
+            dv: to_u32("attention V head width", shape.dv)?,
+            bias: u32::from(shape.bias),
+            scale: shape.scale as f32,
+            q: ops.q.input(),
+            q_rs,
+            q_cs,
+            k: ops.k.input(),
+            k_rs,
+            k_cs,
+            v: ops.v.input(),
+            v_rs,
+            v_cs,
+            o: ops.o.output(),
+            o_rs,
+            o_cs,
+        })
+    }
+}
+
+kernel_params! {
+    /// `attention_fused<T, CH, WPI>`: the (row, head) items are `rows[i]` for i < items, each
+    /// with every head.
+    pub(crate) struct AttentionFused<T> {
+        items: u32,
+        rows: ptr(u32),
+        row_ptr: ptr(u32),
+        col_idx: ptr(u32),
+        values: ptr(T),
+        ops: sub(AttentionHeads),
         stats: out(f32),
     }
 }
@@ -149,6 +188,7 @@ pub(crate) const SOURCE: KernelSource = KernelSource {
     name: "attention",
     code: include_str!("../kernels/attention.cu"),
     params: &[
+        <AttentionHeads<f32> as KernelParams>::C_DECL,
         <AttentionFused<f32> as KernelParams>::C_DECL,
         <AttentionSoftmax<f32> as KernelParams>::C_DECL,
         <AttentionGrad<f32> as KernelParams>::C_DECL,
@@ -440,13 +480,14 @@ impl<T: Scalar> AttentionKernels<T> for FusedAttention<T> {
         shape: &AttentionShape,
         ops: &AttentionOperands,
     ) -> Result<()> {
+        let (row_ptr, col_idx, values) = self.a.pointers(&base.device);
+        let heads = AttentionHeads::new(shape, ops)?;
         if let Some(tensor) = self
             .tensor
             .as_mut()
             .filter(|_| TensorCore::<T>::takes(shape))
         {
-            let (_, _, values) = self.a.pointers(&base.device);
-            tensor.run(base, shape, ops, values, &self.backward.stats)?;
+            tensor.run(base, shape, ops, heads, values, &self.backward.stats)?;
             self.backward.ran = true;
             return Ok(());
         }
@@ -462,15 +503,6 @@ impl<T: Scalar> AttentionKernels<T> for FusedAttention<T> {
                 shape.dv
             )));
         }
-        let (row_ptr, col_idx, values) = self.a.pointers(&base.device);
-        let strides = |b: &crate::operand::Bound| b.strides();
-        let ((q_rs, q_cs), (k_rs, k_cs), (v_rs, v_cs), (o_rs, o_cs)) = (
-            strides(&ops.q),
-            strides(&ops.k),
-            strides(&ops.v),
-            strides(&ops.o),
-        );
-        let heads = to_u32("attention heads", shape.heads)?;
         for (list, warps) in [(&self.short, 1), (&self.long, LONG_WARPS)] {
             if list.len == 0 {
                 continue;
@@ -481,26 +513,10 @@ impl<T: Scalar> AttentionKernels<T> for FusedAttention<T> {
                 row_ptr,
                 col_idx,
                 values,
-                heads,
-                d: to_u32("attention head width", shape.d)?,
-                dv: to_u32("attention V head width", shape.dv)?,
-                bias: u32::from(shape.bias),
-                scale: shape.scale as f32,
-                q: ops.q.input(),
-                q_rs,
-                q_cs,
-                k: ops.k.input(),
-                k_rs,
-                k_cs,
-                v: ops.v.input(),
-                v_rs,
-                v_cs,
-                o: ops.o.output(),
-                o_rs,
-                o_cs,
+                ops: heads,
                 stats: MutPtr::of(&self.backward.stats, &base.device),
             };
-            let config = list.grid(heads, warps, slices)?;
+            let config = list.grid(heads.heads, warps, slices)?;
             // SAFETY: every listed row is below A's rows and its entries' columns below A's
             // columns (a canonical CSR); Q spans rows x heads*d, K cols x heads*d, V cols x
             // heads*dv and O rows x heads*dv at their strides (bound operands checked against

@@ -17,9 +17,13 @@ use cudarc::driver::{CudaSlice, LaunchConfig};
 use sparse_core::{AttentionShape, CsrRef, Error, Result, Scalar, SpIndex};
 
 use crate::device::Device;
-use crate::kernel::{c_type, kernel_params, Entry, Kernel, KernelSource, KernelSpec, MutPtr, Ptr};
+use crate::kernel::{
+    c_type, kernel_params, Entry, Kernel, KernelParams, KernelSource, KernelSpec, MutPtr, Ptr,
+};
 use crate::operand::{to_u32, AttentionOperands, Bound};
 use crate::plan::PlanBase;
+
+use super::AttentionHeads;
 
 /// Rows of a window: the m of `mma.m16n8k16`.
 const WINDOW: usize = 16;
@@ -50,11 +54,6 @@ kernel_params! {
         windows: u32,
         slices: u32,
         rows: u32,
-        heads: u32,
-        d: u32,
-        dv: u32,
-        bias: u32,
-        scale: f32,
         q_vec: u32,
         k_vec: u32,
         v_vec: u32,
@@ -69,18 +68,7 @@ kernel_params! {
         blk_col: ptr(u32),
         blk_bits: ptr(u16),
         values: ptr(T),
-        q: ptr(T),
-        q_rs: u32,
-        q_cs: u32,
-        k: ptr(T),
-        k_rs: u32,
-        k_cs: u32,
-        v: ptr(T),
-        v_rs: u32,
-        v_cs: u32,
-        o: out(T),
-        o_rs: u32,
-        o_cs: u32,
+        ops: sub(AttentionHeads),
         stats: out(f32),
         part_acc: out(f32),
         part_stats: out(f32),
@@ -90,7 +78,10 @@ kernel_params! {
 pub(crate) const SOURCE: KernelSource = KernelSource {
     name: "attention_tc",
     code: include_str!("../../kernels/attention_tc.cu"),
-    params: &[<AttentionTc<half::f16> as crate::kernel::KernelParams>::C_DECL],
+    params: &[
+        <AttentionHeads<half::f16> as KernelParams>::C_DECL,
+        <AttentionTc<half::f16> as KernelParams>::C_DECL,
+    ],
     defines: &[("ATTN_TC_WARPS", WARPS), ("ATTN_TC_THREADS", WARPS * 32)],
 };
 
@@ -377,6 +368,7 @@ impl<T: Scalar> TensorCore<T> {
         base: &PlanBase<T>,
         shape: &AttentionShape,
         ops: &AttentionOperands,
+        heads: AttentionHeads<T>,
         values: Ptr<T>,
         stats: &CudaSlice<f32>,
     ) -> Result<()> {
@@ -399,23 +391,11 @@ impl<T: Scalar> TensorCore<T> {
         if self.part_acc.len() < need {
             self.part_acc = device.alloc_zeros(need, "attention piece sums")?;
         }
-        let heads = to_u32("attention heads", shape.heads)?;
-        let ((q_rs, q_cs), (k_rs, k_cs), (v_rs, v_cs), (o_rs, o_cs)) = (
-            ops.q.strides(),
-            ops.k.strides(),
-            ops.v.strides(),
-            ops.o.strides(),
-        );
         let params = AttentionTc {
             items: self.items,
             windows: self.windows,
             slices,
             rows: to_u32("number of rows", base.rows)?,
-            heads,
-            d: to_u32("attention head width", shape.d)?,
-            dv: to_u32("attention V head width", shape.dv)?,
-            bias: u32::from(shape.bias),
-            scale: shape.scale as f32,
             q_vec: u32::from(vectors::<T>(&ops.q, shape.heads, shape.d)),
             k_vec: u32::from(vectors::<T>(&ops.k, shape.heads, shape.d)),
             v_vec: u32::from(vectors::<T>(&ops.v, shape.heads, shape.dv)),
@@ -430,18 +410,7 @@ impl<T: Scalar> TensorCore<T> {
             blk_col: Ptr::of(&self.col, device),
             blk_bits: Ptr::of(&self.bits, device),
             values,
-            q: ops.q.input(),
-            q_rs,
-            q_cs,
-            k: ops.k.input(),
-            k_rs,
-            k_cs,
-            v: ops.v.input(),
-            v_rs,
-            v_cs,
-            o: ops.o.output(),
-            o_rs,
-            o_cs,
+            ops: heads,
             stats: MutPtr::of(stats, device),
             part_acc: MutPtr::of(&self.part_acc, device),
             part_stats: MutPtr::of(&self.part_stats, device),
@@ -469,10 +438,10 @@ impl<T: Scalar> TensorCore<T> {
         // where `vectors` holds; stats has rows*heads pairs (sized for the plan's heads, which
         // `shape` matches), and the piece scratch pieces*heads*16 pairs and rows of dv.
         unsafe {
-            let warps = u64::from(self.items) * u64::from(heads) * u64::from(slices);
+            let warps = u64::from(self.items) * u64::from(heads.heads) * u64::from(slices);
             kernel.launch(grid(warps)?, &params)?;
             if self.windows > 0 {
-                let warps = u64::from(self.windows) * WINDOW as u64 * u64::from(heads);
+                let warps = u64::from(self.windows) * WINDOW as u64 * u64::from(heads.heads);
                 self.combine.launch(grid(warps)?, &params)?;
             }
         }
