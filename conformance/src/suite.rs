@@ -1011,21 +1011,20 @@ fn abs<T: Scalar>(a: &Csr<T>) -> Csr<T> {
 }
 
 /// Where a plan's description of itself contradicts what it was asked to be. `auto` of the cuda
-/// backend may hand a CSR SpMV to cuSPARSE on the same device, in a format cuSPARSE builds from
-/// the CSR itself; the plan then says so, and the rest must still match.
+/// backend may hand a CSR SpMV to cuSPARSE on the same device, or run it in a format it builds
+/// from the CSR itself; the plan then says so, and the rest must still match.
 fn info_problem(info: &PlanInfo, backend: BackendKind, r: &PlanRequest) -> Option<String> {
     let mismatch = |what: &str, asked: String, reported: String| {
         (asked != reported)
             .then(|| format!("asked for {what} {asked}, the plan reports {reported}"))
     };
-    let handed_to_vendor = r.algorithm == Algorithm::Auto
-        && backend == BackendKind::Cuda
-        && info.backend == BackendKind::Cusparse;
-    let (backend, format) = if handed_to_vendor {
-        (info.backend, info.format)
+    let cuda_auto = r.algorithm == Algorithm::Auto && backend == BackendKind::Cuda;
+    let backend = if cuda_auto && info.backend == BackendKind::Cusparse {
+        info.backend
     } else {
-        (backend, r.format)
+        backend
     };
+    let format = if cuda_auto { info.format } else { r.format };
     mismatch("backend", backend.to_string(), info.backend.to_string())
         .or_else(|| mismatch("op", r.op.to_string(), info.op.to_string()))
         .or_else(|| mismatch("format", format.to_string(), info.format.to_string()))

@@ -140,8 +140,11 @@ impl Executor for CudaBackend {
                 return spmv_auto::tuned(self, a, &desc);
             }
             let span = || spmv_auto::column_span(a);
-            match spmv_auto::csr_choice(&stats, a.nnz(), span, desc.precision) {
-                Choice::Cuda(algorithm) => desc.algorithm = algorithm,
+            match spmv_auto::csr_choice(&stats, (a.rows(), a.nnz()), span, desc.precision) {
+                Choice::Cuda(format, algorithm) => {
+                    desc.format = format;
+                    desc.algorithm = algorithm;
+                }
                 Choice::Vendor(format, algorithm) => match CusparseBackend::sharing(self) {
                     Ok(vendor) => {
                         return vendor.plan_spmv(

@@ -7,9 +7,14 @@
 //!
 //! The rule, calibrated on an H100 over the 49 corpus matrices and four generated ones of 26M to
 //! 34M entries in f64, f32 and f16 (`docs/results/spmv.md` has the figures):
+//! - in f64 and f32, a small matrix whose longest row takes a `vector` warp many dependent
+//!   iterations ([`TINY_NNZ`], [`TINY_CHAIN`]): our COO `atomic`, whose threads each take a few
+//!   entries; the whole product lasts about as long as that one row otherwise;
 //! - skewed rows (one longer than [`LONG_ROW`] entries, or a coefficient of variation of the
-//!   row lengths above [`SKEWED_CV`]): cuSPARSE's COO SpMV in f64 and f32, within 5% of the
-//!   fastest on every such matrix; our merge-path in f16, where it was the fastest;
+//!   row lengths above [`SKEWED_CV`]), and in f64 and f32 also a longest row whose iterations
+//!   outlast the stream of the whole matrix by more than [`CHAIN_EXCESS_US`]: cuSPARSE's COO
+//!   SpMV in f64 and f32, within 5% of the fastest on every such matrix; our merge-path in f16,
+//!   where it was the fastest (cuSPARSE's f16 SpMV is slower than our `vector` even there);
 //! - long rows (a mean of [`LONG_MEAN`] entries or more): `vector`, 32 lanes a row;
 //! - large, regular and local matrices (stencils, FEM: at least [`LARGE_NNZ`] entries, a
 //!   coefficient of variation at most [`REGULAR_CV`] and rows whose columns span at most
@@ -20,13 +25,13 @@
 use std::time::{Duration, Instant};
 
 use sparse_core::{
-    Algorithm, CsrRef, Dense, DenseRef, Executor, Format, Layout, OpKind, Precision, Result,
+    Algorithm, CsrRef, DType, Dense, DenseRef, Executor, Format, Layout, OpKind, Precision, Result,
     RowStats, Scalar, SpIndex, SpmvDesc, SpmvPlan,
 };
 
 use crate::cusparse::CusparseBackend;
 use crate::executor::CudaBackend;
-use crate::spmv::LONG_ROW;
+use crate::spmv::{vector_width, LONG_ROW};
 
 /// Row lengths whose standard deviation is more than this many means are skewed.
 pub const SKEWED_CV: f64 = 1.5;
@@ -41,14 +46,37 @@ pub const REGULAR_CV: f64 = 0.5;
 /// evict the lines `scalar` streams its rows through before it reads them again.
 pub const LOCAL_SPAN: f64 = 0.6;
 
+/// Matrices of fewer entries stream in a microsecond or two: the walk of their longest row, not
+/// their bytes, sets the time of `vector`.
+pub const TINY_NNZ: usize = 32_768;
+/// `vector` iterations of the longest row (its entries over the lanes a row gets) from which
+/// such a matrix runs on COO `atomic`.
+pub const TINY_CHAIN: f64 = 16.0;
+/// How much longer, in microseconds, the longest row's walk may last than the stream of the whole
+/// matrix before cuSPARSE's COO SpMV, which takes about that much more to start than `vector`
+/// but balances entries across threads, is faster.
+pub const CHAIN_EXCESS_US: f64 = 3.0;
+/// Bytes a microsecond the matrix streams at when the walk does not hide it (an H100's HBM3).
+const STREAM_BYTES_PER_US: f64 = 3.0e6;
+
+/// Microseconds one `vector` iteration of a row takes when nothing hides its latency: the
+/// column index, then x, each a dependent load, with more bytes to wait for in f64.
+fn iteration_us(precision: Precision) -> f64 {
+    if precision.storage == DType::F64 {
+        0.25
+    } else {
+        0.17
+    }
+}
+
 /// Runs of a candidate timed by tuning, after two untimed ones.
 const TUNING_RUNS: u32 = 10;
 
 /// What `auto` runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Choice {
-    /// One of this backend's kernels on CSR.
-    Cuda(Algorithm),
+    /// One of this backend's kernels, on CSR or on a format it builds from the CSR.
+    Cuda(Format, Algorithm),
     /// cuSPARSE on this format.
     Vendor(Format, Algorithm),
 }
@@ -77,28 +105,39 @@ pub(crate) fn column_span<T, I: SpIndex>(a: CsrRef<'_, T, I>) -> f64 {
     }
 }
 
-/// The rule's choice for a CSR matrix of `nnz` entries with these row statistics and column
-/// span (asked for only where it decides).
+/// The rule's choice for a CSR matrix of `rows` rows and `nnz` entries with these row statistics
+/// and column span (asked for only where it decides).
 pub(crate) fn csr_choice(
     stats: &RowStats,
-    nnz: usize,
+    (rows, nnz): (usize, usize),
     span: impl FnOnce() -> f64,
     precision: Precision,
 ) -> Choice {
-    if stats.max > LONG_ROW as usize || stats.cv > SKEWED_CV {
-        if precision == Precision::F16 {
-            Choice::Cuda(Algorithm::MergePath)
-        } else {
+    let wide = matches!(precision.storage, DType::F64 | DType::F32);
+    let chain = stats.max as f64 / f64::from(vector_width(stats.mean));
+    let value_bytes = (precision.storage.bits() / 8) as f64;
+    let stream_us = (nnz as f64 * (value_bytes + 4.0) + rows as f64 * (2.0 * value_bytes + 4.0))
+        / STREAM_BYTES_PER_US;
+    let walk_outlasts_stream = chain * iteration_us(precision) - stream_us > CHAIN_EXCESS_US;
+    if wide && nnz < TINY_NNZ && chain >= TINY_CHAIN {
+        Choice::Cuda(Format::Coo, Algorithm::Atomic)
+    } else if stats.max > LONG_ROW as usize
+        || stats.cv > SKEWED_CV
+        || (wide && walk_outlasts_stream)
+    {
+        if wide {
             Choice::Vendor(Format::Coo, Algorithm::VendorDefault)
+        } else {
+            Choice::Cuda(Format::Csr, Algorithm::MergePath)
         }
     } else if stats.mean >= LONG_MEAN {
-        Choice::Cuda(Algorithm::Vector)
+        Choice::Cuda(Format::Csr, Algorithm::Vector)
     } else if stats.mean < 1.5
         || (nnz >= LARGE_NNZ && stats.cv <= REGULAR_CV && span() <= LOCAL_SPAN)
     {
-        Choice::Cuda(Algorithm::Scalar)
+        Choice::Cuda(Format::Csr, Algorithm::Scalar)
     } else {
-        Choice::Cuda(Algorithm::Vector)
+        Choice::Cuda(Format::Csr, Algorithm::Vector)
     }
 }
 
@@ -239,24 +278,59 @@ mod tests {
 
     #[test]
     fn the_rule_picks_by_shape() {
-        let f64 = Precision::F64;
-        let pick = |s: RowStats, nnz, span: f64, p| csr_choice(&s, nnz, || span, p);
+        let (f64, f32, f16) = (Precision::F64, Precision::F32, Precision::F16);
+        let pick = |s: RowStats, rows, nnz, span: f64, p| csr_choice(&s, (rows, nnz), || span, p);
         let vendor = Choice::Vendor(Format::Coo, Algorithm::VendorDefault);
-        assert_eq!(pick(stats(15.0, 9458, 5.3), 578_006, 0.1, f64), vendor);
-        assert_eq!(pick(stats(12.5, 893, 3.2), 103_689, 0.1, f64), vendor);
+        let scalar = Choice::Cuda(Format::Csr, Algorithm::Scalar);
+        let vector = Choice::Cuda(Format::Csr, Algorithm::Vector);
+        let merge_path = Choice::Cuda(Format::Csr, Algorithm::MergePath);
+        let atomic = Choice::Cuda(Format::Coo, Algorithm::Atomic);
+        // Skewed graphs.
         assert_eq!(
-            pick(stats(15.0, 9458, 5.3), 578_006, 0.1, Precision::F16),
-            Choice::Cuda(Algorithm::MergePath)
+            pick(stats(15.0, 9458, 5.3), 37_700, 578_006, 0.1, f64),
+            vendor
         );
-        let scalar = Choice::Cuda(Algorithm::Scalar);
-        let vector = Choice::Cuda(Algorithm::Vector);
+        assert_eq!(
+            pick(stats(12.5, 893, 3.2), 8_297, 103_689, 0.1, f32),
+            vendor
+        );
+        assert_eq!(
+            pick(stats(15.0, 9458, 5.3), 37_700, 578_006, 0.1, f16),
+            merge_path
+        );
         // A 3D Poisson stencil, and the same rows with random columns.
-        assert_eq!(pick(stats(7.0, 7, 0.05), 26_000_000, 0.01, f64), scalar);
-        assert_eq!(pick(stats(16.0, 30, 0.25), 29_000_000, 0.9, f64), vector);
+        assert_eq!(
+            pick(stats(7.0, 7, 0.05), 3_800_000, 26_000_000, 0.01, f64),
+            scalar
+        );
+        assert_eq!(
+            pick(stats(16.0, 30, 0.25), 1_800_000, 29_000_000, 0.9, f64),
+            vector
+        );
         // Small, and long rows.
-        assert_eq!(pick(stats(7.0, 7, 0.05), 10_000, 0.01, f64), vector);
-        assert_eq!(pick(stats(460.0, 833, 0.17), 117_964, 0.9, f64), vector);
-        assert_eq!(pick(stats(1.2, 3, 0.3), 1_000, 0.5, f64), scalar);
+        assert_eq!(pick(stats(7.0, 7, 0.05), 1_400, 10_000, 0.01, f64), vector);
+        assert_eq!(pick(stats(1.2, 3, 0.3), 830, 1_000, 0.5, f64), scalar);
+        assert_eq!(
+            pick(stats(102.0, 276, 0.37), 1_200, 122_713, 0.5, f64),
+            vector
+        );
+        // A small citation graph: its longest row takes a vector warp 50 iterations.
+        assert_eq!(pick(stats(2.8, 99, 1.2), 3_327, 9_228, 0.3, f64), atomic);
+        assert_eq!(pick(stats(2.8, 99, 1.2), 3_327, 9_228, 0.3, f16), vector);
+        // A pruned layer of 256 rows of 460 entries: the longest row's 26 iterations outlast
+        // its stream; with 2048 such rows the stream hides them.
+        assert_eq!(
+            pick(stats(460.8, 833, 0.17), 256, 117_964, 1.0, f64),
+            vendor
+        );
+        assert_eq!(
+            pick(stats(460.8, 833, 0.17), 256, 117_964, 1.0, f16),
+            vector
+        );
+        assert_eq!(
+            pick(stats(512.0, 623, 0.06), 2_048, 1_048_576, 1.0, f64),
+            vector
+        );
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! `auto` SpMV on the cuda backend against the oracle: the rule's choice (cuSPARSE's COO SpMV
-//! for skewed rows in f64 and f32, merge-path in f16, `scalar` or `vector` otherwise) and
+//! for skewed rows in f64 and f32, merge-path in f16, COO `atomic` for a small matrix with a long
+//! row in f64 and f32, `scalar` or `vector` otherwise) and
 //! plan-time tuning, which must keep a candidate that computes the product, report what it kept
 //! and what tuning cost, and take value updates.
 //!
@@ -19,18 +20,18 @@ fn backend() -> Option<CudaBackend> {
     available(BackendKind::Cuda, CudaBackend::new(0))
 }
 
-/// 300 x 2500: row 7 holds 2,400 entries (longer than the 1,024 that make rows skewed), the
-/// others two to five.
-fn skewed<T: Scalar>() -> Csr<T> {
+/// `rows` x 2500: row 7 holds 2,400 entries (longer than the 1,024 that make rows skewed), the
+/// others `short` to `short + 3`.
+fn skewed<T: Scalar>(rows: usize, short: usize) -> Csr<T> {
     let mut triplets = Vec::new();
-    for i in 0..300 {
-        let len = if i == 7 { 2400 } else { 2 + i % 4 };
+    for i in 0..rows {
+        let len = if i == 7 { 2400 } else { short + i % 4 };
         for k in 0..len {
             let j = (i * 37 + k * 1009) % 2500;
             triplets.push((i, j, T::from_f64(value(i, j))));
         }
     }
-    Csr::from_triplets(300, 2500, &triplets).expect("valid matrix")
+    Csr::from_triplets(rows, 2500, &triplets).expect("valid matrix")
 }
 
 /// A tridiagonal 500 x 500 matrix.
@@ -54,14 +55,25 @@ fn case<T: Scalar>(a: &Csr<T>) -> SpmvCase<T> {
 }
 
 fn check_auto<T: Scalar<Out = T>>(b: &CudaBackend, precision: Precision, failures: &mut Failures) {
+    let f16 = precision == Precision::F16;
+    let merge_path = (BackendKind::Cuda, Format::Csr, Algorithm::MergePath);
     for (name, a, expected) in [
         (
             "skewed",
-            skewed::<T>(),
-            if precision == Precision::F16 {
-                (BackendKind::Cuda, Format::Csr, Algorithm::MergePath)
+            skewed::<T>(4000, 8),
+            if f16 {
+                merge_path
             } else {
                 (BackendKind::Cusparse, Format::Coo, Algorithm::VendorDefault)
+            },
+        ),
+        (
+            "small skewed",
+            skewed::<T>(300, 2),
+            if f16 {
+                merge_path
+            } else {
+                (BackendKind::Cuda, Format::Coo, Algorithm::Atomic)
             },
         ),
         (
@@ -88,7 +100,7 @@ fn check_auto<T: Scalar<Out = T>>(b: &CudaBackend, precision: Precision, failure
 }
 
 fn check_tuned<T: Scalar<Out = T>>(b: &CudaBackend, precision: Precision, failures: &mut Failures) {
-    for (name, a) in [("skewed", skewed::<T>()), ("banded", banded::<T>())] {
+    for (name, a) in [("skewed", skewed::<T>(300, 2)), ("banded", banded::<T>())] {
         let what = format!("tuned {name} {precision}");
         let mut plan = match b.plan_spmv(a.as_ref(), &SpmvDesc::new(precision).tuned()) {
             Ok(plan) => plan,
