@@ -32,7 +32,7 @@ pub mod tilespmv;
 mod timing;
 mod vector_ops;
 
-pub use cusparse::CusparseBackend;
+pub use cusparse::{BlockedEllSpmm, CusparseBackend};
 pub use executor::CudaBackend;
 pub use probe::{probe, DeviceInfo};
 pub use timing::DeviceTimer;

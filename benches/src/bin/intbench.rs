@@ -4,7 +4,10 @@
 //! vector-sparse 2048 x 2048 and 8192 x 8192 at 70, 80, 90 and 95% sparsity, and the corpus's
 //! `dlmc_*` layers. Kernels: Magicube in i8 (SR-BCRS, 8 x 1 vectors) and in f32-i8 (f32 in and
 //! out, B quantized on the device each run), FlashSparse in f16 (ME-BCRS), cuSPARSE's CSR SpMM
-//! in f16, and cuBLAS's dense i8 GEMM on A made dense (where sparsity stops paying). Each time
+//! in f16, cuSPARSE's Blocked-ELL SpMM in i8 (the fastest of 8 x 8, 16 x 16 and 32 x 32 blocks
+//! that tile the matrix, B column-major; the CSV notes the block and the values stored per
+//! entry), and cuBLAS's
+//! dense i8 GEMM on A made dense (where sparsity stops paying). Each time
 //! is the median of 15 samples of 10 calls after 10 warm-up calls (operands warm in L2 when
 //! they fit), by CUDA events on the one stream every backend shares.
 //!
@@ -30,10 +33,11 @@ const BATCH: usize = 10;
 /// Largest dense A (bytes of i8) the GEMM baseline makes.
 const DENSE_LIMIT: usize = 1 << 28;
 
-/// One timed kernel: its name and time, or why it did not run.
+/// One timed kernel: its name and time, or why it did not run, and what it ran with.
 struct Timed {
     kernel: &'static str,
     time: std::result::Result<Duration, String>,
+    note: String,
 }
 
 struct Line {
@@ -78,10 +82,15 @@ fn median(timer: &DeviceTimer, mut call: impl FnMut() -> Result<()>) -> Result<D
 }
 
 fn record(kernel: &'static str, time: Result<Duration>) -> Timed {
-    Timed {
-        kernel,
-        time: time.map_err(|e: Error| e.to_string()),
-    }
+    noted(kernel, time.map(|t| (t, String::new())))
+}
+
+fn noted(kernel: &'static str, timed: Result<(Duration, String)>) -> Timed {
+    let (time, note) = match timed {
+        Ok((t, note)) => (Ok(t), note),
+        Err(e) => (Err(e.to_string()), String::new()),
+    };
+    Timed { kernel, time, note }
 }
 
 /// A `rows x cols` dense operand with small integer values (exact in every type used).
@@ -152,6 +161,34 @@ impl Bench {
             let mut c = cuda.zeros::<f16>(rows, n, Layout::RowMajor)?;
             median(timer, || plan.run(1.0, b.as_ref(), 0.0, c.as_mut()))
         };
+        // The fastest block size that tiles the matrix, with the block and the values stored per
+        // entry (padding included) as its note. B column-major: cuSPARSE's i8 Blocked-ELL takes
+        // no other.
+        let blocked_ell = || -> Result<(Duration, String)> {
+            let b = cuda.upload(dense::<i8>(cols, n, Layout::ColMajor).as_ref())?;
+            let mut c = cuda.zeros::<i32>(rows, n, Layout::RowMajor)?;
+            let mut best: Option<(Duration, String)> = None;
+            let mut last_error = None;
+            for block in [8, 16, 32] {
+                let timed = self
+                    .vendor
+                    .blocked_ell_spmm(i8s.as_ref(), block)
+                    .and_then(|mut p| {
+                        let stored = p.stored_values() as f64 / i8s.nnz().max(1) as f64;
+                        let t = median(timer, || p.run(1, b.as_ref(), 0, c.as_mut()))?;
+                        Ok((
+                            t,
+                            format!("{block}x{block} blocks; {stored:.2} values stored per entry"),
+                        ))
+                    });
+                match timed {
+                    Ok(t) if best.as_ref().is_none_or(|b| t.0 < b.0) => best = Some(t),
+                    Ok(_) => {}
+                    Err(e) => last_error = Some(e),
+                }
+            }
+            best.ok_or_else(|| last_error.unwrap_or_else(|| Error::invalid("no block size")))
+        };
         let gemm = || -> Result<Duration> {
             if rows * cols > DENSE_LIMIT {
                 return Err(Error::invalid("dense A past the limit"));
@@ -181,6 +218,7 @@ impl Bench {
             record("magicube f32-i8", quantized()),
             record("flashsparse f16", f16_plan(&flashsparse, Format::MeBcrs)),
             record("cusparse f16", f16_plan(&cusparse, Format::Csr)),
+            noted("cusparse blocked-ell i8", blocked_ell()),
             record("cublas i8 dense", gemm()),
         ]
     }
@@ -253,16 +291,17 @@ fn matrices(quick: bool, corpus_dir: &Path) -> Vec<(String, Csr<f64>)> {
     list
 }
 
-const KERNELS: [&str; 5] = [
+const KERNELS: [&str; 6] = [
     "magicube i8",
     "magicube f32-i8",
     "flashsparse f16",
     "cusparse f16",
+    "cusparse blocked-ell i8",
     "cublas i8 dense",
 ];
 
 fn report(lines: &[Line], device: &str, rates: &str) -> (String, String) {
-    let mut csv = String::from("matrix,rows,cols,nnz,sparsity,op,width,kernel,us,error\n");
+    let mut csv = String::from("matrix,rows,cols,nnz,sparsity,op,width,kernel,us,error,note\n");
     for l in lines {
         for t in &l.times {
             let (us, err) = match &t.time {
@@ -271,7 +310,7 @@ fn report(lines: &[Line], device: &str, rates: &str) -> (String, String) {
             };
             let _ = writeln!(
                 csv,
-                "{},{},{},{},{:.4},{},{},{},{us},{err}",
+                "{},{},{},{},{:.4},{},{},{},{us},{err},{}",
                 l.matrix,
                 l.rows,
                 l.cols,
@@ -279,7 +318,8 @@ fn report(lines: &[Line], device: &str, rates: &str) -> (String, String) {
                 l.sparsity(),
                 l.op,
                 l.width,
-                t.kernel
+                t.kernel,
+                t.note.replace(',', ";")
             );
         }
     }
@@ -289,9 +329,10 @@ fn report(lines: &[Line], device: &str, rates: &str) -> (String, String) {
     );
     md.push_str(
         "| matrix | sparsity | op | N/K | magicube i8 | f32-i8 | flashsparse f16 | cusparse f16 \
-         | cublas i8 dense | vs flashsparse | vs cusparse | vs dense |\n",
+         | cusparse blocked-ell i8 | cublas i8 dense | vs flashsparse | vs cusparse | \
+         vs blocked-ell | vs dense |\n",
     );
-    md.push_str("|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+    md.push_str("|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
     let cell = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
     let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
         (Some(a), Some(b)) if a > 0.0 => format!("{:.2}x", b / a),
@@ -301,7 +342,7 @@ fn report(lines: &[Line], device: &str, rates: &str) -> (String, String) {
         let m = l.time("magicube i8");
         let _ = writeln!(
             md,
-            "| {} | {:.1}% | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {:.1}% | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             l.matrix,
             l.sparsity() * 100.0,
             l.op,
@@ -311,9 +352,11 @@ fn report(lines: &[Line], device: &str, rates: &str) -> (String, String) {
             cell(l.time(KERNELS[2])),
             cell(l.time(KERNELS[3])),
             cell(l.time(KERNELS[4])),
+            cell(l.time(KERNELS[5])),
             ratio(m, l.time(KERNELS[2])),
             ratio(m, l.time(KERNELS[3])),
             ratio(m, l.time(KERNELS[4])),
+            ratio(m, l.time(KERNELS[5])),
         );
     }
     md.push_str("\n## Geometric means of the speed-ups of magicube i8\n\n");
@@ -348,7 +391,7 @@ fn report(lines: &[Line], device: &str, rates: &str) -> (String, String) {
         let from = cases
             .iter()
             .take_while(|l| {
-                matches!((l.time("magicube i8"), l.time(KERNELS[4])), (Some(m), Some(d)) if m < d)
+                matches!((l.time("magicube i8"), l.time(KERNELS[5])), (Some(m), Some(d)) if m < d)
             })
             .last();
         let _ = match from {

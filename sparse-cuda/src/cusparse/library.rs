@@ -23,6 +23,7 @@ const SYMBOLS: &[&str] = &[
     "cusparseCreateCsr",
     "cusparseCreateCoo",
     "cusparseCreateBsr",
+    "cusparseCreateBlockedEll",
     "cusparseSpMatSetValues",
     "cusparseDestroySpMat",
     "cusparseCreateDnVec",
@@ -172,14 +173,18 @@ pub(super) fn value_type(dtype: DType) -> Option<sys::cudaDataType> {
         DType::F64 => Some(sys::cudaDataType::CUDA_R_64F),
         DType::F32 => Some(sys::cudaDataType::CUDA_R_32F),
         DType::F16 => Some(sys::cudaDataType::CUDA_R_16F),
+        DType::I8 => Some(sys::cudaDataType::CUDA_R_8I),
+        DType::I32 => Some(sys::cudaDataType::CUDA_R_32I),
         _ => None,
     }
 }
 
-/// The cuSPARSE compute type for stored values: f16 is always computed in f32.
+/// The cuSPARSE compute type for stored values: f16 is always computed in f32, i8 exactly in
+/// i32.
 pub(super) fn compute_type(dtype: DType) -> sys::cudaDataType {
     match dtype {
         DType::F64 => sys::cudaDataType::CUDA_R_64F,
+        DType::I8 | DType::I32 => sys::cudaDataType::CUDA_R_32I,
         _ => sys::cudaDataType::CUDA_R_32F,
     }
 }
@@ -398,6 +403,41 @@ impl SpMat {
                 )
             )?,
         }
+        Ok(SpMat(raw))
+    }
+}
+
+impl SpMat {
+    /// A zero-based Blocked-ELL descriptor with 32-bit indices: `rows x cols` in square blocks
+    /// of `block`, `ell_cols` value columns per row.
+    ///
+    /// # Safety
+    /// `col_ind` addresses `rows / block * ell_cols / block` block column indices and `values`
+    /// `rows * ell_cols` row-major values on the device, which outlive every use of the
+    /// descriptor.
+    pub unsafe fn blocked_ell(
+        device: &Device,
+        (rows, cols): (i64, i64),
+        (block, ell_cols): (i64, i64),
+        (col_ind, values): (u64, u64),
+        dtype: sys::cudaDataType,
+    ) -> Result<Self> {
+        let mut raw = std::ptr::null_mut();
+        call!(
+            device,
+            cusparseCreateBlockedEll(
+                &mut raw,
+                rows,
+                cols,
+                block,
+                ell_cols,
+                col_ind as *mut c_void,
+                values as *mut c_void,
+                sys::cusparseIndexType_t::CUSPARSE_INDEX_32I,
+                sys::cusparseIndexBase_t::CUSPARSE_INDEX_BASE_ZERO,
+                dtype,
+            )
+        )?;
         Ok(SpMat(raw))
     }
 }

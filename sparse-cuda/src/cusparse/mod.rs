@@ -7,7 +7,9 @@
 //! stream, made once and destroyed with the last plan. Plans are built on the `cuda` backend's
 //! scaffold (`crate::plan`), one family per operation (`ops.rs`), and hold the matrix, its
 //! descriptor and the cuSPARSE workspace; what runs is fixed by one table (`table.rs`): SpMV on
-//! CSR and COO, SpMM and SDDMM on CSR, in f64, f32 and f16 (f32 compute).
+//! CSR and COO, SpMM and SDDMM on CSR, in f64, f32 and f16 (f32 compute). Beside the table, as
+//! baselines for the benchmarks: cuBLAS GEMM (`blas.rs`) and cuSPARSE's Blocked-ELL SpMM
+//! (`blocked_ell.rs`), i8 included.
 //!
 //! Semantics are sparse-blas's, not cuSPARSE's where they differ (see `plan.rs`): `alpha == 0`
 //! never calls cuSPARSE, `beta == 0` zeroes the output before cuSPARSE runs, strided vectors go
@@ -15,6 +17,7 @@
 //! pattern of S, not by its values.
 
 mod blas;
+mod blocked_ell;
 mod library;
 mod ops;
 mod plan;
@@ -31,6 +34,7 @@ use sparse_core::{
 use crate::executor::CudaBackend;
 use crate::plan::{check_request, Desc, PlanClock, Request, WidthDesc};
 use blas::Blas;
+pub use blocked_ell::BlockedEllSpmm;
 use library::Handle;
 use plan::Started;
 use table::Entry;

@@ -12,8 +12,9 @@
 //! its algorithm, `CUSPARSE_SPMV_BSR_ALG1`, is what the default picks for BSR and is named only
 //! in CUDA 13's headers, so the row names the default). Its table row lists f64 and f32; a plan
 //! refuses block shapes other than square ones from 2x2 with `Unsupported` (the legacy
-//! `bsrmv` takes only square blocks above 1x1, and the generic API documents no others). Not
-//! here yet: Blocked-ELL SpMM (`CUSPARSE_SPMM_BLOCKED_ELL_ALG1`, with a Blocked-ELL format).
+//! `bsrmv` takes only square blocks above 1x1, and the generic API documents no others).
+//! Blocked-ELL SpMM (`CUSPARSE_SPMM_BLOCKED_ELL_ALG1`) is not a row: Blocked-ELL is not a format
+//! of sparse-blas, and the benchmarks reach it through `CusparseBackend::blocked_ell_spmm`.
 
 use cudarc::cusparse::sys::{
     cusparseSDDMMAlg_t as Dd, cusparseSpMMAlg_t as Mm, cusparseSpMVAlg_t as Mv,
