@@ -158,6 +158,25 @@ __global__ void __launch_bounds__(ATTN_BLOCK) attention_softmax(const AttentionS
     for (u32 e = begin + lane; e < end; e += 32) p.weights[e] = from_acc<T>(expf(score(e) - max) * inv);
 }
 
+// attention_widen<T> / attention_narrow<T>: the unfused pipeline's steps run in f32 whatever the
+// storage (scores and weights rounded to 16 bits would lose more than the f32 softmax the
+// precision promises), so a 16-bit operand's columns are copied, `cols` at a time, into or out
+// of a row-major f32 staging copy (leading dimension `cols`). Conversions are exact one way and
+// round to nearest the other. Grid-stride over the elements.
+template <typename T>
+__global__ void __launch_bounds__(ATTN_BLOCK) attention_widen(const AttentionWiden<T> p) {
+    const u64 total = (u64)p.rows * p.cols;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (u64)gridDim.x * blockDim.x)
+        p.wide[i] = to_acc(load(p.t + i / p.cols * p.t_rs + i % p.cols * p.t_cs));
+}
+
+template <typename T>
+__global__ void __launch_bounds__(ATTN_BLOCK) attention_narrow(const AttentionWiden<T> p) {
+    const u64 total = (u64)p.rows * p.cols;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (u64)gridDim.x * blockDim.x)
+        p.t[i / p.cols * p.t_rs + i % p.cols * p.t_cs] = from_acc<T>(p.wide[i]);
+}
+
 // The backward, from the forward's row statistics (m, l) of each (row, head): with
 // P = exp(s - m) / l, dP = <dO_i, V_j>, D = <dO_i, O_i> and dS = P (dP - D),
 // dQ_i = scale sum_j dS_ij K_j, dK_j = scale sum_i dS_ij Q_i, dV_j = sum_i P_ij dO_i and the

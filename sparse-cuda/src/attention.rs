@@ -130,6 +130,19 @@ kernel_params! {
 }
 
 kernel_params! {
+    /// `attention_widen<T>` / `attention_narrow<T>`: `rows x cols` elements of T at `t` (row
+    /// stride `t_rs`, column stride `t_cs`, in elements) to or from the row-major f32 `wide`.
+    pub(crate) struct AttentionWiden<T> {
+        rows: u32,
+        cols: u32,
+        t: out(T),
+        t_rs: u32,
+        t_cs: u32,
+        wide: out(acc),
+    }
+}
+
+kernel_params! {
     /// The backward kernels (`attention_backward_rows<T, CH>`, `attention_backward_cols<T, CH>`,
     /// `attention_backward_bias<T>`): A by rows and by columns (`t_*`, [`Transposed`]), the
     /// forward's operands and statistics, dL/dO, the gradients (g*) and the per-(entry, head)
@@ -191,6 +204,7 @@ pub(crate) const SOURCE: KernelSource = KernelSource {
         <AttentionHeads<f32> as KernelParams>::C_DECL,
         <AttentionFused<f32> as KernelParams>::C_DECL,
         <AttentionSoftmax<f32> as KernelParams>::C_DECL,
+        <AttentionWiden<f32> as KernelParams>::C_DECL,
         <AttentionGrad<f32> as KernelParams>::C_DECL,
     ],
     defines: &[("ATTN_BLOCK", BLOCK)],
@@ -214,6 +228,15 @@ fn entries<T: Scalar>() -> Result<Vec<Entry<AttentionFused<T>>>> {
 
 fn softmax_entry<T: Scalar>() -> Result<Entry<AttentionSoftmax<T>>> {
     Entry::new(&SOURCE, "attention_softmax", &[&c_type(T::DTYPE)?])
+}
+
+/// `attention_widen<T>` and `attention_narrow<T>`.
+fn widening_entries<T: Scalar>() -> Result<[Entry<AttentionWiden<T>>; 2]> {
+    let t = c_type(T::DTYPE)?;
+    Ok([
+        Entry::new(&SOURCE, "attention_widen", &[&t])?,
+        Entry::new(&SOURCE, "attention_narrow", &[&t])?,
+    ])
 }
 
 /// The backward's kernels of one storage type.
@@ -251,6 +274,9 @@ impl<T: Scalar> GradEntries<T> {
 
 fn specs_of<T: Scalar>() -> Result<Vec<KernelSpec>> {
     let mut specs: Vec<KernelSpec> = entries::<T>()?.iter().map(|e| e.spec().clone()).collect();
+    if T::DTYPE != DType::F32 {
+        specs.extend(widening_entries::<T>()?.iter().map(|e| e.spec().clone()));
+    }
     specs.extend(GradEntries::<T>::new()?.specs().into_iter().cloned());
     Ok(specs)
 }

@@ -96,7 +96,7 @@ const TABLE: &[&[Registration]] = &[
     rows!(Attention, Attention, Csr:
         (ATTENTION, Fused, true),
         (ATTENTION_TENSOR, FusedTensorCore, true),
-        (&[Precision::F32], Unfused, true),
+        (ATTENTION, Unfused, true),
     ),
     rows!(Magicube, Spmm, SrBcrs: (INTEGER, Magicube, true), (QUANTIZED, Magicube, true)),
     rows!(Magicube, Sddmm, SrBcrs: (INTEGER, Magicube, true)),
