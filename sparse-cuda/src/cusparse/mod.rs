@@ -9,7 +9,7 @@
 //! descriptor and the cuSPARSE workspace; what runs is fixed by one table (`table.rs`): SpMV on
 //! CSR and COO, SpMM and SDDMM on CSR, in f64, f32 and f16 (f32 compute). Beside the table, as
 //! baselines for the benchmarks: cuBLAS GEMM (`blas.rs`) and cuSPARSE's Blocked-ELL SpMM
-//! (`blocked_ell.rs`), i8 included.
+//! (`blocked_ell.rs`, i8).
 //!
 //! Semantics are sparse-blas's, not cuSPARSE's where they differ (see `plan.rs`): `alpha == 0`
 //! never calls cuSPARSE, `beta == 0` zeroes the output before cuSPARSE runs, strided vectors go
