@@ -177,6 +177,37 @@ __global__ void __launch_bounds__(ATTN_BLOCK) attention_narrow(const AttentionWi
         p.t[i / p.cols * p.t_rs + i % p.cols * p.t_cs] = from_acc<T>(p.wide[i]);
 }
 
+// attention_unfused_grad<T>: the middle step of the unfused backward, for head `head` of
+// `heads`. A warp per row forms D = <dO_i, O_i> over the head's dv columns (lanes across them,
+// a butterfly sum), then turns each entry's P (`probs`) and dP (`dprobs`) into dS = P (dP - D),
+// written over P. With a bias, dS is summed over the heads in f32 (`bias_sum`) and the sum is
+// written to dbias by the last head; without one, a dbias given is zero (the values do not enter
+// the scores). Fixed orders throughout: bit-reproducible.
+template <typename T>
+__global__ void __launch_bounds__(ATTN_BLOCK) attention_unfused_grad(const AttentionUnfusedGrad<T> p) {
+    const u64 row = ((u64)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    if (row >= p.rows) return;
+    const u32 lane = threadIdx.x % 32;
+    const u64 first = (u64)p.head * p.dv;
+    float dot = 0.0f;
+    for (u32 t = lane; t < p.dv; t += 32)
+        dot += to_acc(load(p.d_o + row * p.do_rs + (first + t) * p.do_cs)) * to_acc(load(p.o + row * p.o_rs + (first + t) * p.o_cs));
+    const float d = subwarp_allsum<32>(0xffffffffu, dot);
+    const u32 begin = load(p.row_ptr + row), end = load(p.row_ptr + row + 1);
+    for (u32 e = begin + lane; e < end; e += 32) {
+        const float ds = p.probs[e] * (load(p.dprobs + e) - d);
+        p.probs[e] = ds;
+        if (!p.dbias) continue;
+        if (!p.bias) {
+            if (p.head == 0) p.dbias[(u64)e * p.dbias_inc] = from_acc<T>(0.0f);
+        } else {
+            const float sum = p.head == 0 ? ds : p.bias_sum[e] + ds;
+            if (p.head + 1 == p.heads) p.dbias[(u64)e * p.dbias_inc] = from_acc<T>(sum);
+            else p.bias_sum[e] = sum;
+        }
+    }
+}
+
 // The backward, from the forward's row statistics (m, l) of each (row, head): with
 // P = exp(s - m) / l, dP = <dO_i, V_j>, D = <dO_i, O_i> and dS = P (dP - D),
 // dQ_i = scale sum_j dS_ij K_j, dK_j = scale sum_i dS_ij Q_i, dV_j = sum_i P_ij dO_i and the

@@ -143,6 +143,32 @@ kernel_params! {
 }
 
 kernel_params! {
+    /// `attention_unfused_grad<T>`: head `head` of `heads` (V width `dv`) of rows `row_ptr`;
+    /// O and dO at their strides; P in `probs` (overwritten with dS), dP in `dprobs`; dbias
+    /// (`dbias_inc` apart, null when not asked for) and, with `bias`, the f32 sum over heads in
+    /// `bias_sum`.
+    pub(crate) struct AttentionUnfusedGrad<T> {
+        rows: u32,
+        head: u32,
+        heads: u32,
+        dv: u32,
+        row_ptr: ptr(u32),
+        o: ptr(T),
+        o_rs: u32,
+        o_cs: u32,
+        d_o: ptr(T),
+        do_rs: u32,
+        do_cs: u32,
+        probs: out(f32),
+        dprobs: ptr(f32),
+        bias_sum: out(f32),
+        dbias: out(T),
+        dbias_inc: u32,
+        bias: u32,
+    }
+}
+
+kernel_params! {
     /// The backward kernels (`attention_backward_rows<T, CH>`, `attention_backward_cols<T, CH>`,
     /// `attention_backward_bias<T>`): A by rows and by columns (`t_*`, [`Transposed`]), the
     /// forward's operands and statistics, dL/dO, the gradients (g*) and the per-(entry, head)
@@ -205,6 +231,7 @@ pub(crate) const SOURCE: KernelSource = KernelSource {
         <AttentionFused<f32> as KernelParams>::C_DECL,
         <AttentionSoftmax<f32> as KernelParams>::C_DECL,
         <AttentionWiden<f32> as KernelParams>::C_DECL,
+        <AttentionUnfusedGrad<f32> as KernelParams>::C_DECL,
         <AttentionGrad<f32> as KernelParams>::C_DECL,
     ],
     defines: &[("ATTN_BLOCK", BLOCK)],
@@ -228,6 +255,10 @@ fn entries<T: Scalar>() -> Result<Vec<Entry<AttentionFused<T>>>> {
 
 fn softmax_entry<T: Scalar>() -> Result<Entry<AttentionSoftmax<T>>> {
     Entry::new(&SOURCE, "attention_softmax", &[&c_type(T::DTYPE)?])
+}
+
+fn unfused_grad_entry<T: Scalar>() -> Result<Entry<AttentionUnfusedGrad<T>>> {
+    Entry::new(&SOURCE, "attention_unfused_grad", &[&c_type(T::DTYPE)?])
 }
 
 /// `attention_widen<T>` and `attention_narrow<T>`.
@@ -274,6 +305,7 @@ impl<T: Scalar> GradEntries<T> {
 
 fn specs_of<T: Scalar>() -> Result<Vec<KernelSpec>> {
     let mut specs: Vec<KernelSpec> = entries::<T>()?.iter().map(|e| e.spec().clone()).collect();
+    specs.push(unfused_grad_entry::<T>()?.spec().clone());
     if T::DTYPE != DType::F32 {
         specs.extend(widening_entries::<T>()?.iter().map(|e| e.spec().clone()));
     }

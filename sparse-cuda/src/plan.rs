@@ -15,9 +15,9 @@ use std::time::Instant;
 use cudarc::driver::{CudaSlice, LaunchConfig};
 use sparse_core::{
     check_offered, Accumulator, Algorithm, AlgorithmTable, AttentionBackward, AttentionDesc,
-    AttentionPlan, AttentionShape, BackendKind, CsrRef, DenseMut, DenseRef, Error, Format, Memory,
-    OpKind, PlanInfo, PlanTime, Precision, Result, Scalar, SddmmDesc, SddmmPlan, SpIndex, SpmmDesc,
-    SpmmPlan, SpmvDesc, SpmvPlan, ValueOrder,
+    AttentionPlan, AttentionShape, BackendKind, CsrRef, DenseMut, DenseRef, DeviceMemory, Error,
+    Format, Memory, OpKind, PlanInfo, PlanTime, Precision, Result, Scalar, SddmmDesc, SddmmPlan,
+    SpIndex, SpmmDesc, SpmmPlan, SpmvDesc, SpmvPlan, ValueOrder,
 };
 
 use crate::device::{CudaBuffer, Device};
@@ -309,21 +309,7 @@ impl<T: Scalar> PlanBase<T> {
         if self.nnz == 0 {
             return Ok(());
         }
-        let n = crate::operand::to_u32("number of entries", self.nnz)?;
-        let slots = target.slots.map_or(Ptr::NULL, |s| Ptr::of(s, &self.device));
-        let scatter = |src: Ptr<T>, inc: u32| {
-            let params = ScatterValues {
-                n,
-                src,
-                inc,
-                slots,
-                dst: crate::kernel::MutPtr::of_buffer(target.buffer),
-            };
-            // SAFETY: `src` holds nnz elements `inc` apart; `slots`, when present, holds a slot
-            // below the buffer's length for each of the nnz entries (the family's invariant),
-            // and without it the buffer holds nnz values in CSR order.
-            unsafe { self.scatter.launch(stride_config(u64::from(n)), &params) }
-        };
+        let scatter = |src: Ptr<T>, inc: u32| self.scatter(&target, src, inc);
         match new.memory() {
             Memory::Host(_) => {
                 let contiguous;
@@ -354,6 +340,40 @@ impl<T: Scalar> PlanBase<T> {
                 scatter(src.input(), src.increment())
             }
         }
+    }
+
+    /// `target` takes the nnz values `inc` apart at `src`, given in CSR entry order, through its
+    /// slots (in order when it has none).
+    fn scatter(&self, target: &Values<'_, T>, src: Ptr<T>, inc: u32) -> Result<()> {
+        let n = crate::operand::to_u32("number of entries", self.nnz)?;
+        let params = ScatterValues {
+            n,
+            src,
+            inc,
+            slots: target.slots.map_or(Ptr::NULL, |s| Ptr::of(s, &self.device)),
+            dst: crate::kernel::MutPtr::of_buffer(target.buffer),
+        };
+        // SAFETY: `src` holds nnz elements `inc` apart (the callers' operand or buffer);
+        // `slots`, when present, holds a slot below the buffer's length for each of the nnz
+        // entries (the family's invariant), and without it the buffer holds nnz values in CSR
+        // order.
+        unsafe { self.scatter.launch(stride_config(u64::from(n)), &params) }
+    }
+
+    /// `target` takes the nnz values of `src`, a device buffer in CSR entry order: values one
+    /// step of a pipeline computed, moved into the order of another plan over the same entries.
+    pub fn update_from(&self, target: Values<'_, T>, src: &CudaBuffer<T>) -> Result<()> {
+        let held = DeviceMemory::len(src);
+        if held < self.nnz {
+            return Err(Error::internal(format!(
+                "{held} values to move into a plan of {} entries",
+                self.nnz
+            )));
+        }
+        if self.nnz == 0 {
+            return Ok(());
+        }
+        self.scatter(&target, Ptr::of_buffer(src), 1)
     }
 }
 
