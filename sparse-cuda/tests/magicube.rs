@@ -30,6 +30,16 @@ fn backend() -> Option<CudaBackend> {
     available(BackendKind::Cuda, CudaBackend::new(0))
 }
 
+/// The cuda backend and cuSPARSE (with cuBLAS) on its device, for the vendor baselines.
+fn with_vendor() -> Option<(CudaBackend, sparse_cuda::CusparseBackend)> {
+    let b = backend()?;
+    let vendor = available(
+        BackendKind::Cusparse,
+        sparse_cuda::CusparseBackend::sharing(&b),
+    )?;
+    Some((b, vendor))
+}
+
 /// An i8 over the whole range, -128 and 127 included, from a position.
 fn int8(i: usize, j: usize) -> i8 {
     ((i * 131 + j * 71 + (i * j) % 13) % 256) as u8 as i8
@@ -637,11 +647,7 @@ fn integer_mma_rates_are_measured() {
 /// intbench gives it: exact i32 results.
 #[test]
 fn cublas_i8_gemm_is_exact() {
-    let Some(b) = backend() else { return };
-    let Some(vendor) = available(
-        BackendKind::Cusparse,
-        sparse_cuda::CusparseBackend::sharing(&b),
-    ) else {
+    let Some((b, vendor)) = with_vendor() else {
         return;
     };
     let (m, k, n) = (37, 64, 20);
@@ -673,11 +679,7 @@ fn cublas_i8_gemm_is_exact() {
 /// are typed refusals.
 #[test]
 fn cusparse_blocked_ell_i8_is_exact() {
-    let Some(b) = backend() else { return };
-    let Some(vendor) = available(
-        BackendKind::Cusparse,
-        sparse_cuda::CusparseBackend::sharing(&b),
-    ) else {
+    let Some((b, vendor)) = with_vendor() else {
         return;
     };
     let layer = with_values(&generate::vector_sparse(256, 128, 8, 0.2, 5).expect("valid"));

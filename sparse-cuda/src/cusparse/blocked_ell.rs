@@ -119,7 +119,9 @@ impl<T: Scalar> BlockedEllSpmm<T> {
         self.block
     }
 
-    /// `C = alpha*A*B + beta*C` for device operands of this backend in either layout.
+    /// `C = alpha*A*B + beta*C` for device operands of this backend: B column-major, C in either
+    /// layout. The first run of a shape allocates the workspace cuSPARSE asks for (a baseline
+    /// for benchmarks, timed after warm-up runs, unlike the plans, which allocate when planning).
     pub fn run(
         &mut self,
         alpha: T::Acc,
