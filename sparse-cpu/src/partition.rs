@@ -51,14 +51,19 @@ pub fn merge_path<T, I: SpIndex>(a: CsrRef<'_, T, I>, parts: usize) -> Vec<PathP
 /// Splits the rows into at most `parts` contiguous ranges of about equal `weight(entries, rows)`;
 /// rows are never split. Returns the range boundaries, from 0 to rows.
 pub fn balanced_rows<T, I: SpIndex>(a: CsrRef<'_, T, I>, parts: usize) -> Vec<usize> {
-    let rows = a.rows();
     // Weight of rows 0..r: entries plus one per row, so runs of empty rows still get split.
-    let prefix = |r: usize| a.row_ptr()[r].to_usize() + r;
-    let total = prefix(rows);
+    balanced_ranges(a.rows(), parts, |r| a.row_ptr()[r].to_usize() + r)
+}
+
+/// Splits `0..n` into at most `parts` contiguous ranges of about equal weight, where `prefix(i)`
+/// is the weight of `0..i` (non-decreasing, `prefix(0) == 0`). Returns the range boundaries,
+/// increasing from 0 to n.
+pub fn balanced_ranges(n: usize, parts: usize, prefix: impl Fn(usize) -> usize) -> Vec<usize> {
+    let total = prefix(n);
     let mut bounds = vec![0];
     for p in 1..parts {
         let target = (total * p).div_ceil(parts);
-        let (mut lo, mut hi) = (*bounds.last().unwrap_or(&0), rows);
+        let (mut lo, mut hi) = (*bounds.last().unwrap_or(&0), n);
         while lo < hi {
             let mid = (lo + hi) / 2;
             if prefix(mid) < target {
@@ -67,11 +72,11 @@ pub fn balanced_rows<T, I: SpIndex>(a: CsrRef<'_, T, I>, parts: usize) -> Vec<us
                 hi = mid;
             }
         }
-        if lo > *bounds.last().unwrap_or(&0) && lo < rows {
+        if lo > *bounds.last().unwrap_or(&0) && lo < n {
             bounds.push(lo);
         }
     }
-    bounds.push(rows);
+    bounds.push(n);
     bounds
 }
 

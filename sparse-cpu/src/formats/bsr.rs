@@ -1,14 +1,66 @@
-//! SpMV and SpMM for BSR, one task per block row. Entries are found through the occupancy
-//! mask, so fill slots are never multiplied (a NaN or infinity of x or B in a column a row does
-//! not hold cannot reach it), and each row's sum takes its entries block by block in column
-//! order: the order of the CSR row, fixed whatever the threads. Each output row is written
-//! once, by the task of its block row.
+//! SpMV and SpMM for BSR. SpMV runs over ranges of block rows holding about equal numbers of
+//! stored slots, with kernels of their own for the square block shapes; SpMM runs one task per
+//! block row. Entries are found through the
+//! occupancy mask, so fill slots are never multiplied (a NaN or infinity of x or B in a column a
+//! row does not hold cannot reach it): SpMV checks a block's whole mask once and runs a dense
+//! r x c product only on a block every slot of which holds an entry, and otherwise visits each
+//! block row's set bits.
+//!
+//! SpMV's order of summation: each row keeps `min(c, 4)` partial sums ([`LANES`]), independent
+//! chains of additions. An entry at in-block column j goes to partial sum `j mod 4` when its
+//! block row (the block's slots in that row) is full, and to partial sum 0 otherwise; each
+//! partial sum takes its entries block by block in column order, and the row's sum is
+//! `(p0 + p1) + (p2 + p3)`. The order depends on the matrix alone, not on the threads. SpMM
+//! takes each row's entries in column order, the order of the CSR row. Each output row is
+//! written once, by the task of its block row.
+
+use std::ops::Range;
 
 use rayon::prelude::*;
 use sparse_core::{Accumulator, DenseMut, DenseRef, Result, Scalar};
 use sparse_formats::{Bsr, BSR_MAX_BLOCK};
 
 use crate::kernels::{axpy_block, update, SpmmOperands, SpmvOperands};
+use crate::partition::{balanced_ranges, part_count};
+
+/// A block shape known at compile time ([`Fixed`]) or only at run time ([`Runtime`]). The SpMV
+/// kernel is written once over it; with a fixed shape its block loops have constant trip counts
+/// the compiler unrolls and keeps in registers.
+trait Shape: Copy + Send + Sync {
+    fn rows(self) -> usize;
+    fn cols(self) -> usize;
+}
+
+#[derive(Clone, Copy)]
+struct Fixed<const R: usize, const C: usize>;
+
+impl<const R: usize, const C: usize> Shape for Fixed<R, C> {
+    #[inline(always)]
+    fn rows(self) -> usize {
+        R
+    }
+    #[inline(always)]
+    fn cols(self) -> usize {
+        C
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Runtime {
+    rows: usize,
+    cols: usize,
+}
+
+impl Shape for Runtime {
+    #[inline(always)]
+    fn rows(self) -> usize {
+        self.rows
+    }
+    #[inline(always)]
+    fn cols(self) -> usize {
+        self.cols
+    }
+}
 
 /// `y = alpha*A*x + beta*y`. The caller has checked shapes and that `alpha != 0`.
 pub(crate) fn spmv<T: Scalar>(
@@ -18,41 +70,128 @@ pub(crate) fn spmv<T: Scalar>(
     beta: T::Acc,
     mut y: DenseMut<'_, T::Out>,
 ) -> Result<()> {
-    let SpmvOperands { xs, incx, out } = SpmvOperands::open(&x, &mut y)?;
+    let operands = SpmvOperands::open(&x, &mut y)?;
     let (r, c) = (a.block_shape().rows, a.block_shape().cols);
-    let full_row = a.full_row_mask();
-    (0..a.block_rows()).into_par_iter().for_each(|br| {
-        let rows = br * r..a.rows().min((br + 1) * r);
-        let mut sums = [T::Acc::ZERO; BSR_MAX_BLOCK];
-        let sums = &mut sums[..rows.len()];
-        for b in a.block_row_range(br) {
-            let first_col = a.block_col()[b] as usize * c;
-            let block = a.block_values(b);
-            for (i, sum) in sums.iter_mut().enumerate() {
-                let row_values = &block[i * c..(i + 1) * c];
-                // SAFETY (both branches): a validated BSR sets mask bits only on slots inside
-                // the matrix, so first_col + j < cols = x.rows() for every j read, and x spans
-                // its rows.
-                if a.row_mask(b, i) == full_row {
-                    // A full block row: a dense dot product the compiler can unroll.
+    let block_ptr = a.block_row_ptr();
+    let parts = part_count(a.values().len() + a.rows());
+    let bounds = balanced_ranges(a.block_rows(), parts, |br| {
+        block_ptr[br] as usize * r * c + br * r
+    });
+    bounds.par_windows(2).for_each(|w| {
+        let (run, rows) = ((a, &operands, alpha, beta), w[0]..w[1]);
+        // The square shapes get kernels of their own; the others share the run-time one.
+        match (r, c) {
+            (1, 1) => spmv_block_rows(run, Fixed::<1, 1>, rows),
+            (2, 2) => spmv_block_rows(run, Fixed::<2, 2>, rows),
+            (4, 4) => spmv_block_rows(run, Fixed::<4, 4>, rows),
+            (8, 8) => spmv_block_rows(run, Fixed::<8, 8>, rows),
+            (16, 16) => spmv_block_rows(run, Fixed::<16, 16>, rows),
+            _ => spmv_block_rows(run, Runtime { rows: r, cols: c }, rows),
+        }
+    });
+    Ok(())
+}
+
+/// What every task of [`spmv`] shares: the matrix, the operands, alpha and beta.
+type SpmvRun<'a, 'x, 'y, T> = (
+    &'a Bsr<T>,
+    &'a SpmvOperands<'x, 'y, T>,
+    <T as Scalar>::Acc,
+    <T as Scalar>::Acc,
+);
+
+/// [`spmv`] on the block rows `block_rows` of a matrix whose blocks are `shape`. Everything
+/// derived from the shape is computed here, inside the task, so that a fixed shape's loop
+/// bounds are constants to the compiler.
+#[inline(always)]
+fn spmv_block_rows<T: Scalar, S: Shape>(
+    (a, &SpmvOperands { xs, incx, ref out }, alpha, beta): SpmvRun<'_, '_, '_, T>,
+    shape: S,
+    block_rows: Range<usize>,
+) {
+    let (r, c) = (shape.rows(), shape.cols());
+    let slots = r * c;
+    let words = slots.div_ceil(64);
+    // r and c are powers of two, so a block of 64 or more slots fills all its words.
+    let full_word = if slots >= 64 {
+        u64::MAX
+    } else {
+        (1 << slots) - 1
+    };
+    let full_row = u64::MAX >> (64 - c);
+    let lanes = c.min(LANES);
+    let (block_ptr, block_col, values, mask) =
+        (a.block_row_ptr(), a.block_col(), a.values(), a.mask());
+    for br in block_rows {
+        let mut acc = [[T::Acc::ZERO; LANES]; BSR_MAX_BLOCK];
+        let acc = &mut acc[..r];
+        for b in block_ptr[br] as usize..block_ptr[br + 1] as usize {
+            let first_col = block_col[b] as usize * c;
+            let block = &values[b * slots..(b + 1) * slots];
+            let block_mask = &mask[b * words..(b + 1) * words];
+            // SAFETY (every read of xs below): a validated BSR sets mask bits only on slots
+            // inside the matrix, so first_col + j < cols = x.rows() for every j read (a full
+            // block lies wholly inside), and x spans its rows.
+            if block_mask.iter().all(|&m| m == full_word) {
+                // Each x element converted once for the block's r rows.
+                let mut xb = [T::Acc::ZERO; BSR_MAX_BLOCK];
+                for (j, xv) in xb[..c].iter_mut().enumerate() {
+                    *xv = unsafe { xs.get_unchecked((first_col + j) * incx) }.to_acc();
+                }
+                for (row_acc, row_values) in acc.iter_mut().zip(block.chunks_exact(c)) {
+                    for (j, (v, &xv)) in row_values.iter().zip(&xb[..c]).enumerate() {
+                        let lane = &mut row_acc[j % lanes];
+                        *lane = lane.madd(v.to_acc(), xv);
+                    }
+                }
+                continue;
+            }
+            for (i, (row_acc, row_values)) in acc.iter_mut().zip(block.chunks_exact(c)).enumerate()
+            {
+                let first = i * c;
+                let mut bits = (block_mask[first / 64] >> (first % 64)) & full_row;
+                if bits == full_row {
                     for (j, v) in row_values.iter().enumerate() {
                         let xv = unsafe { *xs.get_unchecked((first_col + j) * incx) };
-                        *sum = sum.madd(v.to_acc(), xv.to_acc());
+                        let lane = &mut row_acc[j % lanes];
+                        *lane = lane.madd(v.to_acc(), xv.to_acc());
                     }
                 } else {
-                    for j in a.row_slots(b, i) {
+                    // Into lane 0 alone: a lane picked by the walk's run-time j would keep the
+                    // block row's partial sums out of registers.
+                    let lane = &mut row_acc[0];
+                    while bits != 0 {
+                        let j = bits.trailing_zeros() as usize;
+                        bits &= bits - 1;
                         let xv = unsafe { *xs.get_unchecked((first_col + j) * incx) };
-                        *sum = sum.madd(row_values[j].to_acc(), xv.to_acc());
+                        *lane = lane.madd(row_values[j].to_acc(), xv.to_acc());
                     }
                 }
             }
         }
-        for (row, &sum) in rows.zip(sums.iter()) {
-            // SAFETY: row < rows, and each row belongs to one block row, handled by one task.
+        let rows = br * r..a.rows().min((br + 1) * r);
+        for (row, row_acc) in rows.zip(acc.iter()) {
+            let sum = fold_lanes(&row_acc[..lanes]);
+            // SAFETY: row < rows, and each row belongs to one block row, handled by one
+            // task.
             unsafe { out.write(row, 0, update(alpha, sum, beta, || out.read(row, 0))) };
         }
-    });
-    Ok(())
+    }
+}
+
+/// Partial sums kept per row by SpMV: independent chains of additions, so that a row's
+/// additions do not each wait for the one before.
+const LANES: usize = 4;
+
+/// The lanes of one row added pairwise: `(l0 + l1) + (l2 + l3)` for four, `l0 + l1` for two.
+#[inline(always)]
+fn fold_lanes<A: Accumulator>(lanes: &[A]) -> A {
+    match *lanes {
+        [l0] => l0,
+        [l0, l1] => l0 + l1,
+        [l0, l1, l2, l3] => (l0 + l1) + (l2 + l3),
+        _ => unreachable!("lanes are min(c, LANES), and c is a power of two"),
+    }
 }
 
 /// Columns of C computed together: a block row's sums (up to 16 rows of them) stay in L1.
@@ -140,6 +279,18 @@ mod tests {
             for a in matrices() {
                 check_spmv_every_precision!(&a, |m| bsr(m, shape), spmv);
             }
+        }
+    }
+
+    #[test]
+    fn spmv_over_several_parts_matches_the_reference() {
+        // Enough stored slots for the block rows to be split into several ranges, with full,
+        // partial and ragged blocks, each shape with a kernel of its own and one without.
+        let a = sparse_formats::generate::poisson2d::<f64, u32>(150).unwrap();
+        for shape in [(1, 1), (2, 2), (4, 4), (8, 8), (16, 16), (2, 8)] {
+            let m = bsr(&a, shape).unwrap();
+            assert!(crate::partition::part_count(m.values().len() + m.rows()) > 1);
+            check_spmv_every_precision!(&a, |m| bsr(m, shape), spmv);
         }
     }
 
