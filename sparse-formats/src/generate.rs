@@ -43,6 +43,47 @@ pub fn poisson3d<T: Scalar, I: SpIndex>(n: usize) -> Result<Csr<T, I>> {
     stencil(&[n, n, n], &[0.0, 0.0, 0.0])
 }
 
+/// The 7-point Laplacian on an n x n x n grid with `b` coupled unknowns per grid point, as a
+/// vector PDE (linear elasticity, b = 3) has: the Kronecker product L ⊗ C of the Laplacian and
+/// the b x b coupling C = 0.9 I + 0.1 (all ones), so every coupling of two points is a dense
+/// b x b block (n³·b rows, symmetric positive definite: both factors are).
+pub fn block_poisson3d<T: Scalar, I: SpIndex>(n: usize, b: usize) -> Result<Csr<T, I>> {
+    if b == 0 {
+        return Err(Error::invalid(
+            "block_poisson3d needs at least one unknown per point",
+        ));
+    }
+    let grid = poisson3d::<f64, usize>(n)?;
+    let rows = grid
+        .rows()
+        .checked_mul(b)
+        .ok_or_else(|| Error::overflow::<usize>("block Poisson rows", grid.rows()))?;
+    check_dimensions::<I>(rows, rows)?;
+    let index =
+        |v: usize, what: &str| I::try_from_usize(v).ok_or_else(|| Error::overflow::<I>(what, v));
+    let coupling = |p: usize, q: usize| if p == q { 1.0 } else { 0.1 };
+    let nnz = grid.nnz().saturating_mul(b * b);
+    let (mut row_ptr, mut col_idx, mut values) = (
+        Vec::with_capacity(rows + 1),
+        Vec::with_capacity(nnz),
+        Vec::with_capacity(nnz),
+    );
+    row_ptr.push(I::default());
+    for i in 0..grid.rows() {
+        let (cols, vals) = grid.as_ref().row(i);
+        for p in 0..b {
+            for (&j, &l) in cols.iter().zip(vals) {
+                for q in 0..b {
+                    col_idx.push(index(j * b + q, "column")?);
+                    values.push(T::from_f64(l * coupling(p, q)));
+                }
+            }
+            row_ptr.push(index(col_idx.len(), "block Poisson entries")?);
+        }
+    }
+    Csr::try_new(rows, rows, row_ptr, col_idx, values).map_err(|r| r.error)
+}
+
 /// Convection-diffusion on an n x n grid: the 5-point Laplacian plus first-order upwind
 /// convection of strength `c` along the first dimension and `c/2` along the second. Not
 /// symmetric for c > 0; diagonally dominant, so nonsingular, for c >= 0.
@@ -215,6 +256,30 @@ mod tests {
             .unwrap()
             .is_symmetric()
             .unwrap());
+    }
+
+    #[test]
+    fn block_poisson_is_the_kronecker_product() {
+        let (n, b) = (3, 3);
+        let grid = poisson3d::<f64, u32>(n).unwrap();
+        let a = block_poisson3d::<f64, u32>(n, b).unwrap();
+        assert_eq!(a.rows(), grid.rows() * b);
+        assert_eq!(a.nnz(), grid.nnz() * b * b);
+        assert!(a.is_symmetric().unwrap());
+        let mut coo = Coo::empty(a.rows(), a.cols());
+        for i in 0..grid.rows() {
+            let (cols, vals) = grid.as_ref().row(i);
+            for (&j, &l) in cols.iter().zip(vals) {
+                for p in 0..b {
+                    for q in 0..b {
+                        let c = if p == q { 1.0 } else { 0.1 };
+                        coo.push(i * b + p, j as usize * b + q, l * c).unwrap();
+                    }
+                }
+            }
+        }
+        assert_eq!(a, coo.to_csr().unwrap());
+        assert!(block_poisson3d::<f64, u32>(2, 0).is_err());
     }
 
     #[test]

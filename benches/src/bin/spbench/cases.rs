@@ -16,6 +16,9 @@ pub enum Generator {
     Poisson2d,
     /// The 7-point Laplacian.
     Poisson3d,
+    /// The 7-point Laplacian with [`BLOCK_UNKNOWNS`] coupled unknowns per grid point: dense
+    /// blocks, as FEM matrices of vector PDEs have.
+    BlockPoisson3d,
     /// An R-MAT power-law graph: a few very long rows, most short.
     Rmat,
     /// Uniformly random columns, the same count per row.
@@ -28,15 +31,19 @@ impl FromStr for Generator {
         match s {
             "poisson2d" => Ok(Generator::Poisson2d),
             "poisson3d" => Ok(Generator::Poisson3d),
+            "block-poisson3d" => Ok(Generator::BlockPoisson3d),
             "rmat" => Ok(Generator::Rmat),
             "uniform" => Ok(Generator::Uniform),
             _ => Err(format!(
-                "unknown generator '{s}' (expected poisson2d, poisson3d, rmat or uniform)"
+                "unknown generator '{s}' (expected poisson2d, poisson3d, block-poisson3d, rmat \
+                 or uniform)"
             )),
         }
     }
 }
 
+/// Unknowns per grid point of the block Poisson matrices (the BSR default block is 4 x 4).
+const BLOCK_UNKNOWNS: usize = 4;
 /// Entries per row of the uniform matrices and edges per vertex of the R-MAT graphs.
 const PER_ROW: usize = 16;
 /// Minimal bytes of an f32 SpMV per row: row pointer, x and y entries (4 bytes each).
@@ -63,6 +70,10 @@ impl Generated {
         let (size, edge_factor) = match generator {
             Generator::Poisson2d => (rows_for(5.0).sqrt().ceil() as usize, 0),
             Generator::Poisson3d => (rows_for(7.0).cbrt().ceil() as usize, 0),
+            Generator::BlockPoisson3d => {
+                let rows = rows_for(7.0 * BLOCK_UNKNOWNS as f64) / BLOCK_UNKNOWNS as f64;
+                (rows.cbrt().ceil() as usize, 0)
+            }
             Generator::Rmat => {
                 let scale = rows_for(PER_ROW as f64).log2().round().max(4.0) as usize;
                 let vertices = (1u64 << scale) as f64;
@@ -84,6 +95,7 @@ impl Generated {
         match self.generator {
             Generator::Poisson2d => generate::poisson2d(self.size),
             Generator::Poisson3d => generate::poisson3d(self.size),
+            Generator::BlockPoisson3d => generate::block_poisson3d(self.size, BLOCK_UNKNOWNS),
             Generator::Rmat => generate::rmat(self.size as u32, self.edge_factor, 42),
             Generator::Uniform => generate::uniform(self.size, self.size, PER_ROW, 7),
         }
@@ -95,6 +107,9 @@ impl fmt::Display for Generated {
         match self.generator {
             Generator::Poisson2d => write!(f, "poisson2d-{}", self.size),
             Generator::Poisson3d => write!(f, "poisson3d-{}", self.size),
+            Generator::BlockPoisson3d => {
+                write!(f, "block-poisson3d-{}x{BLOCK_UNKNOWNS}", self.size)
+            }
             Generator::Rmat => write!(f, "rmat-s{}-e{}", self.size, self.edge_factor),
             Generator::Uniform => write!(f, "uniform-{}x{PER_ROW}", self.size),
         }
