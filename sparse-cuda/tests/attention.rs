@@ -4,7 +4,9 @@
 //! columns past that limit, and on scores that are all far below zero. Operands are padded
 //! (NaN past every leading dimension) and mix layouts; runs are compared bit for bit with a
 //! second run. The backward (dQ, dK, dV, the bias gradient) of every algorithm that has one is
-//! checked the same way against the oracle's backward bound. Skips without a GPU (fails under
+//! checked the same way against the oracle's backward bound. The graph and GNN matrices of the
+//! corpus (`kind` graph or gnn in its MANIFEST.tsv; `$SPARSE_CORPUS`, else ../shared/matrices)
+//! run forward and backward too, with two heads and the bias. Skips without a GPU (fails under
 //! `SPARSE_REQUIRE_GPU=1`).
 
 mod common;
@@ -16,7 +18,7 @@ use sparse_core::{
 };
 use sparse_cpu::bound;
 use sparse_cuda::CudaBackend;
-use sparse_formats::{generate, Csr};
+use sparse_formats::{generate, mtx, Csr};
 
 /// The patterns, with values in [-2, 2) for the bias.
 fn matrices() -> Vec<(&'static str, Csr<f64>)> {
@@ -336,6 +338,74 @@ fn attention_meets_the_oracle_on_every_edge_case() {
         every_case::<f32>(b, Precision::F32, usize::MAX, f);
         every_case::<f16>(b, Precision::F16, usize::MAX, f);
         every_case::<bf16>(b, Precision::BF16, usize::MAX, f);
+    });
+}
+
+/// The corpus's graph and GNN matrices, with values in [-2, 2) for the bias; none (and a line
+/// saying so) without a corpus, unless `$SPARSE_CORPUS` names one, which must then have them.
+fn corpus_graphs() -> Vec<(String, Csr<f64>)> {
+    let named = std::env::var_os("SPARSE_CORPUS");
+    let dir = named.clone().map_or_else(
+        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/matrices"),
+        std::path::PathBuf::from,
+    );
+    let Ok(manifest) = std::fs::read_to_string(dir.join("MANIFEST.tsv")) else {
+        assert!(
+            named.is_none(),
+            "SPARSE_CORPUS={} has no MANIFEST.tsv",
+            dir.display()
+        );
+        eprintln!("no corpus manifest at {}", dir.display());
+        return Vec::new();
+    };
+    manifest
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split('\t').collect();
+            matches!(fields.get(4), Some(&"graph" | &"gnn")).then(|| fields[0].to_string())
+        })
+        .map(|file| {
+            let mut a = mtx::read_csr::<f64, u32>(&dir.join(&file)).expect("a corpus matrix");
+            for (e, v) in a.values_mut().iter_mut().enumerate() {
+                *v = (e % 16) as f64 / 4.0 - 2.0;
+            }
+            (file, a)
+        })
+        .collect()
+}
+
+/// Every algorithm forward and backward on each corpus graph: d = dv = 32, two heads, the bias.
+fn corpus_cases<T: Scalar<Out = T>>(
+    backend: &CudaBackend,
+    precision: Precision,
+    graphs: &[(String, Csr<f64>)],
+    f: &mut Failures,
+) {
+    for (name, a) in graphs {
+        let a: Csr<T> = a.cast();
+        for offer in CudaBackend::table(OpKind::Attention, Format::Csr, precision) {
+            let desc = AttentionDesc::new(precision)
+                .algorithm(offer.algorithm)
+                .heads(2)
+                .bias_from_values(true);
+            let run = Run::new(&a, desc, (32, 32), Scores::Mixed, 1);
+            let what = format!("{} {precision} on {name}", offer.algorithm);
+            run.check(backend, &what, f);
+            run.check_backward(backend, &what, f);
+        }
+    }
+}
+
+#[test]
+fn every_corpus_graph_meets_the_oracle_forward_and_backward() {
+    let backend = available(BackendKind::Cuda, CudaBackend::new(0));
+    collect(backend, |b, f| {
+        let graphs = corpus_graphs();
+        println!("{} corpus graphs", graphs.len());
+        corpus_cases::<f32>(b, Precision::F32, &graphs, f);
+        corpus_cases::<f16>(b, Precision::F16, &graphs, f);
+        corpus_cases::<bf16>(b, Precision::BF16, &graphs, f);
     });
 }
 
