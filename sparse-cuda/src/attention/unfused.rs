@@ -343,6 +343,18 @@ impl<T: Scalar> UnfusedAttention<T> {
         Ok(())
     }
 
+    /// The per-entry f32 buffer (scores, then dP in the backward) as an nnz x 1 column.
+    fn scores_column(&self) -> Result<Bound> {
+        let nnz = self.a.nnz as usize;
+        Ok(Bound {
+            address: self.scores.address(),
+            rows: nnz,
+            cols: 1,
+            layout: Layout::ColMajor,
+            ld: to_u32("number of entries", nnz.max(1))?,
+        })
+    }
+
     /// One warp per row of A: the launch of the row kernels.
     fn row_config(&self) -> LaunchConfig {
         LaunchConfig {
@@ -366,14 +378,7 @@ impl<T: Scalar> UnfusedAttention<T> {
         (first, d): (usize, usize),
         shape: &AttentionShape,
     ) -> Result<()> {
-        let nnz = self.a.nnz as usize;
-        let scores = Bound {
-            address: self.scores.address(),
-            rows: nnz,
-            cols: 1,
-            layout: Layout::ColMajor,
-            ld: to_u32("number of entries", nnz.max(1))?,
-        };
+        let scores = self.scores_column()?;
         self.sampled((q, k), (first, d), shape.scale as f32, scores)?;
         let params = AttentionSoftmax {
             rows: self.a.rows,
@@ -429,13 +434,8 @@ impl<T: Scalar> AttentionKernels<T> for UnfusedAttention<T> {
         let AttentionShape { heads, d, dv, .. } = *shape;
         let scale = shape.scale as f32;
         let nnz = self.a.nnz as usize;
-        let dprobs = Bound {
-            address: self.scores.address(),
-            rows: nnz,
-            cols: 1,
-            layout: Layout::ColMajor,
-            ld: to_u32("number of entries", nnz.max(1))?,
-        };
+        // dP takes the scores' buffer: the weights were made from it already.
+        let dprobs = self.scores_column()?;
         for h in 0..heads {
             if nnz > 0 {
                 self.weights(&base.device, (&ops.q, &ops.k), (h * d, d), shape)?;

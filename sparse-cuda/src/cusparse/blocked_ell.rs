@@ -103,6 +103,9 @@ pub struct BlockedEllSpmm<T: Scalar> {
     b: DnSlot,
     c: DnSlot,
     workspace: Option<CudaSlice<u8>>,
+    /// The B and C shapes the workspace was sized for: _bufferSize is asked again only when
+    /// they change.
+    sized: Option<(DnShape, DnShape)>,
     // The arrays the descriptor points into, kept alive beside it.
     _col_ind: CudaSlice<i32>,
     _values: CudaBuffer<T>,
@@ -157,7 +160,13 @@ impl<T: Scalar> BlockedEllSpmm<T> {
         let (values, out, compute) = self.types;
         let (alpha, beta) = (scalar_ptr(&alpha), scalar_ptr(&beta));
         let alg = sys::cusparseSpMMAlg_t::CUSPARSE_SPMM_BLOCKED_ELL_ALG1;
-        let (b_slot, c_slot, workspace) = (&mut self.b, &mut self.c, &mut self.workspace);
+        let shapes = (DnShape::of(&bb, "B")?, DnShape::of(&cb, "C")?);
+        let (b_slot, c_slot, workspace, sized) = (
+            &mut self.b,
+            &mut self.c,
+            &mut self.workspace,
+            &mut self.sized,
+        );
         self.handle.with(|h| {
             // SAFETY: the bound operands are device matrices of this backend whose shapes the
             // descriptors state (checked above and by their Dense views); the sparse descriptor
@@ -165,26 +174,29 @@ impl<T: Scalar> BlockedEllSpmm<T> {
             // type (T::Acc); the workspace is what _bufferSize asked for; every call is ordered
             // on the handle's stream.
             unsafe {
-                let bd = b_slot.point(&device, DnShape::of(&bb, "B")?, bb.address, values)?;
-                let cd = c_slot.point(&device, DnShape::of(&cb, "C")?, cb.address, out)?;
-                let mut bytes = 0;
-                call!(
-                    &device,
-                    cusparseSpMM_bufferSize(
-                        h,
-                        NON_TRANSPOSE,
-                        NON_TRANSPOSE,
-                        alpha,
-                        mat.raw(),
-                        bd,
-                        beta,
-                        cd,
-                        compute,
-                        alg,
-                        &mut bytes,
-                    )
-                )?;
-                device.grow_zeroed(workspace, bytes, "allocating the cuSPARSE workspace")?;
+                let bd = b_slot.point(&device, shapes.0, bb.address, values)?;
+                let cd = c_slot.point(&device, shapes.1, cb.address, out)?;
+                if *sized != Some(shapes) {
+                    let mut bytes = 0;
+                    call!(
+                        &device,
+                        cusparseSpMM_bufferSize(
+                            h,
+                            NON_TRANSPOSE,
+                            NON_TRANSPOSE,
+                            alpha,
+                            mat.raw(),
+                            bd,
+                            beta,
+                            cd,
+                            compute,
+                            alg,
+                            &mut bytes,
+                        )
+                    )?;
+                    device.grow_zeroed(workspace, bytes, "allocating the cuSPARSE workspace")?;
+                    *sized = Some(shapes);
+                }
                 let w = workspace
                     .as_ref()
                     .map_or(std::ptr::null_mut(), |w| workspace_ptr(&device, w));
@@ -283,6 +295,7 @@ impl CusparseBackend {
             b: DnSlot::default(),
             c: DnSlot::default(),
             workspace: None,
+            sized: None,
             _col_ind: col_ind,
             _values: values,
         })
