@@ -134,10 +134,10 @@ pub struct AttentionTerms {
 impl ErrorModel {
     /// The model of `precision` storing its results in `output`.
     pub fn new(precision: Precision, output: DType) -> Self {
-        let exact = precision.compute == Compute::I32;
+        let exact = precision.compute.is_integer();
         let accumulation = match precision.compute {
             Compute::F64 => DType::F64,
-            Compute::I32 => DType::I32,
+            _ if exact => DType::I32,
             _ => DType::F32,
         };
         ErrorModel {

@@ -1,8 +1,8 @@
 //! Dense operands on the host, with their leading dimension and padding.
 
 use sparse_blas::{
-    Compute, DType, Dense, DenseMut, DenseRef, Layout, Memory, MemoryMut, OpKind, Precision,
-    Result, Scalar,
+    Compute, Dense, DenseMut, DenseRef, Layout, Memory, MemoryMut, OpKind, Precision, Result,
+    Scalar,
 };
 
 use crate::bound::round_to_tf32;
@@ -153,18 +153,22 @@ impl<T: Scalar> HostDense<T> {
 /// any conversion) rather than the type's extremes, from which further arithmetic overflows,
 /// which the semantics leave undefined.
 pub fn stored<S: Scalar>(v: f64) -> S {
-    let integer = matches!(S::DTYPE, DType::I8 | DType::I4 | DType::I32);
+    let integer = S::DTYPE.is_integer();
     S::from_f64(if integer && !v.is_finite() { 0.0 } else { v })
 }
 
 /// `v` as the kernel under test will read it: stored in `T`, then rounded to TF32 when that is
-/// the compute mode.
-pub fn tested_value<T: Scalar>(v: f64, precision: Precision) -> T {
+/// the compute mode, or saturated to the width of its side (`right`: the dense operand of SpMV
+/// and SpMM, Y of SDDMM) when the precision names integer widths.
+pub fn tested_value<T: Scalar>(v: f64, precision: Precision, right: bool) -> T {
     let t = stored::<T>(v);
-    if precision.compute == Compute::Tf32 {
-        T::from_f64(f64::from(round_to_tf32(t.to_f64() as f32)))
-    } else {
-        t
+    match precision.compute {
+        Compute::Tf32 => T::from_f64(f64::from(round_to_tf32(t.to_f64() as f32))),
+        Compute::IntBits { .. } => {
+            let (low, high) = precision.value_range(right);
+            T::from_f64(t.to_f64().clamp(f64::from(low), f64::from(high)))
+        }
+        _ => t,
     }
 }
 
@@ -193,9 +197,11 @@ impl<T: Scalar> Operands<T> {
         let mut rng = Rng::new(case.seed);
         let inputs = inputs
             .into_iter()
-            .map(|shape| {
+            .enumerate()
+            .map(|(index, shape)| {
+                let right = !(case.op == OpKind::Sddmm && index == 0);
                 HostDense::new(shape, case.input_layout, case.strides, |k| {
-                    tested_value(case.inputs.sample(&mut rng, k), precision)
+                    tested_value(case.inputs.sample(&mut rng, k), precision, right)
                 })
             })
             .collect();
@@ -245,9 +251,9 @@ mod tests {
     #[test]
     fn tf32_inputs_are_rounded_before_both_sides_see_them() {
         let v = 1.0 + 2f64.powi(-12);
-        assert_eq!(tested_value::<f32>(v, Precision::F32), v as f32);
-        assert_eq!(tested_value::<f32>(v, Precision::TF32), 1.0);
-        assert_eq!(tested_value::<f16>(v, Precision::F16).to_f64(), 1.0);
+        assert_eq!(tested_value::<f32>(v, Precision::F32, true), v as f32);
+        assert_eq!(tested_value::<f32>(v, Precision::TF32, true), 1.0);
+        assert_eq!(tested_value::<f16>(v, Precision::F16, true).to_f64(), 1.0);
     }
 
     #[test]
@@ -255,6 +261,9 @@ mod tests {
         assert_eq!(stored::<i32>(f64::NEG_INFINITY), 0);
         assert_eq!(stored::<i8>(f64::NAN), 0);
         assert_eq!(stored::<i8>(1e9), 127);
+        assert_eq!(tested_value::<i16>(1e9, Precision::L16_R4, false), 32767);
+        assert_eq!(tested_value::<i16>(-1e9, Precision::L16_R4, true), -8);
+        assert_eq!(tested_value::<i16>(-1e9, Precision::L12_R4, false), -2048);
         assert_eq!(stored::<f32>(f64::INFINITY), f32::INFINITY);
     }
 }

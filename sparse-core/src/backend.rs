@@ -416,6 +416,7 @@ pub fn supported_summary(table: &impl AlgorithmTable, op: OpKind) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Compute;
 
     fn table(op: OpKind, format: Format, precision: Precision) -> Vec<Offer> {
         let csr = [
@@ -423,7 +424,11 @@ mod tests {
             Offer::native(Algorithm::Atomic, false),
         ];
         match (op, format) {
-            (OpKind::Spmv, Format::Csr) if precision != Precision::I4 => csr.to_vec(),
+            (OpKind::Spmv, Format::Csr)
+                if !matches!(precision.compute, Compute::IntBits { .. }) =>
+            {
+                csr.to_vec()
+            }
             (OpKind::Spmv, Format::Coo) if precision == Precision::F64 => csr[1..].to_vec(),
             _ => Vec::new(),
         }

@@ -14,9 +14,8 @@ pub enum DType {
     F16,
     BF16,
     I8,
-    /// Two 4-bit integers packed per byte (SR-BCRS only).
-    I4,
-    /// Output type of i8 operations.
+    I16,
+    /// Output type of the integer operations.
     I32,
 }
 
@@ -26,10 +25,13 @@ impl DType {
         match self {
             DType::F64 => 64,
             DType::F32 | DType::I32 => 32,
-            DType::F16 | DType::BF16 => 16,
+            DType::F16 | DType::BF16 | DType::I16 => 16,
             DType::I8 => 8,
-            DType::I4 => 4,
         }
+    }
+
+    pub fn is_integer(self) -> bool {
+        matches!(self, DType::I8 | DType::I16 | DType::I32)
     }
 
     pub fn name(self) -> &'static str {
@@ -39,7 +41,7 @@ impl DType {
             DType::F16 => "f16",
             DType::BF16 => "bf16",
             DType::I8 => "i8",
-            DType::I4 => "i4",
+            DType::I16 => "i16",
             DType::I32 => "i32",
         }
     }
@@ -59,7 +61,17 @@ pub enum Compute {
     F32,
     /// Inputs rounded to 10 explicit mantissa bits, products summed in f32.
     Tf32,
+    /// Integer products summed exactly in i32 (wrapping on overflow).
     I32,
+    /// Integer operands of `left` bits (the sparse matrix of SpMV and SpMM, X of SDDMM) and
+    /// `right` bits (the dense operand, Y of SDDMM), each held in the storage type; their
+    /// products summed exactly in i32, wrapping on overflow. The widths say what the operands
+    /// hold, and kernels plan for them; every value of the storage type is still multiplied
+    /// exactly (a wider one takes more 8-bit parts, docs/integer.md).
+    IntBits {
+        left: u8,
+        right: u8,
+    },
 }
 
 impl Compute {
@@ -68,14 +80,20 @@ impl Compute {
         match self {
             Compute::F64 => f64::EPSILON / 2.0,
             Compute::F32 | Compute::Tf32 => f64::from(f32::EPSILON) / 2.0,
-            Compute::I32 => 0.0,
+            Compute::I32 | Compute::IntBits { .. } => 0.0,
         }
+    }
+
+    /// Whether results are exact integer sums.
+    pub fn is_integer(self) -> bool {
+        matches!(self, Compute::I32 | Compute::IntBits { .. })
     }
 }
 
 /// A precision: what the operands are stored in and what the arithmetic is done in.
 ///
-/// The named precisions are `f64 f32 tf32 f16 bf16 i8 i4`.
+/// The named precisions are `f64 f32 tf32 f16 bf16 i8 i4`, the mixed integer modes
+/// `l8-r4 l12-r4 l16-r4 l16-r8 l16-r16` ([`Precision::MIXED`]) and `f32-i8`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Precision {
     pub storage: DType,
@@ -107,10 +125,28 @@ impl Precision {
         storage: DType::I8,
         compute: Compute::I32,
     };
-    pub const I4: Precision = Precision {
-        storage: DType::I4,
-        compute: Compute::I32,
-    };
+    /// 4-bit integers held one per byte.
+    pub const I4: Precision = Precision::int_bits(DType::I8, 4, 4);
+    /// Magicube's mixed modes: `lL-rR` multiplies L-bit by R-bit integers.
+    pub const L8_R4: Precision = Precision::int_bits(DType::I8, 8, 4);
+    pub const L12_R4: Precision = Precision::int_bits(DType::I16, 12, 4);
+    pub const L16_R4: Precision = Precision::int_bits(DType::I16, 16, 4);
+    pub const L16_R8: Precision = Precision::int_bits(DType::I16, 16, 8);
+    pub const L16_R16: Precision = Precision::int_bits(DType::I16, 16, 16);
+    pub const MIXED: [Precision; 5] = [
+        Precision::L8_R4,
+        Precision::L12_R4,
+        Precision::L16_R4,
+        Precision::L16_R8,
+        Precision::L16_R16,
+    ];
+
+    const fn int_bits(storage: DType, left: u8, right: u8) -> Precision {
+        Precision {
+            storage,
+            compute: Compute::IntBits { left, right },
+        }
+    }
 
     /// f32 operands quantized to i8 inside the plan (symmetric scales, see sparse-formats'
     /// `quantize`), their products summed exactly in i32 and the sums dequantized into f32.
@@ -121,7 +157,7 @@ impl Precision {
         compute: Compute::I32,
     };
 
-    pub const ALL: [Precision; 7] = [
+    pub const ALL: [Precision; 12] = [
         Precision::F64,
         Precision::F32,
         Precision::TF32,
@@ -129,6 +165,11 @@ impl Precision {
         Precision::BF16,
         Precision::I8,
         Precision::I4,
+        Precision::L8_R4,
+        Precision::L12_R4,
+        Precision::L16_R4,
+        Precision::L16_R8,
+        Precision::L16_R16,
     ];
 
     pub fn name(self) -> &'static str {
@@ -139,10 +180,33 @@ impl Precision {
             (DType::F16, Compute::F32) => "f16",
             (DType::BF16, Compute::F32) => "bf16",
             (DType::I8, Compute::I32) => "i8",
-            (DType::I4, Compute::I32) => "i4",
             (DType::F32, Compute::I32) => "f32-i8",
+            (DType::I8, Compute::IntBits { left: 4, right: 4 }) => "i4",
+            (DType::I8, Compute::IntBits { left: 8, right: 4 }) => "l8-r4",
+            (DType::I16, Compute::IntBits { left: 12, right: 4 }) => "l12-r4",
+            (DType::I16, Compute::IntBits { left: 16, right: 4 }) => "l16-r4",
+            (DType::I16, Compute::IntBits { left: 16, right: 8 }) => "l16-r8",
+            (
+                DType::I16,
+                Compute::IntBits {
+                    left: 16,
+                    right: 16,
+                },
+            ) => "l16-r16",
             _ => "custom",
         }
+    }
+
+    /// The range of values the left (`right == false`) or right operand of an integer precision
+    /// holds: the signed range of its width, or of the storage type when the precision names
+    /// no widths (at most 32 bits).
+    pub fn value_range(self, right: bool) -> (i32, i32) {
+        let bits = match self.compute {
+            Compute::IntBits { left, right: r } => usize::from(if right { r } else { left }),
+            _ => self.storage.bits(),
+        };
+        let half = 1i64 << (bits.clamp(1, 32) - 1);
+        (-half as i32, (half - 1) as i32)
     }
 
     /// Unit roundoff of the stored inputs (0 when they are exact integers).
@@ -176,7 +240,8 @@ impl FromStr for Precision {
             .find(|p| p.name() == s)
             .ok_or_else(|| Error::InvalidArgument {
                 message: format!(
-                    "unknown precision '{s}' (expected one of f64 f32 tf32 f16 bf16 i8 i4 f32-i8)"
+                    "unknown precision '{s}' (expected one of f64 f32 tf32 f16 bf16 i8 i4 \
+                     l8-r4 l12-r4 l16-r4 l16-r8 l16-r16 f32-i8)"
                 ),
             })
     }
@@ -196,6 +261,18 @@ mod tests {
             "f32-i8".parse::<Precision>().unwrap(),
             Precision::F32_VIA_I8
         );
+    }
+
+    #[test]
+    fn integer_widths_have_names_and_ranges() {
+        assert_eq!(Precision::L12_R4.value_range(false), (-2048, 2047));
+        assert_eq!(Precision::L16_R4.value_range(true), (-8, 7));
+        assert_eq!(Precision::I8.value_range(true), (-128, 127));
+        assert_eq!(Precision::I4.storage, DType::I8);
+        for p in Precision::MIXED {
+            assert_eq!(p.to_string().parse::<Precision>().unwrap(), p);
+            assert!(p.compute.is_integer() && p.storage.is_integer());
+        }
     }
 
     #[test]

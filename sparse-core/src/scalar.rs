@@ -71,7 +71,7 @@ impl Accumulator for i32 {
 /// A value type a matrix or dense operand may hold.
 ///
 /// `Acc` is the type products are summed in (f16/bf16 compute in f32, i8 in i32) and `Out` the
-/// type results are stored in (`Self` for floats, `i32` for `i8`).
+/// type results are stored in (`Self` for floats, `i32` for `i8` and `i16`).
 ///
 /// The trait is sealed: every implementor is plain old data (no padding, every bit pattern a
 /// valid value), so backends may copy scalars as bytes.
@@ -98,6 +98,7 @@ mod sealed {
     impl Sealed for f32 {}
     impl Sealed for i32 {}
     impl Sealed for i8 {}
+    impl Sealed for i16 {}
     impl Sealed for half::f16 {}
     impl Sealed for half::bf16 {}
 }
@@ -159,27 +160,34 @@ macro_rules! half_scalar {
 half_scalar!(f16, DType::F16);
 half_scalar!(bf16, DType::BF16);
 
-impl Scalar for i8 {
-    const DTYPE: DType = DType::I8;
-    type Acc = i32;
-    type Float = f32;
-    type Out = i32;
-    fn to_acc(self) -> i32 {
-        i32::from(self)
-    }
-    fn from_acc(acc: i32) -> Self {
-        acc.clamp(i32::from(i8::MIN), i32::from(i8::MAX)) as i8
-    }
-    fn to_f64(self) -> f64 {
-        f64::from(self)
-    }
-    fn from_f64(v: f64) -> Self {
-        v.round() as i8
-    }
-    fn is_finite(self) -> bool {
-        true
-    }
+/// Narrow integers: products summed in i32, results stored in i32.
+macro_rules! narrow_integer {
+    ($t:ty, $dtype:expr) => {
+        impl Scalar for $t {
+            const DTYPE: DType = $dtype;
+            type Acc = i32;
+            type Float = f32;
+            type Out = i32;
+            fn to_acc(self) -> i32 {
+                i32::from(self)
+            }
+            fn from_acc(acc: i32) -> Self {
+                acc.clamp(i32::from(<$t>::MIN), i32::from(<$t>::MAX)) as $t
+            }
+            fn to_f64(self) -> f64 {
+                f64::from(self)
+            }
+            fn from_f64(v: f64) -> Self {
+                v.round() as $t
+            }
+            fn is_finite(self) -> bool {
+                true
+            }
+        }
+    };
 }
+narrow_integer!(i8, DType::I8);
+narrow_integer!(i16, DType::I16);
 
 /// An index type for sparse structures (row pointers and column indices).
 ///

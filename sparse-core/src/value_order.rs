@@ -50,6 +50,13 @@ impl ValueOrder {
         let e = self.slots[s];
         (e != Self::PADDING).then_some(e)
     }
+    /// Values in CSR entry order laid out in slot order, `T::default()` in the padding. The
+    /// caller passes one value per entry (`nnz` of them).
+    pub fn to_slot_order<T: Copy + Default>(&self, csr_values: &[T]) -> Vec<T> {
+        (0..self.slots.len())
+            .map(|s| self.entry(s).map_or(T::default(), |e| csr_values[e]))
+            .collect()
+    }
     /// Values in slot order rearranged into CSR entry order (padding dropped).
     pub fn to_csr_order<T: Copy + Default>(&self, slot_values: &[T]) -> Result<Vec<T>> {
         if slot_values.len() != self.slots.len() {

@@ -245,10 +245,19 @@ fn store_reference<O: Scalar>(
     context: &str,
 ) -> Result<()> {
     let shared = SharedOut::new(&mut out, context)?;
+    // Integer results wrap modulo 2^32, as the kernels' i32 arithmetic does (the f64 sums of
+    // integer products are exact below 2^53).
+    let wrap = |v: f64| {
+        if O::DTYPE.is_integer() && v.is_finite() {
+            f64::from(v as i64 as i32)
+        } else {
+            v
+        }
+    };
     for i in 0..values.rows() {
         for j in 0..values.cols() {
             // SAFETY: the reference result has the output's shape (checked by the caller).
-            unsafe { shared.write(i, j, O::from_f64(values.at(i, j))) };
+            unsafe { shared.write(i, j, O::from_f64(wrap(values.at(i, j)))) };
         }
     }
     Ok(())

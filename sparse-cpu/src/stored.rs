@@ -2,8 +2,8 @@
 //! conversion to the format the descriptor names, owned by the plan.
 
 use sparse_core::{
-    Algorithm, BlockShape, CsrRef, DenseMut, DenseRef, Error, Format, Offer, OpKind, Precision,
-    Result, Scalar, SpIndex, ValueOrder,
+    Algorithm, BlockShape, Compute, CsrRef, DenseMut, DenseRef, Error, Format, Offer, OpKind,
+    Precision, Result, Scalar, SpIndex, ValueOrder,
 };
 use sparse_formats::{Converted, FillLimit};
 
@@ -30,7 +30,12 @@ pub(crate) fn algorithms(op: OpKind, format: Format, precision: Precision) -> Ve
             Precision::I8,
         ],
     };
-    if !formats_for(op).contains(&format) || !precisions.contains(&precision) {
+    // The integer widths of Magicube's modes: SpMM and SDDMM on CSR and SR-BCRS, the
+    // formats the GPU runs them on.
+    let widths = matches!(precision.compute, Compute::IntBits { .. })
+        && matches!(op, OpKind::Spmm | OpKind::Sddmm)
+        && matches!(format, Format::Csr | Format::SrBcrs);
+    if !formats_for(op).contains(&format) || !(precisions.contains(&precision) || widths) {
         return Vec::new();
     }
     let algorithms: &[Algorithm] = match (op, format) {

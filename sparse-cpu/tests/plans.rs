@@ -220,6 +220,8 @@ fn plan_in_storage_type(ask: Ask) -> Option<Result<PlanInfo>> {
         plan_info::<bf16>(ask)
     } else if p.storage == Precision::I8.storage {
         plan_info::<i8>(ask)
+    } else if p.storage == Precision::L16_R16.storage {
+        plan_info::<i16>(ask)
     } else {
         return None;
     })
@@ -251,8 +253,9 @@ fn the_table_lists_the_cpu_kernels() {
     assert!(algorithms(OpKind::Spmv, Format::Csr, Precision::TF32).is_empty());
     assert_eq!(
         supported_summary(&|o, f, p| CPU.algorithms(o, f, p), OpKind::Sddmm),
-        "sddmm on csr in f64 f32 f16 bf16 i8 (row-split, reference); on me-bcrs in f64 f32 f16 \
-         bf16 i8 (row-split); on sr-bcrs in f64 f32 f16 bf16 i8 (row-split)"
+        "sddmm on csr in f64 f32 f16 bf16 i8 i4 l8-r4 l12-r4 l16-r4 l16-r8 l16-r16 (row-split, \
+         reference); on me-bcrs in f64 f32 f16 bf16 i8 (row-split); on sr-bcrs in f64 f32 f16 \
+         bf16 i8 i4 l8-r4 l12-r4 l16-r4 l16-r8 l16-r16 (row-split)"
     );
     for op in OpKind::ALL {
         for format in Format::ALL {

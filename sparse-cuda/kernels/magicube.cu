@@ -1,6 +1,7 @@
 // Magicube (Li, Osawa, Hoefler, SC'22) on SR-BCRS: SpMM and SDDMM of i8 matrices on integer
 // tensor cores, mma.m16n8k32 with s8 inputs and exact s32 accumulation (wrapping on overflow,
-// as the oracle's i32 sums do). Parameters: McSpmm<T>, McSddmm<T> (src/magicube.rs) with
+// as the oracle's i32 sums do), and the SpMM of the mixed modes from 8-bit planes of wider
+// operands. Parameters: McSpmm<T>, McSddmm<T>, McSpmmPlanes<T>, McSplit<T> (src/magicube.rs) with
 // SpmmDense<T>, SddmmDense<T> (src/operand.rs). docs/integer.md draws the layouts.
 //
 // The matrix is SR-BCRS with stride 32 (the MMA's k): a vector-row of V rows (V = 2, 4, 8) holds
@@ -17,11 +18,28 @@
 //   B (32 x 8, col):  b0 = B[4t..4t+3][g], b1 = B[16+4t..][g]
 //   C (16 x 8):       c0 = C[g][2t], c1 = C[g][2t+1], c2 = C[g+8][2t], c3 = C[g+8][2t+1]
 
-// D += A B: 16 x 8 s32 += (16 x 32 s8) (32 x 8 s8).
-__device__ __forceinline__ void mma_s8(int (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
-    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+// D += A B: 16 x 8 s32 += (16 x 32 8-bit) (32 x 8 8-bit), A and B each signed (s8) or
+// unsigned (u8): the low parts of the split operands of the mixed modes are unsigned.
+#define MC_MMA_I8(TYPES)                                                                                   \
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32." TYPES ".s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};" \
+                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])                                      \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
+template <bool A_UNSIGNED = false, bool B_UNSIGNED = false>
+__device__ __forceinline__ void mma_i8(int (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+    if constexpr (!A_UNSIGNED && !B_UNSIGNED) MC_MMA_I8("s8.s8");
+    else if constexpr (!A_UNSIGNED) MC_MMA_I8("s8.u8");
+    else if constexpr (!B_UNSIGNED) MC_MMA_I8("u8.s8");
+    else MC_MMA_I8("u8.u8");
+}
+// The same with the signedness chosen by (unrolled, so constant) loop indices.
+__device__ __forceinline__ void mma_i8(bool a_unsigned, bool b_unsigned, int (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+    if (a_unsigned) {
+        if (b_unsigned) mma_i8<true, true>(d, a, b0, b1);
+        else mma_i8<true, false>(d, a, b0, b1);
+    } else {
+        if (b_unsigned) mma_i8<false, true>(d, a, b0, b1);
+        else mma_i8<false, false>(d, a, b0, b1);
+    }
 }
 
 // The 4 x 4 byte transpose: word p of the result holds byte p of r0, r1, r2, r3 (in that
@@ -48,32 +66,41 @@ __device__ __forceinline__ void load_tile_row(const signed char* values, u32 p, 
     }
 }
 
-// The sparse matrix of an SpMM and the i8 B it multiplies, as the accumulation reads them.
+// The sparse matrix of an SpMM and the B it multiplies, as the accumulation reads them: LP
+// planes of the sparse values and RP planes of B, 8-bit each. One plane is the i8 operand
+// itself; two are the split of a wider one, a signed high part (plane 0) and an unsigned low
+// part (plane 1): v = hi * 2^shift + lo.
+template <int LP, int RP>
 struct McOperands {
     const u32* vec_col;
-    const signed char* values;
-    const signed char* b;
+    const signed char* values[LP];
+    const signed char* b[RP];
     u32 b_rs, b_cs, n;
 };
 
-// One SpMM step's operands held by a lane: its W bytes of the B rows of its 8 vectors
-// (4t..4t+3 and 16+4t..16+4t+3 of the group), and its tile row words.
-template <int W>
+// One SpMM step's operands held by a lane: its W bytes of each B plane's rows of its 8 vectors
+// (4t..4t+3 and 16+4t..16+4t+3 of the group), and each sparse plane's tile row words.
+template <int W, int LP, int RP>
 struct McStep {
-    u32 rows[2][4][W / 4];
-    u32 b0, b1;
+    u32 rows[RP][2][4][W / 4];
+    u32 tile[LP][2];
 };
 
-template <int V, int W>
-__device__ __forceinline__ void load_step(const McOperands& m, u32 at, u32 g, u32 t, u32 first, bool vec, McStep<W>& s) {
+template <int V, int W, int LP, int RP>
+__device__ __forceinline__ void load_step(const McOperands<LP, RP>& m, u32 at, u32 g, u32 t, u32 first, bool vec,
+                                          McStep<W, LP, RP>& s) {
 #pragma unroll
     for (int kh = 0; kh < 2; ++kh) {
         const uint4 cols = __ldg(reinterpret_cast<const uint4*>(m.vec_col + at + 16 * kh + 4 * t));
         const u32 c[4] = {cols.x, cols.y, cols.z, cols.w};
 #pragma unroll
-        for (int q = 0; q < 4; ++q) load_run<signed char, W>(m.b + (u64)c[q] * m.b_rs, first, m.n, m.b_cs, vec, s.rows[kh][q]);
+        for (int q = 0; q < 4; ++q)
+#pragma unroll
+            for (int r = 0; r < RP; ++r)
+                load_run<signed char, W>(m.b[r] + (u64)c[q] * m.b_rs, first, m.n, m.b_cs, vec, s.rows[r][kh][q]);
     }
-    load_tile_row<V>(m.values, at, g, t, s.b0, s.b1);
+#pragma unroll
+    for (int l = 0; l < LP; ++l) load_tile_row<V>(m.values[l], at, g, t, s.tile[l][0], s.tile[l][1]);
 }
 
 // The sums of one SpMM warp: the vectors `begin..end` (whole groups) of one vector-row times
@@ -86,43 +113,68 @@ __device__ __forceinline__ void load_step(const McOperands& m, u32 at, u32 g, u3
 // and lane (g, t) ends with rows 2t, 2t+1 of the vector-row over its W consecutive columns:
 // sum[e][c] is row 2t+e, column first+c.
 //
+// With split operands every pair of planes is one MMA into its own sums, combined at the end
+// shifted by the planes' weights (`left_shift` for the sparse high plane, 8 for B's), in
+// wrapping i32 arithmetic: the products of the parts add up to the product modulo 2^32, which
+// is what the i32 sums of the whole values wrap to.
+//
 // The next group's columns, B rows and tile words are loaded before the current group's MMAs
 // (the paper's prefetch into registers), so their latency overlaps the transposes and MMAs.
-template <int V, int W>
-__device__ __forceinline__ void spmm_sums(const McOperands& m, u32 begin, u32 end, u32 g, u32 t, u32 first,
-                                          int (&sum)[2][W]) {
+template <int V, int W, int LP, int RP>
+__device__ __forceinline__ void spmm_sums(const McOperands<LP, RP>& m, u32 begin, u32 end, u32 g, u32 t, u32 first,
+                                          u32 left_shift, int (&sum)[2][W]) {
     const bool vec = m.b_cs == 1 && m.b_rs % W == 0;
-    int acc[W / 2][4];
+    int acc[LP][RP][W / 2][4];
 #pragma unroll
-    for (int j = 0; j < W / 2; ++j)
+    for (int l = 0; l < LP; ++l)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) acc[j][i] = 0;
+        for (int r = 0; r < RP; ++r)
+#pragma unroll
+            for (int j = 0; j < W / 2; ++j)
+#pragma unroll
+                for (int i = 0; i < 4; ++i) acc[l][r][j][i] = 0;
 
-    McStep<W> cur, next;
+    McStep<W, LP, RP> cur, next;
     if (begin < end) load_step<V, W>(m, begin, g, t, first, vec, cur);
     for (u32 at = begin; at < end; at += MC_STRIDE) {
         if (at + MC_STRIDE < end) load_step<V, W>(m, at + MC_STRIDE, g, t, first, vec, next);
-        u32 a[W / 2][4];
+        u32 a[RP][W / 2][4];
 #pragma unroll
-        for (int kh = 0; kh < 2; ++kh)
+        for (int r = 0; r < RP; ++r)
 #pragma unroll
-            for (int wi = 0; wi < W / 4; ++wi) {
-                u32 r[4] = {cur.rows[kh][0][wi], cur.rows[kh][1][wi], cur.rows[kh][2][wi], cur.rows[kh][3][wi]};
-                transpose4(r[0], r[1], r[2], r[3]);
+            for (int kh = 0; kh < 2; ++kh)
 #pragma unroll
-                for (int q = 0; q < 4; ++q) {
-                    const int b = 4 * wi + q;
-                    a[b % (W / 2)][b / (W / 2) + 2 * kh] = r[q];
+                for (int wi = 0; wi < W / 4; ++wi) {
+                    u32 x[4] = {cur.rows[r][kh][0][wi], cur.rows[r][kh][1][wi], cur.rows[r][kh][2][wi], cur.rows[r][kh][3][wi]};
+                    transpose4(x[0], x[1], x[2], x[3]);
+#pragma unroll
+                    for (int q = 0; q < 4; ++q) {
+                        const int b = 4 * wi + q;
+                        a[r][b % (W / 2)][b / (W / 2) + 2 * kh] = x[q];
+                    }
                 }
-            }
 #pragma unroll
-        for (int j = 0; j < W / 2; ++j) mma_s8(acc[j], a[j], cur.b0, cur.b1);
+        for (int l = 0; l < LP; ++l)
+#pragma unroll
+            for (int r = 0; r < RP; ++r)
+#pragma unroll
+                for (int j = 0; j < W / 2; ++j) mma_i8(r == 1, l == 1, acc[l][r][j], a[r][j], cur.tile[l][0], cur.tile[l][1]);
         cur = next;
     }
 #pragma unroll
     for (int e = 0; e < 2; ++e)
 #pragma unroll
-        for (int c = 0; c < W; ++c) sum[e][c] = c < W / 2 ? acc[c][e] : acc[c - W / 2][2 + e];
+        for (int c = 0; c < W; ++c) {
+            u32 total = 0;
+#pragma unroll
+            for (int l = 0; l < LP; ++l)
+#pragma unroll
+                for (int r = 0; r < RP; ++r) {
+                    const u32 shift = (l == 0 && LP == 2 ? left_shift : 0) + (r == 0 && RP == 2 ? 8 : 0);
+                    total += (u32)(c < W / 2 ? acc[l][r][c][e] : acc[l][r][c - W / 2][2 + e]) << shift;
+                }
+            sum[e][c] = (int)total;
+        }
 }
 
 // This warp's chunk (a vector-row, or a run of whole groups of a long one) and column tile of
@@ -162,10 +214,36 @@ __device__ __forceinline__ void store_run(O* out, u32 cs, u32 count, bool whole,
     }
 }
 
+// C = alpha*sum + beta*C for the sums of spmm_sums, rows 2t, 2t+1 of vector-row `vrow` over
+// the lane's W columns from `first`. With `split` the chunks of a long vector-row share its
+// rows of C: C already holds beta*C (the plan's scale), and each chunk adds alpha times its
+// sums with an atomic. Integer addition is associative (wrapping), so the result is the same
+// whatever order the chunks land in.
+template <int V, int W>
+__device__ __forceinline__ void store_sums(const int (&sum)[2][W], u32 vrow, u32 t, u32 first, u32 rows, u32 n, int* c,
+                                           u32 c_rs, u32 c_cs, int alpha, int beta, bool split) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+        const u32 r = 2 * t + e;
+        const u64 row = (u64)vrow * V + r;
+        if (r >= V || row >= rows || first >= n) continue;
+        const u32 count = n - first < W ? n - first : W;
+        int* out = c + row * c_rs + (u64)first * c_cs;
+        if (split) {
+#pragma unroll
+            for (int k = 0; k < W; ++k)
+                if (k < (int)count) atomicAdd(out + (u64)k * c_cs, (int)((u32)alpha * (u32)sum[e][k]));
+            continue;
+        }
+        const bool whole = c_cs == 1 && c_rs % 4 == 0 && count == W;
+        store_run<W>(out, c_cs, count, whole, beta != 0, [&](int k, int prior) {
+            update(&prior, alpha, sum[e][k], beta);
+            return prior;
+        });
+    }
+}
+
 // C = alpha*A*B + beta*C for A in SR-BCRS of V-row vectors, B and C i8 and i32 (spmm_sums).
-// With `split` the chunks of a long vector-row share its rows of C: C already holds beta*C
-// (the plan's scale), and each chunk adds alpha times its sums with an atomic. Integer addition
-// is associative (wrapping), so the result is the same whatever order the chunks land in.
 template <int V, int W>
 __global__ void __launch_bounds__(MC_THREADS) mc_spmm(const McSpmm<signed char> p) {
     const SpmmDense<signed char>& o = p.dense;
@@ -174,27 +252,53 @@ __global__ void __launch_bounds__(MC_THREADS) mc_spmm(const McSpmm<signed char> 
     if (!spmm_item<W>(p.chunks, o.n, &chunk, &tile)) return;
     const u32 vrow = __ldg(p.chunk_vrow + chunk);
     const u32 first = tile * 8 * W + g * W;
-    const McOperands m = {p.vec_col, p.values, o.b, o.b_rs, o.b_cs, o.n};
+    const McOperands<1, 1> m = {p.vec_col, {p.values}, {o.b}, o.b_rs, o.b_cs, o.n};
     int sum[2][W];
-    spmm_sums<V, W>(m, __ldg(p.chunk_start + chunk), __ldg(p.chunk_end + chunk), g, t, first, sum);
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-        const u32 r = 2 * t + e;
-        const u64 row = (u64)vrow * V + r;
-        if (r >= V || row >= p.rows || first >= o.n) continue;
-        const u32 count = o.n - first < W ? o.n - first : W;
-        int* out = o.c + row * o.c_rs + (u64)first * o.c_cs;
-        if (p.split) {
-#pragma unroll
-            for (int c = 0; c < W; ++c)
-                if (c < (int)count) atomicAdd(out + (u64)c * o.c_cs, (int)((u32)o.alpha * (u32)sum[e][c]));
-            continue;
-        }
-        const bool whole = o.c_cs == 1 && o.c_rs % 4 == 0 && count == W;
-        store_run<W>(out, o.c_cs, count, whole, o.beta != 0, [&](int c, int prior) {
-            update(&prior, o.alpha, sum[e][c], o.beta);
-            return prior;
-        });
+    spmm_sums<V, W>(m, __ldg(p.chunk_start + chunk), __ldg(p.chunk_end + chunk), g, t, first, 0, sum);
+    store_sums<V, W>(sum, vrow, t, first, p.rows, o.n, o.c, o.c_rs, o.c_cs, o.alpha, o.beta, p.split);
+}
+
+// 16-bit storage (the modes l12-r4 .. l16-r16): C = alpha*A*B + beta*C from two planes of A's
+// values in SR-BCRS slot order (hi * 2^8 + lo) and the planes of B that mc_split_dense made,
+// row-major with b_ld bytes a row. When every value of B fits 8 bits (`*b_wide` == 0, what the
+// modes of R <= 8 promise) B's low plane read as s8 is B itself, and each step takes 2 MMAs;
+// otherwise B = hi * 2^8 + lo, and 4. alpha, beta and C are i32 (as bits).
+template <int V, int W>
+__global__ void __launch_bounds__(MC_THREADS) mc_spmm_planes(const McSpmmPlanes p) {
+    const u32 lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    u32 chunk, tile;
+    if (!spmm_item<W>(p.chunks, p.n, &chunk, &tile)) return;
+    const u32 vrow = __ldg(p.chunk_vrow + chunk);
+    const u32 first = tile * 8 * W + g * W;
+    const u32 begin = __ldg(p.chunk_start + chunk), end = __ldg(p.chunk_end + chunk);
+    const signed char* hi = reinterpret_cast<const signed char*>(p.values_hi);
+    const signed char* lo = reinterpret_cast<const signed char*>(p.values_lo);
+    const signed char* b_hi = reinterpret_cast<const signed char*>(p.b_hi);
+    const signed char* b_lo = reinterpret_cast<const signed char*>(p.b_lo);
+    int sum[2][W];
+    if (__ldg(p.b_wide) != 0) {
+        const McOperands<2, 2> m = {p.vec_col, {hi, lo}, {b_hi, b_lo}, p.b_ld, 1, p.n};
+        spmm_sums<V, W>(m, begin, end, g, t, first, 8, sum);
+    } else {
+        const McOperands<2, 1> m = {p.vec_col, {hi, lo}, {b_lo}, p.b_ld, 1, p.n};
+        spmm_sums<V, W>(m, begin, end, g, t, first, 8, sum);
+    }
+    store_sums<V, W>(sum, vrow, t, first, p.rows, p.n, reinterpret_cast<int*>(p.c), p.c_rs, p.c_cs, (int)p.alpha,
+                     (int)p.beta, p.split);
+}
+
+// B of a 16-bit SpMM (rows x n at its strides) as two 8-bit planes, row-major with `ld` bytes a
+// row: its signed high byte in `hi` and unsigned low byte in `lo`. A value outside
+// [-128, 127] sets `wide`.
+template <typename P>
+__global__ void __launch_bounds__(MC_THREADS) mc_split_dense(const P p) {
+    const u64 total = (u64)p.rows * p.n;
+    for (u64 e = (u64)blockIdx.x * MC_THREADS + threadIdx.x; e < total; e += (u64)gridDim.x * MC_THREADS) {
+        const u64 i = e / p.n, j = e % p.n;
+        const int v = to_acc(p.b[i * p.b_rs + j * p.b_cs]);
+        if (v < -128 || v > 127) atomicOr(p.wide, 1u);
+        p.hi[i * p.ld + j] = (unsigned char)((v >> 8) & 0xff);
+        p.lo[i * p.ld + j] = (unsigned char)(v & 0xff);
     }
 }
 
@@ -209,10 +313,10 @@ __global__ void __launch_bounds__(MC_THREADS) mc_spmm_dequant(const McSpmmDequan
     if (!spmm_item<W>(p.chunks, p.n, &chunk, &tile)) return;
     const u32 vrow = __ldg(p.chunk_vrow + chunk);
     const u32 first = tile * 8 * W + g * W;
-    const McOperands m = {p.vec_col, reinterpret_cast<const signed char*>(p.values),
-                          reinterpret_cast<const signed char*>(p.b), p.b_ld, 1, p.n};
+    const McOperands<1, 1> m = {p.vec_col, {reinterpret_cast<const signed char*>(p.values)},
+                                {reinterpret_cast<const signed char*>(p.b)}, p.b_ld, 1, p.n};
     int sum[2][W];
-    spmm_sums<V, W>(m, __ldg(p.chunk_start + chunk), __ldg(p.chunk_end + chunk), g, t, first, sum);
+    spmm_sums<V, W>(m, __ldg(p.chunk_start + chunk), __ldg(p.chunk_end + chunk), g, t, first, 0, sum);
     float col_scale[W];
 #pragma unroll
     for (int c = 0; c < W; ++c) col_scale[c] = first + c < p.n ? __ldg(p.col_scale + first + c) : 0.f;
@@ -306,7 +410,7 @@ __global__ void __launch_bounds__(MC_THREADS) mc_sddmm(const McSddmm<signed char
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 const u32 a[4] = {yw[2 * h][2 * s], yw[2 * h + 1][2 * s], yw[2 * h][2 * s + 1], yw[2 * h + 1][2 * s + 1]};
-                mma_s8(acc[h], a, xw[2 * s], xw[2 * s + 1]);
+                mma_i8(acc[h], a, xw[2 * s], xw[2 * s + 1]);
             }
     }
 
@@ -357,7 +461,7 @@ __global__ void __launch_bounds__(MC_THREADS) mc_mma_probe(const McProbe p) {
     for (u32 it = 0; it < p.iterations; ++it)
 #pragma unroll
         for (int c = 0; c < MC_PROBE_CHAINS; ++c) {
-            if constexpr (BITS == 8) mma_s8(acc[c], a, b0, b1);
+            if constexpr (BITS == 8) mma_i8(acc[c], a, b0, b1);
             else mma_s4(acc[c], a, b0, b1);
         }
     int sum = 0;

@@ -25,18 +25,21 @@ template <> struct acc_of<float> { typedef float type; };
 template <> struct acc_of<double> { typedef double type; };
 template <> struct acc_of<half_t> { typedef float type; };
 template <> struct acc_of<bf16_t> { typedef float type; };
-// i8 products are summed exactly in i32, the type its results are stored in.
+// i8 and i16 products are summed exactly in i32, the type their results are stored in.
 template <> struct acc_of<signed char> { typedef int type; };
+template <> struct acc_of<short> { typedef int type; };
 template <> struct acc_of<int> { typedef int type; };
 
-// The type results of storage type T are stored in: T, but i32 for i8.
+// The type results of storage type T are stored in: T, but i32 for i8 and i16.
 template <typename T> struct out_of { typedef T type; };
 template <> struct out_of<signed char> { typedef int type; };
+template <> struct out_of<short> { typedef int type; };
 
 __device__ __forceinline__ float to_acc(float v) { return v; }
 __device__ __forceinline__ double to_acc(double v) { return v; }
 __device__ __forceinline__ int to_acc(int v) { return v; }
 __device__ __forceinline__ int to_acc(signed char v) { return v; }
+__device__ __forceinline__ int to_acc(short v) { return v; }
 __device__ __forceinline__ float to_acc(half_t h) {
     float f;
     asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.bits));

@@ -5,7 +5,7 @@
 //!   front of the kernel's source, so the two cannot drift apart. Field kinds: `u32`, `f32`, `f64`,
 //!   `acc` (the accumulation type of the storage type `T`), `ptr(E)` (`const E*`) and `out(E)`
 //!   (`E*`) for `E` one of `u8 u32 f32 T acc Out` (`Out`: the type results of `T` are stored
-//!   in, `T` itself but for i8, whose results are i32), and `sub(S)` and `plain(S)`: a parameter struct
+//!   in, `T` itself but for i8 and i16, whose results are i32), and `sub(S)` and `plain(S)`: a parameter struct
 //!   inside this one, `S<T>` or the non-generic `S`.
 //! - **Entries.** A kernel is a `__global__` template of a `.cu` file. An [`Entry`] names one
 //!   instantiation, its template arguments written from Rust values, and its parameter type;
@@ -50,6 +50,7 @@ pub fn c_type(dtype: DType) -> Result<&'static str> {
         DType::F16 => Ok("half_t"),
         DType::BF16 => Ok("bf16_t"),
         DType::I8 => Ok("signed char"),
+        DType::I16 => Ok("short"),
         other => Err(Error::internal(format!("no kernel takes {other} storage"))),
     }
 }
@@ -122,6 +123,13 @@ macro_rules! pointer {
 }
 pointer!(Ptr);
 pointer!(MutPtr);
+
+impl<E> MutPtr<E> {
+    /// The same address, for a later kernel that only reads it.
+    pub fn read_only(self) -> Ptr<E> {
+        Ptr::at(self.address)
+    }
+}
 
 /// Declares a kernel parameter struct: the `#[repr(C)]` Rust struct, generic over the storage
 /// type `T` or not, and its C declaration ([`KernelParams`]).

@@ -29,6 +29,7 @@
 //!   cores; the registry offers no int4 kernel).
 
 mod attention;
+mod mixed;
 mod probe;
 mod quantized;
 
@@ -39,8 +40,8 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, LaunchConfig};
 use sparse_core::{
-    Algorithm, BlockShape, CsrRef, DType, Error, OpKind, Precision, Result, Scalar, SddmmDesc,
-    SpIndex, SpmmDesc, SpmmPlan, ValueOrder,
+    Algorithm, BlockShape, Compute, CsrRef, DType, Error, OpKind, Precision, Result, Scalar,
+    SddmmDesc, SpIndex, SpmmDesc, SpmmPlan, ValueOrder,
 };
 use sparse_formats::{FillLimit, SrBcrs, SrBcrsShape, SR_BCRS_PADDING};
 
@@ -156,6 +157,8 @@ pub(crate) const SOURCE: KernelSource = KernelSource {
         <McSddmm<i8> as KernelParams>::C_DECL,
         <McSpmmDequant<f32> as KernelParams>::C_DECL,
         <McQuantize<f32> as KernelParams>::C_DECL,
+        <mixed::McSpmmPlanes as KernelParams>::C_DECL,
+        <mixed::McSplit<i8> as KernelParams>::C_DECL,
         <probe::McProbe as KernelParams>::C_DECL,
     ],
     defines: &[
@@ -196,6 +199,7 @@ pub(crate) fn all_specs() -> Result<Vec<KernelSpec>> {
         specs.push(sddmm_entry::<i8>(v)?.spec().clone());
     }
     specs.extend(quantized::all_specs()?);
+    specs.extend(mixed::all_specs()?);
     specs.extend(probe::all_specs()?);
     Ok(specs)
 }
@@ -407,6 +411,11 @@ pub(crate) fn spmm<'a, T: Scalar, I: SpIndex>(
     let shape = shape(OpKind::Spmm, desc.precision, desc.block)?;
     if desc.precision == Precision::F32_VIA_I8 {
         return Ok(Box::new(quantized::plan(device, a, desc, shape, clock)?));
+    }
+    // Operands stored in i8 (`i4`, `l8-r4`) are multiplied whole, by the i8 kernels; wider
+    // ones are split into 8-bit planes.
+    if matches!(desc.precision.compute, Compute::IntBits { .. }) && T::DTYPE != DType::I8 {
+        return Ok(Box::new(mixed::plan(device, a, desc, shape, clock)?));
     }
     Ok(Box::new(spmm_plan(device, a, desc, shape, clock)?))
 }

@@ -95,6 +95,7 @@ pub(crate) fn all_specs() -> Result<Vec<KernelSpec>> {
     specs.extend(specs_of::<f32>()?);
     specs.extend(specs_of::<half::f16>()?);
     specs.extend(specs_of::<i8>()?);
+    specs.extend(specs_of::<i16>()?);
     Ok(specs)
 }
 

@@ -46,6 +46,18 @@ const ATTENTION: &[Precision] = &[Precision::F32, Precision::F16, Precision::BF1
 const ATTENTION_TENSOR: &[Precision] = &[Precision::F16, Precision::BF16];
 /// What the integer MMAs take: i8 storage with exact i32 accumulation.
 const INTEGER: &[Precision] = &[Precision::I8];
+/// The integer precisions with widths held in i8, which the i8 kernels multiply whole.
+const INTEGER_WIDTHS_I8: &[Precision] = &[Precision::I4, Precision::L8_R4];
+/// Every integer precision with widths: on i16 storage the SpMM runs 8-bit planes on the same
+/// MMAs.
+const INTEGER_WIDTHS: &[Precision] = &[
+    Precision::I4,
+    Precision::L8_R4,
+    Precision::L12_R4,
+    Precision::L16_R4,
+    Precision::L16_R8,
+    Precision::L16_R16,
+];
 /// f32 quantized to i8 inside the plan, dequantized in the kernel's epilogue.
 const QUANTIZED: &[Precision] = &[Precision::F32_VIA_I8];
 
@@ -98,8 +110,15 @@ const TABLE: &[&[Registration]] = &[
         (ATTENTION_TENSOR, FusedTensorCore, true),
         (ATTENTION, Unfused, true),
     ),
-    rows!(Magicube, Spmm, SrBcrs: (INTEGER, Magicube, true), (QUANTIZED, Magicube, true)),
-    rows!(Magicube, Sddmm, SrBcrs: (INTEGER, Magicube, true)),
+    rows!(Magicube, Spmm, SrBcrs:
+        (INTEGER, Magicube, true),
+        (QUANTIZED, Magicube, true),
+        (INTEGER_WIDTHS, Magicube, true),
+    ),
+    rows!(Magicube, Sddmm, SrBcrs:
+        (INTEGER, Magicube, true),
+        (INTEGER_WIDTHS_I8, Magicube, true),
+    ),
 ];
 
 fn rows() -> impl Iterator<Item = &'static Registration> {

@@ -46,7 +46,7 @@ impl<T: Scalar> Converted<T> {
         match format {
             Format::Bsr => Some(BlockShape::new(4, 4)),
             Format::MeBcrs => Some(match storage {
-                DType::F16 | DType::BF16 | DType::I8 | DType::I4 => BlockShape::new(8, 8),
+                DType::F16 | DType::BF16 | DType::I8 | DType::I16 => BlockShape::new(8, 8),
                 _ => BlockShape::new(8, 4),
             }),
             Format::SrBcrs => Some(BlockShape::new(8, 16)),

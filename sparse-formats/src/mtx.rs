@@ -28,7 +28,7 @@
 
 use std::fmt;
 
-use sparse_core::{DType, Dense, Error, Layout, Result, Scalar, SpIndex};
+use sparse_core::{Dense, Error, Layout, Result, Scalar, SpIndex};
 
 use crate::coo::Coo;
 use crate::csr::Csr;
@@ -209,5 +209,5 @@ fn check_densify(rows: usize, cols: usize) -> Result<(), String> {
 
 /// Whether `T` is an integer type (written as `integer`, checked for saturation when read).
 fn is_integer<T: Scalar>() -> bool {
-    matches!(T::DTYPE, DType::I8 | DType::I4 | DType::I32)
+    T::DTYPE.is_integer()
 }

@@ -7,7 +7,8 @@
 //! in f16, cuSPARSE's Blocked-ELL SpMM in i8 (the fastest of 8 x 8, 16 x 16 and 32 x 32 blocks
 //! that tile the matrix, B column-major; the CSV notes the block and the values stored per
 //! entry), and cuBLAS's
-//! dense i8 GEMM on A made dense (where sparsity stops paying). Each time
+//! dense i8 GEMM on A made dense (where sparsity stops paying); and Magicube in the precisions
+//! with widths (`i4`, `l8-r4` ... `l16-r16`), against its i8. Each time
 //! is the median of 15 samples of 10 calls after 10 warm-up calls (operands warm in L2 when
 //! they fit), by CUDA events on the one stream every backend shares.
 //!
@@ -132,6 +133,22 @@ impl Bench {
             let mut c = cuda.zeros::<i32>(rows, n, Layout::RowMajor)?;
             median(timer, || plan.run(1, b.as_ref(), 0, c.as_mut()))
         };
+        // The precisions with widths: A's values and B's within each side's width.
+        let mode = |precision: Precision| -> Timed {
+            let kernel = MODE_KERNELS
+                .iter()
+                .find(|(p, _)| *p == precision)
+                .map_or("magicube mode", |(_, k)| k);
+            let desc = SpmmDesc::new(precision)
+                .format(Format::SrBcrs)
+                .block(BlockShape::new(8, 32))
+                .max_width(n);
+            let time = match precision.storage {
+                sparse_blas::DType::I8 => mode_time::<i8>(cuda, timer, a, &desc),
+                _ => mode_time::<i16>(cuda, timer, a, &desc),
+            };
+            record(kernel, time)
+        };
         let quantized = || -> Result<Duration> {
             let desc = SpmmDesc::new(Precision::F32_VIA_I8)
                 .format(Format::SrBcrs)
@@ -213,14 +230,16 @@ impl Bench {
                     .gemm::<i8>(1, ad.as_ref(), bd.as_ref(), 0, c.as_mut())
             })
         };
-        vec![
+        let mut times = vec![
             record("magicube i8", magicube()),
             record("magicube f32-i8", quantized()),
             record("flashsparse f16", f16_plan(&flashsparse, Format::MeBcrs)),
             record("cusparse f16", f16_plan(&cusparse, Format::Csr)),
             noted("cusparse blocked-ell i8", blocked_ell()),
             record("cublas i8 dense", gemm()),
-        ]
+        ];
+        times.extend(MODE_KERNELS.iter().map(|&(p, _)| mode(p)));
+        times
     }
 
     fn sddmm(&self, s: &Csr<f64>, k: usize) -> Vec<Timed> {
@@ -300,6 +319,37 @@ const KERNELS: [&str; 6] = [
     "cublas i8 dense",
 ];
 
+/// The SpMM of the integer precisions with widths, timed beside i8.
+const MODE_KERNELS: [(Precision, &str); 6] = [
+    (Precision::I4, "magicube i4"),
+    (Precision::L8_R4, "magicube l8-r4"),
+    (Precision::L12_R4, "magicube l12-r4"),
+    (Precision::L16_R4, "magicube l16-r4"),
+    (Precision::L16_R8, "magicube l16-r8"),
+    (Precision::L16_R16, "magicube l16-r16"),
+];
+
+/// The median time of a Magicube SpMM in `desc`'s precision, A's values small integers and B's
+/// spread over the right operand's width (a 16-bit B needs its high byte).
+fn mode_time<T: Scalar<Acc = i32, Out = i32>>(
+    cuda: &CudaBackend,
+    timer: &DeviceTimer,
+    a: &Csr<f64>,
+    desc: &SpmmDesc,
+) -> Result<Duration> {
+    let (rows, cols) = a.shape();
+    let n = desc.reserved_width();
+    let a = integer_valued(a).cast::<T>();
+    let mut plan = cuda.plan_spmm(a.as_ref(), desc)?;
+    let step = f64::from(desc.precision.value_range(true).1) / 3.0;
+    let b = Dense::<T>::from_fn(cols, n, Layout::RowMajor, |i, j| {
+        T::from_f64((((i * 7 + j * 3) % 7) as f64 - 3.0) * step)
+    });
+    let b = cuda.upload(b.as_ref())?;
+    let mut c = cuda.zeros::<i32>(rows, n, Layout::RowMajor)?;
+    median(timer, || plan.run(1, b.as_ref(), 0, c.as_mut()))
+}
+
 fn report(lines: &[Line], device: &str, rates: &str) -> (String, String) {
     let mut csv = String::from("matrix,rows,cols,nnz,sparsity,op,width,kernel,us,error,note\n");
     for l in lines {
@@ -371,6 +421,20 @@ fn report(lines: &[Line], device: &str, rates: &str) -> (String, String) {
                 let gm = (logs.iter().sum::<f64>() / logs.len() as f64).exp();
                 let _ = writeln!(md, "- {op}: {gm:.2}x over {other} ({} cases)", logs.len());
             }
+        }
+    }
+    md.push_str(
+        "\n## The precisions with widths against i8 (SpMM time over magicube i8's, geomean)\n\n",
+    );
+    for (_, kernel) in MODE_KERNELS {
+        let logs: Vec<f64> = lines
+            .iter()
+            .filter(|l| l.op == "spmm")
+            .filter_map(|l| Some((l.time(kernel)? / l.time("magicube i8")?).ln()))
+            .collect();
+        if !logs.is_empty() {
+            let gm = (logs.iter().sum::<f64>() / logs.len() as f64).exp();
+            let _ = writeln!(md, "- {kernel}: {gm:.2}x the time ({} cases)", logs.len());
         }
     }
     md.push_str("\n## Dense crossover (generated matrices)\n\n");

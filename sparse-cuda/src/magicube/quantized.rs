@@ -283,10 +283,7 @@ impl<T: Scalar> SpmmPlan<T> for QuantizedSpmm<T> {
             }
         };
         let (q, scales) = quantize_rows(&self.row_ptr, &host);
-        let order = &self.a.order;
-        let slots: Vec<i8> = (0..order.len())
-            .map(|slot| order.entry(slot).map_or(0, |e| q[e]))
-            .collect();
+        let slots = self.a.order.to_slot_order(&q);
         device.stage(
             self.a.values.values.address(),
             slots.len(),

@@ -20,13 +20,14 @@ macro_rules! for_storage {
             DType::F16 => $f::<f16>($($arg),*),
             DType::BF16 => $f::<bf16>($($arg),*),
             DType::I8 => $f::<i8>($($arg),*),
+            DType::I16 => $f::<i16>($($arg),*),
             _ => Err(Error::Unsupported {
                 op: $op,
                 format: sparse_blas::Format::Csr,
                 precision: $precision,
                 algorithm: None,
                 backend: $backend.kind(),
-                supported: "f64 f32 tf32 f16 bf16 i8 storage".to_string(),
+                supported: "f64 f32 tf32 f16 bf16 i8 i16 storage".to_string(),
             }),
         }
     };

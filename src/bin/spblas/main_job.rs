@@ -50,6 +50,7 @@ pub fn run(matrix: Option<&Path>, request: BackendRequest, precision: Precision)
             DType::F16 => ops::<f16>(&backend, a, precision),
             DType::BF16 => ops::<bf16>(&backend, a, precision),
             DType::I8 => ops::<i8>(&backend, a, precision),
+            DType::I16 => ops::<i16>(&backend, a, precision),
             _ => Err(Error::invalid(format!(
                 "the main job has no {precision} variant"
             ))),
@@ -71,8 +72,8 @@ fn random_dense<T: Scalar>(rows: usize, cols: usize, seed: u64) -> Dense<T> {
 }
 
 fn ops<T: Scalar>(backend: &Backend, a: &Csr<f64>, precision: Precision) -> Result<Vec<Row>> {
-    // i8 operands hold small integers so that products and sums stay exact and in range.
-    let a: Csr<T> = if T::DTYPE == DType::I8 {
+    // Integer operands hold small integers so that products and sums stay exact and in range.
+    let a: Csr<T> = if T::DTYPE.is_integer() {
         integer_valued(a).cast()
     } else {
         a.cast()

@@ -1,0 +1,385 @@
+//! The Magicube SpMM on 16-bit storage ([`Compute::IntBits`] modes `l12-r4 l16-r4 l16-r8
+//! l16-r16`), exact. (`i4` and `l8-r4` hold their operands in i8, which the i8 kernels multiply
+//! whole.)
+//!
+//! Operands run as 8-bit planes, all multiplied by the s8/u8 tensor cores: a 16-bit value is a
+//! signed high part and an unsigned low part, `v = hi * 2^8 + lo`. A's values are split at plan
+//! time; B is split at each run on the device (`mc_split_dense`), which also notes whether any
+//! value of B needs its high part. The kernel runs one MMA per pair of planes into its own sums
+//! and adds them shifted by the planes' weights, in wrapping i32 arithmetic, so the result is
+//! the i32 sum of the whole products modulo 2^32, bit for bit what the oracle computes. Where B
+//! fits 8 bits, as the modes with R <= 8 promise, its low plane read as signed is B itself and a
+//! step takes 2 MMAs; otherwise 4. So a B past its width is slower, never wrong.
+//!
+//! On sm_90 (no 4-bit tensor cores, docs/integer.md) 12- and 4-bit values take the 8-bit
+//! planes of 16- and 8-bit ones: `l12-r4` and `l16-r4` run as `l16-r8` does.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, DevicePtr, LaunchConfig};
+use sparse_core::{
+    Accumulator, Algorithm, Compute, CsrRef, DType, Dense, DenseMut, DenseRef, Error, Memory,
+    PlanInfo, Result, Scalar, SpIndex, SpmmDesc, SpmmPlan,
+};
+use sparse_formats::{Csr, SrBcrsShape};
+
+use super::{
+    chunk_groups, spmm_run_bytes, warp_grid, DeviceChunks, DeviceSrBcrs, RUN_BYTES, SOURCE, STRIDE,
+    THREADS, VECTORS,
+};
+use crate::device::Device;
+use crate::kernel::{kernel_params, Entry, Kernel, KernelSpec, MutPtr, Ptr};
+use crate::operand::{bind_spmm, input_buffer, to_u32, Bound};
+use crate::plan::{Phase, PlanBase, PlanClock, WidthDesc};
+
+/// Bytes a row of a B plane is padded to, so that every lane run (at most 16 bytes) is aligned.
+const B_ALIGN: usize = 16;
+/// Blocks of the splitting kernel at most: several waves on the largest devices.
+const MAX_BLOCKS: u32 = 4096;
+/// The lane runs of the kernel, narrowest first: each pair of planes keeps its own sums, and
+/// wider runs would spill registers.
+const RUNS: [u32; 2] = [RUN_BYTES[0], RUN_BYTES[1]];
+
+kernel_params! {
+    /// `mc_spmm_planes<V, W>`: C (i32) = alpha*A*B + beta*C from the two planes of A's values
+    /// in SR-BCRS slot order (hi * 2^8 + lo) and the two of B, row-major with `b_ld` bytes a
+    /// row (`b_hi` read only when `*b_wide`). `alpha`, `beta` and C are i32, as bits.
+    pub(crate) struct McSpmmPlanes {
+        chunks: u32,
+        rows: u32,
+        n: u32,
+        split: u32,
+        b_ld: u32,
+        c_rs: u32,
+        c_cs: u32,
+        chunk_vrow: ptr(u32),
+        chunk_start: ptr(u32),
+        chunk_end: ptr(u32),
+        vec_col: ptr(u32),
+        values_hi: ptr(u8),
+        values_lo: ptr(u8),
+        b_hi: ptr(u8),
+        b_lo: ptr(u8),
+        b_wide: ptr(u32),
+        c: out(u32),
+        alpha: u32,
+        beta: u32,
+    }
+}
+
+kernel_params! {
+    /// `mc_split_dense`: B (`rows x n` at its strides) as its high and low bytes `hi` and `lo`
+    /// (row-major, `ld` bytes a row); `wide` set when a value does not fit 8 bits.
+    pub(crate) struct McSplit<T> {
+        rows: u32,
+        n: u32,
+        b_rs: u32,
+        b_cs: u32,
+        ld: u32,
+        b: ptr(T),
+        hi: out(u8),
+        lo: out(u8),
+        wide: out(u32),
+    }
+}
+
+fn planes_entry(vector: usize, run: u32) -> Result<Entry<McSpmmPlanes>> {
+    Entry::new(&SOURCE, "mc_spmm_planes", &[&vector, &run])
+}
+
+fn split_entry<T: Scalar>() -> Result<Entry<McSplit<T>>> {
+    Entry::over_params(&SOURCE, "mc_split_dense")
+}
+
+/// Every kernel of the plane path Rust can ask for.
+pub(crate) fn all_specs() -> Result<Vec<KernelSpec>> {
+    let mut specs = vec![split_entry::<i16>()?.spec().clone()];
+    for v in VECTORS {
+        for run in RUNS {
+            specs.push(planes_entry(v, run)?.spec().clone());
+        }
+    }
+    Ok(specs)
+}
+
+/// 16-bit values as the bytes of their high (signed) and low (unsigned) planes.
+fn split_values<T: Scalar>(values: &[T]) -> (Vec<i8>, Vec<i8>) {
+    values
+        .iter()
+        .map(|v| {
+            let v = v.to_f64() as i32;
+            ((v >> 8) as i8, v as u8 as i8)
+        })
+        .unzip()
+}
+
+/// A planned SpMM on 16-bit storage.
+pub(crate) struct MixedSpmm<T: Scalar> {
+    base: PlanBase<T>,
+    /// The structure and A's high plane.
+    a: DeviceSrBcrs<i8>,
+    /// A's low plane in slot order.
+    a_lo: CudaSlice<u8>,
+    chunks: DeviceChunks,
+    /// One per lane run of [`RUNS`].
+    kernels: Vec<Kernel<McSpmmPlanes>>,
+    split: Kernel<McSplit<T>>,
+    /// B's two planes (each cols x the reserved N, row-major, rows padded to [`B_ALIGN`]).
+    b_planes: Option<CudaSlice<u8>>,
+    /// Set by the split when a value of B does not fit 8 bits.
+    b_wide: CudaSlice<u32>,
+}
+
+/// The plan of an SpMM in `desc.precision`, one of [`Compute::IntBits`] on i16.
+pub(crate) fn plan<T: Scalar, I: SpIndex>(
+    device: &Arc<Device>,
+    a: CsrRef<'_, T, I>,
+    desc: &SpmmDesc,
+    shape: SrBcrsShape,
+    clock: PlanClock,
+) -> Result<MixedSpmm<T>> {
+    if T::DTYPE != DType::I16 || !matches!(desc.precision.compute, Compute::IntBits { .. }) {
+        return Err(Error::internal(format!(
+            "no Magicube plane kernel takes {}",
+            desc.precision
+        )));
+    }
+    let entries = RUNS
+        .iter()
+        .map(|&w| planes_entry(shape.vector(), w))
+        .collect::<Result<Vec<_>>>()?;
+    let split = split_entry::<T>()?;
+    let mut specs: Vec<&KernelSpec> = entries.iter().map(Entry::spec).collect();
+    specs.push(split.spec());
+    let (base, mut clock) =
+        PlanBase::new(device, a, desc.info(Algorithm::Magicube), &specs, clock)?;
+    let kernels = entries
+        .iter()
+        .map(|e| device.kernel(e))
+        .collect::<Result<Vec<_>>>()?;
+    let split = device.kernel(&split)?;
+    clock.lap(device, Phase::Kernels)?;
+    let (hi, lo) = split_values(a.values());
+    let row_ptr = a.row_ptr().iter().map(|p| p.to_usize()).collect();
+    let col_idx = a.col_idx().iter().map(|c| c.to_usize()).collect();
+    let a_hi = Csr::try_new(a.rows(), a.cols(), row_ptr, col_idx, hi).map_err(|r| r.error)?;
+    let m = DeviceSrBcrs::build(device, a_hi.as_ref(), shape, &mut clock)?;
+    let a_lo = device.upload_converted(&m.order.to_slot_order(&lo), 0, |&v| v as u8)?;
+    let groups = chunk_groups(m.stored_vectors() / STRIDE, device.info.multiprocessors);
+    let chunks = DeviceChunks::upload(device, &m.chunks(groups, true))?;
+    let b_wide = device.alloc_zeros(1, "allocating B's width flag")?;
+    clock.lap(device, Phase::Transfer)?;
+    let mut plan = MixedSpmm {
+        base,
+        a: m,
+        a_lo,
+        chunks,
+        kernels,
+        split,
+        b_planes: None,
+        b_wide,
+    };
+    let workspace = plan.grow(desc.reserved_width())?;
+    clock.lap(device, Phase::Device)?;
+    let a_bytes = plan.a.bytes() + plan.a_lo.len();
+    plan.base.info.bytes = a_bytes + plan.chunks.bytes() + workspace;
+    plan.base.info.plan_time = clock.time();
+    Ok(plan)
+}
+
+impl<T: Scalar> MixedSpmm<T> {
+    /// A B plane's row length for N = `width`.
+    fn b_ld(width: usize) -> Result<usize> {
+        width
+            .checked_next_multiple_of(B_ALIGN)
+            .ok_or_else(|| Error::overflow::<usize>("B plane row", width))
+    }
+
+    /// Bytes of one B plane for N = `width`.
+    fn plane_len(&self, width: usize) -> Result<usize> {
+        Self::b_ld(width)?
+            .checked_mul(self.base.cols.max(1))
+            .ok_or_else(|| Error::overflow::<usize>("B plane", width))
+    }
+
+    /// Sizes B's planes for N up to `width`; the bytes grown.
+    fn grow(&mut self, width: usize) -> Result<usize> {
+        let len = self
+            .plane_len(width)?
+            .checked_mul(2)
+            .ok_or_else(|| Error::overflow::<usize>("B planes", width))?;
+        self.base
+            .device
+            .grow_zeroed(&mut self.b_planes, len, "allocating B's planes")
+    }
+
+    /// B of `cols x n` (a bound operand) split into its planes: their addresses and row length.
+    fn split_b(&mut self, b: &Bound, n: u32) -> Result<(Ptr<u8>, Ptr<u8>, u32)> {
+        let device = &self.base.device;
+        let b_ld = Self::b_ld(n as usize)?;
+        let plane = self.plane_len(n as usize)?;
+        let planes = self
+            .b_planes
+            .as_ref()
+            .ok_or_else(|| Error::internal("B's planes were never allocated"))?;
+        let hi = MutPtr::<u8>::of(planes, device);
+        let lo = hi.offset(plane);
+        device
+            .stream
+            .memset_zeros(&mut self.b_wide)
+            .map_err(|e| device.error("clearing B's width flag", e))?;
+        let (b_rs, b_cs) = b.strides();
+        let params = McSplit {
+            rows: to_u32("rows of B", self.base.cols)?,
+            n,
+            b_rs,
+            b_cs,
+            ld: to_u32("B plane row", b_ld)?,
+            b: b.input(),
+            hi,
+            lo,
+            wide: MutPtr::of(&self.b_wide, device),
+        };
+        let elements = u64::from(params.rows) * u64::from(n);
+        let blocks = elements
+            .div_ceil(u64::from(THREADS))
+            .clamp(1, u64::from(MAX_BLOCKS)) as u32;
+        let config = LaunchConfig {
+            grid_dim: (blocks, 1, 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: B spans cols x n at its strides (a bound operand); each plane holds cols rows
+        // of b_ld >= n bytes (grown for the reserved width, which n is within); `wide` holds
+        // one u32.
+        unsafe { self.split.launch(config, &params) }?;
+        Ok((hi.read_only(), lo.read_only(), params.ld))
+    }
+}
+
+impl<T: Scalar> SpmmPlan<T> for MixedSpmm<T> {
+    fn info(&self) -> &PlanInfo {
+        &self.base.info
+    }
+
+    fn run(
+        &mut self,
+        alpha: T::Acc,
+        b: DenseRef<'_, T>,
+        beta: T::Acc,
+        mut c: DenseMut<'_, T::Out>,
+    ) -> Result<()> {
+        let device = self.base.device.clone();
+        let ops = bind_spmm(&device, (self.base.rows, self.base.cols), &b, &mut c)?;
+        self.base.info.check_width(ops.n as usize)?;
+        if self.base.rows == 0 || ops.n == 0 {
+            return Ok(());
+        }
+        if alpha == T::Acc::ZERO {
+            return self.base.scale(&ops.c, beta);
+        }
+        let n = ops.n;
+        let (b_hi, b_lo, b_ld) = self.split_b(&ops.b, n)?;
+        let (a, chunks) = (&self.a, &self.chunks);
+        if chunks.split {
+            // The chunks of a vector-row add into its rows of C.
+            self.base.scale(&ops.c, beta)?;
+        }
+        let widest = spmm_run_bytes(chunks.count, n, device.info.multiprocessors);
+        let pick = RUNS.iter().rposition(|&w| w <= widest).unwrap_or(0);
+        let w = RUNS[pick];
+        let (chunk_vrow, chunk_start, chunk_end) = chunks.pointers(&device);
+        let (c_rs, c_cs) = ops.c.strides();
+        let bits = |v: T::Acc| v.to_f64() as i32 as u32;
+        let params = McSpmmPlanes {
+            chunks: chunks.count,
+            rows: a.rows,
+            n,
+            split: u32::from(chunks.split),
+            b_ld,
+            c_rs,
+            c_cs,
+            chunk_vrow,
+            chunk_start,
+            chunk_end,
+            vec_col: Ptr::of(&a.vec_col, &device),
+            values_hi: Ptr::at(a.values.values.address()),
+            values_lo: Ptr::of(&self.a_lo, &device),
+            b_hi,
+            b_lo,
+            b_wide: Ptr::of(&self.b_wide, &device),
+            c: ops.c.output(),
+            alpha: bits(alpha),
+            beta: bits(beta),
+        };
+        let config = warp_grid(u64::from(chunks.count) * u64::from(n.div_ceil(8 * w)))?;
+        // SAFETY: the SR-BCRS as in the i8 SpMM, its low plane of the same slots; B's planes
+        // hold cols rows of b_ld bytes, b_ld a multiple of 16 so lane runs are aligned, read
+        // below n only, written by the split before on this stream; C spans rows x n i32 at
+        // its strides.
+        unsafe { self.kernels[pick].launch(config, &params) }
+    }
+
+    fn update_values(&mut self, values: DenseRef<'_, T>) -> Result<()> {
+        let nnz = self.base.nnz;
+        values.expect_shape("update_values", (nnz, 1))?;
+        let device = &self.base.device;
+        let host: Vec<T> = match values.memory() {
+            Memory::Host(_) => (0..nnz).map(|e| values.at(e, 0)).collect(),
+            Memory::Device(_) => {
+                let all = input_buffer(&values, device, "update_values")?.to_host()?;
+                let copy = Dense::from_vec(all, nnz, 1, values.ld(), values.layout())?;
+                (0..nnz).map(|e| copy.as_ref().at(e, 0)).collect()
+            }
+        };
+        let (hi, lo) = split_values(&host);
+        let at = self.a_lo.device_ptr(&device.stream).0;
+        for (plane, address) in [(hi, self.a.values.values.address()), (lo, at)] {
+            let slots = self.a.order.to_slot_order(&plane);
+            device.stage(address, slots.len(), |start, out: &mut [i8]| {
+                out.copy_from_slice(&slots[start..start + out.len()])
+            })?;
+        }
+        Ok(())
+    }
+
+    fn reserve(&mut self, width: usize) -> Result<()> {
+        let width = width.max(self.base.info.reserved_width);
+        self.base.info.bytes += self.grow(width)?;
+        self.base.info.reserved_width = width;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sixteen_bit_values_split_into_a_signed_high_and_an_unsigned_low_byte() {
+        let values: Vec<i16> = vec![
+            i16::MIN,
+            -300,
+            -129,
+            -128,
+            -1,
+            0,
+            1,
+            127,
+            128,
+            255,
+            256,
+            i16::MAX,
+        ];
+        let (hi, lo) = split_values(&values);
+        for ((&v, &h), &l) in values.iter().zip(&hi).zip(&lo) {
+            assert_eq!(i32::from(h) * 256 + i32::from(l as u8), i32::from(v));
+            if (-128..=127).contains(&v) {
+                assert_eq!(
+                    l, v as i8,
+                    "a value of 8 bits is its low byte read as signed"
+                );
+            }
+        }
+    }
+}
