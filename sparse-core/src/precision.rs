@@ -93,7 +93,7 @@ impl Compute {
 /// A precision: what the operands are stored in and what the arithmetic is done in.
 ///
 /// The named precisions are `f64 f32 tf32 f16 bf16 i8 i4`, the mixed integer modes
-/// `l8-r4 l12-r4 l16-r4 l16-r8 l16-r16` ([`Precision::MIXED`]) and `f32-i8`.
+/// `l8-r4 l12-r4 l16-r4 l16-r8 l16-r16` (with `i4`, [`Precision::WITH_WIDTHS`]) and `f32-i8`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Precision {
     pub storage: DType,
@@ -133,7 +133,9 @@ impl Precision {
     pub const L16_R4: Precision = Precision::int_bits(DType::I16, 16, 4);
     pub const L16_R8: Precision = Precision::int_bits(DType::I16, 16, 8);
     pub const L16_R16: Precision = Precision::int_bits(DType::I16, 16, 16);
-    pub const MIXED: [Precision; 5] = [
+    /// The integer precisions that name operand widths ([`Compute::IntBits`]).
+    pub const WITH_WIDTHS: [Precision; 6] = [
+        Precision::I4,
         Precision::L8_R4,
         Precision::L12_R4,
         Precision::L16_R4,
@@ -269,7 +271,7 @@ mod tests {
         assert_eq!(Precision::L16_R4.value_range(true), (-8, 7));
         assert_eq!(Precision::I8.value_range(true), (-128, 127));
         assert_eq!(Precision::I4.storage, DType::I8);
-        for p in Precision::MIXED {
+        for p in Precision::WITH_WIDTHS {
             assert_eq!(p.to_string().parse::<Precision>().unwrap(), p);
             assert!(p.compute.is_integer() && p.storage.is_integer());
         }

@@ -379,6 +379,29 @@ fn chunk_groups(total: usize, multiprocessors: u32) -> usize {
     total.div_ceil(units).max(MIN_CHUNK_GROUPS)
 }
 
+/// Bytes a row of a B the plans rewrite on the device (quantized, or split into planes) is
+/// padded to, so that every lane run (at most 16 bytes) is aligned.
+const B_ALIGN: usize = 16;
+/// Blocks of the kernels that stride over B at most: several waves on the largest devices.
+const MAX_STRIDE_BLOCKS: u64 = 4096;
+
+/// The row length of a rewritten B of N = `width` columns ([`B_ALIGN`]).
+fn padded_b_row(width: usize) -> Result<usize> {
+    width
+        .checked_next_multiple_of(B_ALIGN)
+        .ok_or_else(|| Error::overflow::<usize>("a row of the device's B", width))
+}
+
+/// A grid of [`THREADS`]-thread blocks for `items` items, at most [`MAX_STRIDE_BLOCKS`]
+/// (the kernels stride over the rest).
+fn stride_grid(items: u64) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (items.clamp(1, MAX_STRIDE_BLOCKS) as u32, 1, 1),
+        block_dim: (THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
 /// A grid of `warps` warps, [`WARPS`] a block.
 fn warp_grid(warps: u64) -> Result<LaunchConfig> {
     let blocks = warps.div_ceil(u64::from(WARPS)).max(1);

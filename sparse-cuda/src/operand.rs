@@ -141,6 +141,25 @@ pub(crate) fn input_buffer<'a, T: Scalar>(
     }
 }
 
+/// The `len` elements of an `len x 1` operand on the host, copied from `device` when it lives
+/// there: for plans that rework new values on the host before they go up.
+pub(crate) fn host_column<T: Scalar>(
+    d: &DenseRef<'_, T>,
+    len: usize,
+    device: &Arc<Device>,
+    context: &str,
+) -> Result<Vec<T>> {
+    d.expect_shape(context, (len, 1))?;
+    match d.memory() {
+        Memory::Host(_) => Ok((0..len).map(|e| d.at(e, 0)).collect()),
+        Memory::Device(_) => {
+            let all = input_buffer(d, device, context)?.to_host()?;
+            let copy = sparse_core::Dense::from_vec(all, len, 1, d.ld(), d.layout())?;
+            Ok((0..len).map(|e| copy.as_ref().at(e, 0)).collect())
+        }
+    }
+}
+
 /// A run's bound operands with its scalars.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Run<O, A> {

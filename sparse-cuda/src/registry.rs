@@ -50,14 +50,7 @@ const INTEGER: &[Precision] = &[Precision::I8];
 const INTEGER_WIDTHS_I8: &[Precision] = &[Precision::I4, Precision::L8_R4];
 /// Every integer precision with widths: on i16 storage the SpMM runs 8-bit planes on the same
 /// MMAs.
-const INTEGER_WIDTHS: &[Precision] = &[
-    Precision::I4,
-    Precision::L8_R4,
-    Precision::L12_R4,
-    Precision::L16_R4,
-    Precision::L16_R8,
-    Precision::L16_R16,
-];
+const INTEGER_WIDTHS: &[Precision] = &Precision::WITH_WIDTHS;
 /// f32 quantized to i8 inside the plan, dequantized in the kernel's epilogue.
 const QUANTIZED: &[Precision] = &[Precision::F32_VIA_I8];
 

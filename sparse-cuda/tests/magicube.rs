@@ -15,16 +15,14 @@
 
 mod common;
 
-use std::path::Path;
-
-use common::{available, collect, Failures};
+use common::{available, collect, corpus_matrices, Failures};
 use sparse_core::{
     Algorithm, AttentionShape, BackendKind, BlockShape, Dense, DenseRef, Error, Executor, Format,
     Layout, Precision, Scalar, SddmmDesc, SddmmPlan, SpmmDesc, SpmmPlan,
 };
 use sparse_cpu::reference;
 use sparse_cuda::CudaBackend;
-use sparse_formats::{generate, mtx, Csr};
+use sparse_formats::{generate, Csr};
 
 fn backend() -> Option<CudaBackend> {
     available(BackendKind::Cuda, CudaBackend::new(0))
@@ -96,34 +94,11 @@ fn matrices() -> Vec<(String, Csr<i8>)> {
         .collect()
 }
 
-/// The `dlmc_*` matrices of the corpus (`$SPARSE_CORPUS`, else `../shared/matrices` beside the
-/// workspace), with i8 values.
+/// The `dlmc_*` matrices of the corpus, with i8 values.
 fn dlmc() -> Vec<(String, Csr<i8>)> {
-    let dir = std::env::var_os("SPARSE_CORPUS").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/matrices"),
-        std::path::PathBuf::from,
-    );
-    let Ok(entries) = std::fs::read_dir(&dir) else {
-        eprintln!("no corpus at {}", dir.display());
-        return Vec::new();
-    };
-    let mut paths: Vec<_> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("dlmc_"))
-        })
-        .collect();
-    paths.sort();
-    paths
+    corpus_matrices("dlmc_")
         .into_iter()
-        .map(|p| {
-            let a: Csr<f64> = mtx::read_csr::<f64, u32>(&p).expect("a corpus matrix");
-            (
-                p.file_name().unwrap().to_string_lossy().into_owned(),
-                with_values(&a),
-            )
-        })
+        .map(|(name, a)| (name, with_values(&a)))
         .collect()
 }
 

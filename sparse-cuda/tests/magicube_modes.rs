@@ -13,29 +13,18 @@
 
 mod common;
 
-use std::path::Path;
-
-use common::{available, collect, Failures};
+use common::{available, collect, corpus_matrices, Failures};
 use sparse_core::{
     Algorithm, BackendKind, BlockShape, Dense, Executor, Format, Layout, Precision, Scalar,
     SpmmDesc, SpmmPlan,
 };
 use sparse_cpu::CpuBackend;
 use sparse_cuda::CudaBackend;
-use sparse_formats::{generate, mtx, Csr};
+use sparse_formats::{generate, Csr};
 
 fn backend() -> Option<CudaBackend> {
     available(BackendKind::Cuda, CudaBackend::new(0))
 }
-
-const MODES: [Precision; 6] = [
-    Precision::I4,
-    Precision::L8_R4,
-    Precision::L12_R4,
-    Precision::L16_R4,
-    Precision::L16_R8,
-    Precision::L16_R16,
-];
 
 /// A value of the left (`right == false`) or right width of `precision`, from a position: the
 /// whole range, its ends included.
@@ -90,38 +79,9 @@ fn matrices(corpus: bool) -> Vec<(String, Csr<f64>)> {
         ));
     }
     if corpus {
-        list.extend(dlmc());
+        list.extend(corpus_matrices("dlmc_"));
     }
     list
-}
-
-fn dlmc() -> Vec<(String, Csr<f64>)> {
-    let dir = std::env::var_os("SPARSE_CORPUS").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/matrices"),
-        std::path::PathBuf::from,
-    );
-    let Ok(entries) = std::fs::read_dir(&dir) else {
-        eprintln!("no corpus at {}", dir.display());
-        return Vec::new();
-    };
-    let mut paths: Vec<_> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("dlmc_"))
-        })
-        .collect();
-    paths.sort();
-    paths
-        .into_iter()
-        .map(|p| {
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            (
-                name,
-                mtx::read_csr::<f64, u32>(&p).expect("a corpus matrix"),
-            )
-        })
-        .collect()
 }
 
 fn desc(precision: Precision, v: usize) -> SpmmDesc {
@@ -197,7 +157,10 @@ fn every_mode<T: Scalar<Out = i32, Acc = i32>>(
     corpus: bool,
     failures: &mut Failures,
 ) {
-    for precision in MODES.into_iter().filter(|p| p.storage == T::DTYPE) {
+    for precision in Precision::WITH_WIDTHS
+        .into_iter()
+        .filter(|p| p.storage == T::DTYPE)
+    {
         for (name, pattern) in matrices(corpus) {
             let a = with_values::<T>(&pattern, precision);
             let vectors: &[usize] = if name.starts_with("dlmc") {

@@ -16,26 +16,22 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, DevicePtr, LaunchConfig};
+use cudarc::driver::{CudaSlice, DevicePtr};
 use sparse_core::{
-    Accumulator, Algorithm, Compute, CsrRef, DType, Dense, DenseMut, DenseRef, Error, Memory,
-    PlanInfo, Result, Scalar, SpIndex, SpmmDesc, SpmmPlan,
+    Accumulator, Algorithm, Compute, CsrRef, DType, DenseMut, DenseRef, Error, PlanInfo, Result,
+    Scalar, SpIndex, SpmmDesc, SpmmPlan,
 };
 use sparse_formats::{Csr, SrBcrsShape};
 
 use super::{
-    chunk_groups, spmm_run_bytes, warp_grid, DeviceChunks, DeviceSrBcrs, RUN_BYTES, SOURCE, STRIDE,
-    THREADS, VECTORS,
+    chunk_groups, padded_b_row, spmm_run_bytes, stride_grid, warp_grid, DeviceChunks, DeviceSrBcrs,
+    RUN_BYTES, SOURCE, STRIDE, THREADS, VECTORS,
 };
 use crate::device::Device;
 use crate::kernel::{kernel_params, Entry, Kernel, KernelSpec, MutPtr, Ptr};
-use crate::operand::{bind_spmm, input_buffer, to_u32, Bound};
+use crate::operand::{bind_spmm, host_column, to_u32, Bound};
 use crate::plan::{Phase, PlanBase, PlanClock, WidthDesc};
 
-/// Bytes a row of a B plane is padded to, so that every lane run (at most 16 bytes) is aligned.
-const B_ALIGN: usize = 16;
-/// Blocks of the splitting kernel at most: several waves on the largest devices.
-const MAX_BLOCKS: u32 = 4096;
 /// The lane runs of the kernel, narrowest first: each pair of planes keeps its own sums, and
 /// wider runs would spill registers.
 const RUNS: [u32; 2] = [RUN_BYTES[0], RUN_BYTES[1]];
@@ -124,7 +120,7 @@ pub(crate) struct MixedSpmm<T: Scalar> {
     /// One per lane run of [`RUNS`].
     kernels: Vec<Kernel<McSpmmPlanes>>,
     split: Kernel<McSplit<T>>,
-    /// B's two planes (each cols x the reserved N, row-major, rows padded to [`B_ALIGN`]).
+    /// B's two planes (each cols x the reserved N, row-major, rows padded to [`super::B_ALIGN`]).
     b_planes: Option<CudaSlice<u8>>,
     /// Set by the split when a value of B does not fit 8 bits.
     b_wide: CudaSlice<u32>,
@@ -188,16 +184,9 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
 }
 
 impl<T: Scalar> MixedSpmm<T> {
-    /// A B plane's row length for N = `width`.
-    fn b_ld(width: usize) -> Result<usize> {
-        width
-            .checked_next_multiple_of(B_ALIGN)
-            .ok_or_else(|| Error::overflow::<usize>("B plane row", width))
-    }
-
     /// Bytes of one B plane for N = `width`.
     fn plane_len(&self, width: usize) -> Result<usize> {
-        Self::b_ld(width)?
+        padded_b_row(width)?
             .checked_mul(self.base.cols.max(1))
             .ok_or_else(|| Error::overflow::<usize>("B plane", width))
     }
@@ -216,7 +205,7 @@ impl<T: Scalar> MixedSpmm<T> {
     /// B of `cols x n` (a bound operand) split into its planes: their addresses and row length.
     fn split_b(&mut self, b: &Bound, n: u32) -> Result<(Ptr<u8>, Ptr<u8>, u32)> {
         let device = &self.base.device;
-        let b_ld = Self::b_ld(n as usize)?;
+        let b_ld = padded_b_row(n as usize)?;
         let plane = self.plane_len(n as usize)?;
         let planes = self
             .b_planes
@@ -241,14 +230,7 @@ impl<T: Scalar> MixedSpmm<T> {
             wide: MutPtr::of(&self.b_wide, device),
         };
         let elements = u64::from(params.rows) * u64::from(n);
-        let blocks = elements
-            .div_ceil(u64::from(THREADS))
-            .clamp(1, u64::from(MAX_BLOCKS)) as u32;
-        let config = LaunchConfig {
-            grid_dim: (blocks, 1, 1),
-            block_dim: (THREADS, 1, 1),
-            shared_mem_bytes: 0,
-        };
+        let config = stride_grid(elements.div_ceil(u64::from(THREADS)));
         // SAFETY: B spans cols x n at its strides (a bound operand); each plane holds cols rows
         // of b_ld >= n bytes (grown for the reserved width, which n is within); `wide` holds
         // one u32.
@@ -321,17 +303,8 @@ impl<T: Scalar> SpmmPlan<T> for MixedSpmm<T> {
     }
 
     fn update_values(&mut self, values: DenseRef<'_, T>) -> Result<()> {
-        let nnz = self.base.nnz;
-        values.expect_shape("update_values", (nnz, 1))?;
         let device = &self.base.device;
-        let host: Vec<T> = match values.memory() {
-            Memory::Host(_) => (0..nnz).map(|e| values.at(e, 0)).collect(),
-            Memory::Device(_) => {
-                let all = input_buffer(&values, device, "update_values")?.to_host()?;
-                let copy = Dense::from_vec(all, nnz, 1, values.ld(), values.layout())?;
-                (0..nnz).map(|e| copy.as_ref().at(e, 0)).collect()
-            }
-        };
+        let host = host_column(&values, self.base.nnz, device, "update_values")?;
         let (hi, lo) = split_values(&host);
         let at = self.a_lo.device_ptr(&device.stream).0;
         for (plane, address) in [(hi, self.a.values.values.address()), (lo, at)] {

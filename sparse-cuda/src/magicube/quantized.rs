@@ -7,28 +7,22 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, DevicePtr, LaunchConfig};
+use cudarc::driver::{CudaSlice, DevicePtr};
 use sparse_core::{
-    Accumulator, Algorithm, CsrRef, Dense, DenseMut, DenseRef, Error, Memory, PlanInfo, Result,
-    Scalar, SpIndex, SpmmDesc, SpmmPlan,
+    Accumulator, Algorithm, CsrRef, DenseMut, DenseRef, Error, PlanInfo, Result, Scalar, SpIndex,
+    SpmmDesc, SpmmPlan,
 };
 use sparse_formats::quantize::{quantize_value, scale_for, QuantBits};
 use sparse_formats::{Csr, SrBcrsShape};
 
 use super::{
-    spmm_run_bytes, warp_grid, DeviceChunks, DeviceSrBcrs, McQuantize, McSpmmDequant, RUN_BYTES,
-    SOURCE, THREADS,
+    padded_b_row, spmm_run_bytes, stride_grid, warp_grid, DeviceChunks, DeviceSrBcrs, McQuantize,
+    McSpmmDequant, RUN_BYTES, SOURCE, THREADS,
 };
 use crate::device::Device;
 use crate::kernel::{Entry, Kernel, KernelSpec, MutPtr, Ptr};
-use crate::operand::{bind_spmm, input_buffer, to_u32};
+use crate::operand::{bind_spmm, host_column, to_u32};
 use crate::plan::{Phase, PlanBase, PlanClock, WidthDesc};
-
-/// Bytes a row of quantized B is padded to, so that every lane run (at most 16 bytes) is
-/// aligned.
-const B_ALIGN: usize = 16;
-/// Blocks of the quantization kernels at most: several waves on the largest devices.
-const MAX_BLOCKS: u32 = 4096;
 
 fn dequant_entry<T: Scalar>(vector: usize, run: u32) -> Result<Entry<McSpmmDequant<T>>> {
     Entry::new(&SOURCE, "mc_spmm_dequant", &[&vector, &run])
@@ -106,7 +100,7 @@ pub(crate) struct QuantizedSpmm<T: Scalar> {
     kernels: Vec<Kernel<McSpmmDequant<T>>>,
     column_scales: Kernel<McQuantize<T>>,
     quantize: Kernel<McQuantize<T>>,
-    /// B quantized (cols x the reserved N, row-major, rows padded to [`B_ALIGN`]) and its
+    /// B quantized (cols x the reserved N, row-major, rows padded to [`super::B_ALIGN`]) and its
     /// column scales.
     b_q: Option<CudaSlice<u8>>,
     col_scale: Option<CudaSlice<f32>>,
@@ -165,17 +159,10 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
 }
 
 impl<T: Scalar> QuantizedSpmm<T> {
-    /// Quantized B's row length for N = `width`.
-    fn b_ld(width: usize) -> Result<usize> {
-        width
-            .checked_next_multiple_of(B_ALIGN)
-            .ok_or_else(|| Error::overflow::<usize>("quantized B row", width))
-    }
-
     /// Sizes the quantized B and its scales for N up to `width`; the bytes grown.
     fn grow(&mut self, width: usize) -> Result<usize> {
         let device = &self.base.device;
-        let len = Self::b_ld(width)?
+        let len = padded_b_row(width)?
             .checked_mul(self.base.cols.max(1))
             .ok_or_else(|| Error::overflow::<usize>("quantized B", width))?;
         Ok(
@@ -212,7 +199,7 @@ impl<T: Scalar> SpmmPlan<T> for QuantizedSpmm<T> {
             (Some(q), Some(s)) => (q, s),
             _ => return Err(Error::internal("the quantized B was never allocated")),
         };
-        let b_ld = to_u32("quantized B row", Self::b_ld(n as usize)?)?;
+        let b_ld = to_u32("quantized B row", padded_b_row(n as usize)?)?;
         let (b_rs, b_cs) = ops.b.strides();
         let quantize = McQuantize {
             rows: to_u32("rows of B", base.cols)?,
@@ -224,20 +211,20 @@ impl<T: Scalar> SpmmPlan<T> for QuantizedSpmm<T> {
             q: MutPtr::of(b_q, device),
             q_ld: b_ld,
         };
-        let blocks = |items: u64| LaunchConfig {
-            grid_dim: (items.clamp(1, u64::from(MAX_BLOCKS)) as u32, 1, 1),
-            block_dim: (THREADS, 1, 1),
-            shared_mem_bytes: 0,
-        };
         // SAFETY: B spans base.cols x n at its strides (a bound operand); the scales hold at
         // least n floats and the quantized B cols rows of b_ld >= n bytes (grown for the
         // reserved width, which n is within).
-        unsafe { self.column_scales.launch(blocks(u64::from(n)), &quantize) }?;
+        unsafe {
+            self.column_scales
+                .launch(stride_grid(u64::from(n)), &quantize)
+        }?;
         let elements = u64::from(quantize.rows) * u64::from(n);
         // SAFETY: as above; the scales were written by the launch before, on this stream.
         unsafe {
-            self.quantize
-                .launch(blocks(elements.div_ceil(u64::from(THREADS))), &quantize)
+            self.quantize.launch(
+                stride_grid(elements.div_ceil(u64::from(THREADS))),
+                &quantize,
+            )
         }?;
         let (a, chunks) = (&self.a, &self.rows);
         let w = spmm_run_bytes(chunks.count, n, device.info.multiprocessors);
@@ -271,17 +258,9 @@ impl<T: Scalar> SpmmPlan<T> for QuantizedSpmm<T> {
     }
 
     fn update_values(&mut self, values: DenseRef<'_, T>) -> Result<()> {
-        let nnz = self.base.nnz;
-        values.expect_shape("update_values", (nnz, 1))?;
         let device = &self.base.device;
-        let host = match values.memory() {
-            Memory::Host(_) => finite_values((0..nnz).map(|e| values.at(e, 0)))?,
-            Memory::Device(_) => {
-                let all = input_buffer(&values, device, "update_values")?.to_host()?;
-                let copy = Dense::from_vec(all, nnz, 1, values.ld(), values.layout())?;
-                finite_values((0..nnz).map(|e| copy.as_ref().at(e, 0)))?
-            }
-        };
+        let host = host_column(&values, self.base.nnz, device, "update_values")?;
+        let host = finite_values(host)?;
         let (q, scales) = quantize_rows(&self.row_ptr, &host);
         let slots = self.a.order.to_slot_order(&q);
         device.stage(

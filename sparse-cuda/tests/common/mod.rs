@@ -42,6 +42,35 @@ pub fn collect<B>(backend: Option<B>, cases: impl FnOnce(&B, &mut Failures)) {
     failures.assert_none();
 }
 
+/// The corpus matrices whose file names start with `prefix`, by name (`$SPARSE_CORPUS`, else
+/// `../shared/matrices` beside the workspace); none, after saying so, without a corpus.
+pub fn corpus_matrices(prefix: &str) -> Vec<(String, Csr<f64>)> {
+    let dir = std::env::var_os("SPARSE_CORPUS").map_or_else(
+        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/matrices"),
+        std::path::PathBuf::from,
+    );
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        eprintln!("no corpus at {}", dir.display());
+        return Vec::new();
+    };
+    let mut paths: Vec<_> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(prefix))
+        })
+        .collect();
+    paths.sort();
+    paths
+        .into_iter()
+        .map(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            let a = sparse_formats::mtx::read_csr::<f64, u32>(&p).expect("a corpus matrix");
+            (name, a)
+        })
+        .collect()
+}
+
 /// Values in [-1.2, 1.4) that f16 (and f32) store inexactly, so rounding shows.
 pub fn value(i: usize, j: usize) -> f64 {
     ((i * 7 + j * 3) % 19) as f64 / 7.3 - 1.2
