@@ -377,44 +377,65 @@ __global__ void __launch_bounds__(MC_THREADS) mc_quantize(const P p) {
 // leaves the dot products unchanged, and this one makes every load a contiguous 16 bytes.
 // Rows, X and Y row-major or not, need no transpose. Slots without an entry (padding vectors,
 // rows past V or M, rows a vector does not hold) are written 0.
-template <int V>
-__global__ void __launch_bounds__(MC_THREADS) mc_sddmm(const McSddmm<signed char> p) {
-    const SddmmDense<signed char>& o = p.dense;
-    const u32 lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const u64 tile = (u64)blockIdx.x * MC_WARPS + threadIdx.x / 32;
-    if (tile >= p.tiles) return;
-    const u32 vrow = __ldg(p.tile_vrow + tile), at = __ldg(p.tile_start + tile);
-    const bool x_vec = o.x_cs == 1 && o.x_rs % 16 == 0, y_vec = o.y_cs == 1 && o.y_rs % 16 == 0;
-    const u64 x_row = (u64)vrow * V + g;
-    const bool x_live = g < V && x_row < p.rows;
-    const signed char* x = o.x + (x_live ? x_row : 0) * o.x_rs;
-    const signed char* y[4];
+//
+// sddmm_dots: the tile's dot products from LX planes of X's row (`x`, `x_len` elements, 0 for
+// a row past V or M) and LY planes of the Y rows (`y`), 8-bit each: one plane is the operand
+// itself, two are its signed high and unsigned low bytes, whose pair sums are combined
+// shifted (as in spmm_sums). dot[h][2i + e] is vector 16h + 8i + g, row 2t + e.
+template <int LX, int LY>
+__device__ __forceinline__ void sddmm_dots(const signed char* const (&x)[LX], const signed char* const (&y)[LY][4], u32 k,
+                                           u32 x_len, u32 x_cs, u32 y_cs, bool x_vec, bool y_vec, u32 t,
+                                           int (&dot)[2][4]) {
+    int acc[LX][LY][2][4];
 #pragma unroll
-    for (int m = 0; m < 4; ++m) y[m] = o.y + (u64)__ldg(p.vec_col + at + 8 * m + g) * o.y_rs;
-
-    int acc[2][4];
+    for (int lx = 0; lx < LX; ++lx)
+#pragma unroll
+        for (int ly = 0; ly < LY; ++ly)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+#pragma unroll
+                for (int i = 0; i < 4; ++i) acc[lx][ly][h][i] = 0;
+    for (u32 k0 = 0; k0 < k; k0 += 64) {
+        const u32 first = k0 + 16 * t;
+        u32 xw[LX][4], yw[LY][4][4];
+#pragma unroll
+        for (int lx = 0; lx < LX; ++lx) load_run<signed char, 16>(x[lx], first, x_len, x_cs, x_vec, xw[lx]);
+#pragma unroll
+        for (int ly = 0; ly < LY; ++ly)
+#pragma unroll
+            for (int m = 0; m < 4; ++m) load_run<signed char, 16>(y[ly][m], first, k, y_cs, y_vec, yw[ly][m]);
+#pragma unroll
+        for (int lx = 0; lx < LX; ++lx)
+#pragma unroll
+            for (int ly = 0; ly < LY; ++ly)
+#pragma unroll
+                for (int s = 0; s < 2; ++s)
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        const u32 a[4] = {yw[ly][2 * h][2 * s], yw[ly][2 * h + 1][2 * s], yw[ly][2 * h][2 * s + 1],
+                                          yw[ly][2 * h + 1][2 * s + 1]};
+                        mma_i8(ly == 1, lx == 1, acc[lx][ly][h], a, xw[lx][2 * s], xw[lx][2 * s + 1]);
+                    }
+    }
 #pragma unroll
     for (int h = 0; h < 2; ++h)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) acc[h][i] = 0;
-    // alpha == 0 (the plan's scale) reads neither X nor Y.
-    const u32 k = o.alpha == 0 ? 0 : o.k;
-    for (u32 k0 = 0; k0 < k; k0 += 64) {
-        const u32 first = k0 + 16 * t;
-        u32 xw[4], yw[4][4];
-        load_run<signed char, 16>(x, first, x_live ? k : 0, o.x_cs, x_vec, xw);
+        for (int i = 0; i < 4; ++i) {
+            u32 total = 0;
 #pragma unroll
-        for (int m = 0; m < 4; ++m) load_run<signed char, 16>(y[m], first, k, o.y_cs, y_vec, yw[m]);
+            for (int lx = 0; lx < LX; ++lx)
 #pragma unroll
-        for (int s = 0; s < 2; ++s)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const u32 a[4] = {yw[2 * h][2 * s], yw[2 * h + 1][2 * s], yw[2 * h][2 * s + 1], yw[2 * h + 1][2 * s + 1]};
-                mma_i8(acc[h], a, xw[2 * s], xw[2 * s + 1]);
-            }
-    }
+                for (int ly = 0; ly < LY; ++ly) {
+                    const u32 shift = (lx == 0 && LX == 2 ? 8 : 0) + (ly == 0 && LY == 2 ? 8 : 0);
+                    total += (u32)acc[lx][ly][h][i] << shift;
+                }
+            dot[h][i] = (int)total;
+        }
+}
 
-    // acc[h][2i + e] is vector 16h + 8i + g, row 2t + e.
+// The tile's slots of C from its dot products (sddmm_dots), scaled by S's values when asked.
+template <int V, typename P, typename T>
+__device__ __forceinline__ void sddmm_store(const P& p, const SddmmDense<T>& o, u32 at, u32 g, u32 t, const int (&dot)[2][4]) {
 #pragma unroll
     for (int h = 0; h < 2; ++h)
 #pragma unroll
@@ -428,14 +449,72 @@ __global__ void __launch_bounds__(MC_THREADS) mc_sddmm(const McSddmm<signed char
                 const u64 slot = (u64)at * V + r * MC_STRIDE + v;
                 int* out = o.c + slot * o.c_inc;
                 if ((mask >> r) & 1) {
-                    int dot = acc[h][2 * i + e];
-                    if (p.scale_by_values) dot = (int)((u32)dot * (u32)(int)p.values[slot]);
-                    update(out, o.alpha, dot, o.beta);
+                    int d = dot[h][2 * i + e];
+                    if (p.scale_by_values) d = (int)((u32)d * (u32)to_acc(p.values[slot]));
+                    update(out, o.alpha, d, o.beta);
                 } else {
                     *out = 0;
                 }
             }
         }
+}
+
+template <int V>
+__global__ void __launch_bounds__(MC_THREADS) mc_sddmm(const McSddmm<signed char> p) {
+    const SddmmDense<signed char>& o = p.dense;
+    const u32 lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const u64 tile = (u64)blockIdx.x * MC_WARPS + threadIdx.x / 32;
+    if (tile >= p.tiles) return;
+    const u32 vrow = __ldg(p.tile_vrow + tile), at = __ldg(p.tile_start + tile);
+    const bool x_vec = o.x_cs == 1 && o.x_rs % 16 == 0, y_vec = o.y_cs == 1 && o.y_rs % 16 == 0;
+    const u64 x_row = (u64)vrow * V + g;
+    const bool x_live = g < V && x_row < p.rows;
+    const signed char* const x[1] = {o.x + (x_live ? x_row : 0) * o.x_rs};
+    const signed char* y[1][4];
+#pragma unroll
+    for (int m = 0; m < 4; ++m) y[0][m] = o.y + (u64)__ldg(p.vec_col + at + 8 * m + g) * o.y_rs;
+    // alpha == 0 (the plan's scale) reads neither X nor Y.
+    const u32 k = o.alpha == 0 ? 0 : o.k;
+    int dot[2][4];
+    sddmm_dots<1, 1>(x, y, k, x_live ? k : 0, o.x_cs, o.y_cs, x_vec, y_vec, t, dot);
+    sddmm_store<V>(p, o, at, g, t, dot);
+}
+
+// The SDDMM of 16-bit storage: X and Y as the planes mc_split_dense made (row-major, x_ld and
+// y_ld bytes a row), each read as one plane (its low byte as s8) when its values fit 8 bits
+// (wide[0] for X, wide[1] for Y, 0) and as two otherwise: 1, 2 or 4 MMAs per step.
+template <int V>
+__global__ void __launch_bounds__(MC_THREADS) mc_sddmm_planes(const McSddmmPlanes<short> p) {
+    const SddmmDense<short>& o = p.dense;
+    const u32 lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const u64 tile = (u64)blockIdx.x * MC_WARPS + threadIdx.x / 32;
+    if (tile >= p.tiles) return;
+    const u32 vrow = __ldg(p.tile_vrow + tile), at = __ldg(p.tile_start + tile);
+    const u64 x_row = (u64)vrow * V + g;
+    const bool x_live = g < V && x_row < p.rows;
+    const u64 x_at = (x_live ? x_row : 0) * p.x_ld;
+    const signed char* x_hi = reinterpret_cast<const signed char*>(p.x_hi) + x_at;
+    const signed char* x_lo = reinterpret_cast<const signed char*>(p.x_lo) + x_at;
+    const signed char* y_hi[4];
+    const signed char* y_lo[4];
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+        const u64 y_at = (u64)__ldg(p.vec_col + at + 8 * m + g) * p.y_ld;
+        y_hi[m] = reinterpret_cast<const signed char*>(p.y_hi) + y_at;
+        y_lo[m] = reinterpret_cast<const signed char*>(p.y_lo) + y_at;
+    }
+    const u32 k = o.alpha == 0 ? 0 : o.k, x_len = x_live ? k : 0;
+    const bool x_wide = __ldg(p.wide) != 0, y_wide = __ldg(p.wide + 1) != 0;
+    const signed char* const x1[1] = {x_lo};
+    const signed char* const x2[2] = {x_hi, x_lo};
+    const signed char* const y1[1][4] = {{y_lo[0], y_lo[1], y_lo[2], y_lo[3]}};
+    const signed char* const y2[2][4] = {{y_hi[0], y_hi[1], y_hi[2], y_hi[3]}, {y_lo[0], y_lo[1], y_lo[2], y_lo[3]}};
+    int dot[2][4];
+    if (x_wide && y_wide) sddmm_dots<2, 2>(x2, y2, k, x_len, 1, 1, true, true, t, dot);
+    else if (x_wide) sddmm_dots<2, 1>(x2, y1, k, x_len, 1, 1, true, true, t, dot);
+    else if (y_wide) sddmm_dots<1, 2>(x1, y2, k, x_len, 1, 1, true, true, t, dot);
+    else sddmm_dots<1, 1>(x1, y1, k, x_len, 1, 1, true, true, t, dot);
+    sddmm_store<V>(p, o, at, g, t, dot);
 }
 
 // D += A B with 4-bit operands: 16 x 8 s32 += (16 x 64 s4) (64 x 8 s4), the same registers as

@@ -159,6 +159,7 @@ pub(crate) const SOURCE: KernelSource = KernelSource {
         <McQuantize<f32> as KernelParams>::C_DECL,
         <mixed::McSpmmPlanes as KernelParams>::C_DECL,
         <mixed::McSplit<i8> as KernelParams>::C_DECL,
+        <mixed::McSddmmPlanes<i8> as KernelParams>::C_DECL,
         <probe::McProbe as KernelParams>::C_DECL,
     ],
     defines: &[
@@ -169,7 +170,7 @@ pub(crate) const SOURCE: KernelSource = KernelSource {
     ],
 };
 
-/// The kernels take i8 storage only (the registry routes nothing else here).
+/// The i8 kernels take i8 storage only (the registry routes i16 to the plane kernels).
 fn storage<T: Scalar>() -> Result<()> {
     match T::DTYPE {
         DType::I8 => c_type(T::DTYPE).map(drop),
@@ -516,9 +517,15 @@ impl<T: Scalar> SpmmKernels<T> for SpmmFamily<T> {
 /// vectors each).
 pub(crate) struct SddmmFamily<T: Scalar> {
     s: DeviceSrBcrs<T>,
-    kernel: Kernel<McSddmm<T>>,
+    kernel: SddmmKernel<T>,
     tiles: DeviceChunks,
     scale_by_values: bool,
+}
+
+/// i8 operands go to the tensor cores whole; i16 ones as 8-bit planes.
+enum SddmmKernel<T: Scalar> {
+    Whole(Kernel<McSddmm<T>>),
+    Planes(Box<mixed::SddmmPlanes<T>>),
 }
 
 /// A planned Magicube SDDMM.
@@ -529,17 +536,34 @@ pub(crate) fn sddmm_plan<T: Scalar, I: SpIndex>(
     clock: PlanClock,
 ) -> Result<CudaPlan<T, SddmmFamily<T>>> {
     let shape = shape(OpKind::Sddmm, desc.precision, desc.block)?;
-    let entry = sddmm_entry::<T>(shape.vector())?;
     let info = desc.info(Algorithm::Magicube);
-    let (base, mut clock) = PlanBase::new(device, s, info, &[entry.spec()], clock)?;
-    let kernel = device.kernel(&entry)?;
+    let (base, mut clock, mut kernel) = if T::DTYPE == DType::I16 {
+        let entries = mixed::SddmmPlanes::<T>::entries(shape.vector())?;
+        let (base, clock) = PlanBase::new(
+            device,
+            s,
+            info,
+            &[entries.0.spec(), entries.1.spec()],
+            clock,
+        )?;
+        let planes = mixed::SddmmPlanes::new(device, &entries, (s.rows(), s.cols()))?;
+        (base, clock, SddmmKernel::Planes(Box::new(planes)))
+    } else {
+        let entry = sddmm_entry::<T>(shape.vector())?;
+        let (base, clock) = PlanBase::new(device, s, info, &[entry.spec()], clock)?;
+        (base, clock, SddmmKernel::Whole(device.kernel(&entry)?))
+    };
+    let workspace = match &mut kernel {
+        SddmmKernel::Planes(planes) => planes.reserve(device, desc.reserved_width())?,
+        SddmmKernel::Whole(_) => 0,
+    };
     clock.lap(device, Phase::Kernels)?;
     let m = DeviceSrBcrs::build(device, s, shape, &mut clock)?;
     let tiles = m.chunks(1, false);
     clock.lap(device, Phase::Host)?;
     let tiles = DeviceChunks::upload(device, &tiles)?;
     clock.lap(device, Phase::Transfer)?;
-    let bytes = m.bytes() + tiles.bytes();
+    let bytes = m.bytes() + tiles.bytes() + workspace;
     let family = SddmmFamily {
         s: m,
         kernel,
@@ -552,6 +576,13 @@ pub(crate) fn sddmm_plan<T: Scalar, I: SpIndex>(
 impl<T: Scalar> Kernels<T> for SddmmFamily<T> {
     fn values(&self) -> Values<'_, T> {
         self.s.values.target()
+    }
+
+    fn reserve(&mut self, base: &PlanBase<T>, width: usize) -> Result<usize> {
+        match &mut self.kernel {
+            SddmmKernel::Planes(planes) => planes.reserve(&base.device, width),
+            SddmmKernel::Whole(_) => Ok(0),
+        }
     }
 }
 
@@ -581,13 +612,16 @@ impl<T: Scalar> SddmmKernels<T> for SddmmFamily<T> {
             dense: SddmmDense::new(run),
         };
         let config = warp_grid(u64::from(tiles.count))?;
-        // SAFETY: every tile is a whole group of 32 stored vectors, so its columns, masks and
-        // V x 32 slots are inside vec_col, vec_mask and values, and the slots written are below
-        // the stored count * V = C's length (a bound operand of that many elements); columns
-        // are < cols = Y's rows and X rows past M are never read; X spans rows x k and Y cols x
-        // k at their strides, read past k never, by vector only for contiguous rows whose
-        // leading dimension keeps the 16-byte runs aligned.
-        unsafe { self.kernel.launch(config, &params) }
+        match &mut self.kernel {
+            // SAFETY: every tile is a whole group of 32 stored vectors, so its columns, masks
+            // and V x 32 slots are inside vec_col, vec_mask and values, and the slots written
+            // are below the stored count * V = C's length (a bound operand of that many
+            // elements); columns are < cols = Y's rows and X rows past M are never read; X
+            // spans rows x k and Y cols x k at their strides, read past k never, by vector only
+            // for contiguous rows whose leading dimension keeps the 16-byte runs aligned.
+            SddmmKernel::Whole(kernel) => unsafe { kernel.launch(config, &params) },
+            SddmmKernel::Planes(planes) => planes.run(device, run, &params, config),
+        }
     }
 }
 

@@ -46,10 +46,8 @@ const ATTENTION: &[Precision] = &[Precision::F32, Precision::F16, Precision::BF1
 const ATTENTION_TENSOR: &[Precision] = &[Precision::F16, Precision::BF16];
 /// What the integer MMAs take: i8 storage with exact i32 accumulation.
 const INTEGER: &[Precision] = &[Precision::I8];
-/// The integer precisions with widths held in i8, which the i8 kernels multiply whole.
-const INTEGER_WIDTHS_I8: &[Precision] = &[Precision::I4, Precision::L8_R4];
-/// Every integer precision with widths: on i16 storage the SpMM runs 8-bit planes on the same
-/// MMAs.
+/// Every integer precision with widths: i8 storage runs the i8 kernels, i16 storage 8-bit
+/// planes on the same MMAs.
 const INTEGER_WIDTHS: &[Precision] = &Precision::WITH_WIDTHS;
 /// f32 quantized to i8 inside the plan, dequantized in the kernel's epilogue.
 const QUANTIZED: &[Precision] = &[Precision::F32_VIA_I8];
@@ -110,7 +108,7 @@ const TABLE: &[&[Registration]] = &[
     ),
     rows!(Magicube, Sddmm, SrBcrs:
         (INTEGER, Magicube, true),
-        (INTEGER_WIDTHS_I8, Magicube, true),
+        (INTEGER_WIDTHS, Magicube, true),
     ),
 ];
 

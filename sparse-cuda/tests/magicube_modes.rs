@@ -1,4 +1,4 @@
-//! The cuda backend's Magicube SpMM in the integer precisions with widths (`i4` and the mixed
+//! The cuda backend's Magicube SpMM and SDDMM in the integer precisions with widths (`i4` and the mixed
 //! modes `l8-r4 l12-r4 l16-r4 l16-r8 l16-r16`): exactly the CPU backend's i32 results (the
 //! oracle, wrapping on overflow as the kernels do) for every vector length on odd shapes, a
 //! vector-row of thousands of vectors (cut into chunks that add with atomics), vector-sparse
@@ -16,7 +16,7 @@ mod common;
 use common::{available, collect, corpus_matrices, Failures};
 use sparse_core::{
     Algorithm, BackendKind, BlockShape, Dense, Executor, Format, Layout, Precision, Scalar,
-    SpmmDesc, SpmmPlan,
+    SddmmDesc, SpmmDesc, SpmmPlan,
 };
 use sparse_cpu::CpuBackend;
 use sparse_cuda::CudaBackend;
@@ -204,6 +204,104 @@ fn every_mode_is_exact_on_the_dlmc_corpus() {
     collect(backend(), |b, failures| {
         every_mode::<i8>(b, true, failures);
         every_mode::<i16>(b, true, failures);
+    });
+}
+
+/// Runs an SDDMM of `precision` on `s` (X, Y over the left and right widths, `k` columns) and
+/// records where C, brought back to CSR order, differs from the oracle's, or a slot without an
+/// entry is not 0.
+fn check_sddmm<T: Scalar<Out = i32, Acc = i32>>(
+    b: &CudaBackend,
+    s: &Csr<T>,
+    precision: Precision,
+    (v, k, scaled): (usize, usize, bool),
+    failures: &mut Failures,
+) {
+    let what = format!("sddmm {precision} V={v} k={k} scaled {scaled}");
+    let (rows, cols) = s.shape();
+    let x = Dense::from_fn(rows, k, Layout::RowMajor, |i, j| {
+        T::from_f64(value(precision, false, i + 2, j))
+    });
+    let y = Dense::from_fn(cols, k, Layout::ColMajor, |i, j| {
+        T::from_f64(value(precision, true, i, j + 5))
+    });
+    let desc = SddmmDesc::new(precision)
+        .format(Format::SrBcrs)
+        .block(BlockShape::new(v, 32))
+        .scale_by_values(scaled)
+        .max_width(256);
+    let got = (|| -> sparse_core::Result<(Vec<i32>, sparse_core::ValueOrder)> {
+        let mut plan = b.plan_sddmm(s.as_ref(), &desc)?;
+        let order = plan.value_order().expect("a slot order").clone();
+        let prior = Dense::from_fn(order.len(), 1, Layout::ColMajor, |i, _| i as i32 % 5 - 2);
+        let (xd, yd) = (b.upload(x.as_ref())?, b.upload(y.as_ref())?);
+        let mut cd = b.upload(prior.as_ref())?;
+        plan.run(-2, xd.as_ref(), yd.as_ref(), 1, cd.as_mut())?;
+        let c = b.download(&cd)?;
+        Ok((
+            (0..order.len()).map(|i| c.as_ref().at(i, 0)).collect(),
+            order,
+        ))
+    })();
+    let (got, order) = match got {
+        Ok(g) => g,
+        Err(e) => return failures.error(&what, e),
+    };
+    let prior_csr = order
+        .to_csr_order(
+            &(0..order.len())
+                .map(|i| i as i32 % 5 - 2)
+                .collect::<Vec<_>>(),
+        )
+        .expect("slot order");
+    let mut want = Dense::from_vec(prior_csr, s.nnz(), 1, s.nnz().max(1), Layout::ColMajor)
+        .expect("consistent");
+    let oracle = CpuBackend::new()
+        .plan_sddmm(
+            s.as_ref(),
+            &SddmmDesc::new(precision)
+                .scale_by_values(scaled)
+                .max_width(256),
+        )
+        .and_then(|mut p| p.run(-2, x.as_ref(), y.as_ref(), 1, want.as_mut()));
+    if let Err(e) = oracle {
+        return failures.error(&format!("the oracle on {what}"), e);
+    }
+    let mut bad = 0;
+    for (slot, &g) in got.iter().enumerate() {
+        let w = order.entry(slot).map_or(0, |e| want.as_ref().at(e, 0));
+        if g != w {
+            if bad < 3 {
+                failures
+                    .0
+                    .push(format!("{what}: slot {slot} = {g}, want {w}"));
+            }
+            bad += 1;
+        }
+    }
+}
+
+fn every_sddmm_mode<T: Scalar<Out = i32, Acc = i32>>(b: &CudaBackend, failures: &mut Failures) {
+    for precision in Precision::WITH_WIDTHS
+        .into_iter()
+        .filter(|p| p.storage == T::DTYPE)
+    {
+        for (_, pattern) in matrices(false) {
+            let s = with_values::<T>(&pattern, precision);
+            for v in [2, 4, 8] {
+                for (k, scaled) in [(19, false), (64, true), (100, false)] {
+                    check_sddmm(b, &s, precision, (v, k, scaled), failures);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn every_sddmm_mode_is_exact_in_slot_order() {
+    collect(backend(), |b, failures| {
+        every_sddmm_mode::<i8>(b, failures);
+        every_sddmm_mode::<i16>(b, failures);
     });
 }
 

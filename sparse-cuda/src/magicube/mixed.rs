@@ -29,7 +29,7 @@ use super::{
 };
 use crate::device::Device;
 use crate::kernel::{kernel_params, Entry, Kernel, KernelSpec, MutPtr, Ptr};
-use crate::operand::{bind_spmm, host_column, to_u32, Bound};
+use crate::operand::{bind_spmm, host_column, to_u32, Bound, Run, SddmmDense, SddmmOperands};
 use crate::plan::{Phase, PlanBase, PlanClock, WidthDesc};
 
 /// The lane runs of the kernel, narrowest first: each pair of planes keeps its own sums, and
@@ -79,6 +79,30 @@ kernel_params! {
     }
 }
 
+kernel_params! {
+    /// `mc_sddmm_planes<V>`: the tiles of `McSddmm` with X and Y as their planes (row-major,
+    /// `x_ld` and `y_ld` bytes a row); `wide[0]` and `wide[1]` set when X or Y needs its high
+    /// byte. `dense` supplies C, K and the scalars (its X and Y are not read).
+    pub(crate) struct McSddmmPlanes<T> {
+        tile_vrow: ptr(u32),
+        tile_start: ptr(u32),
+        vec_col: ptr(u32),
+        vec_mask: ptr(u8),
+        values: ptr(T),
+        x_hi: ptr(u8),
+        x_lo: ptr(u8),
+        y_hi: ptr(u8),
+        y_lo: ptr(u8),
+        wide: ptr(u32),
+        tiles: u32,
+        rows: u32,
+        scale_by_values: u32,
+        x_ld: u32,
+        y_ld: u32,
+        dense: sub(SddmmDense),
+    }
+}
+
 fn planes_entry(vector: usize, run: u32) -> Result<Entry<McSpmmPlanes>> {
     Entry::new(&SOURCE, "mc_spmm_planes", &[&vector, &run])
 }
@@ -87,10 +111,15 @@ fn split_entry<T: Scalar>() -> Result<Entry<McSplit<T>>> {
     Entry::over_params(&SOURCE, "mc_split_dense")
 }
 
+fn sddmm_entry<T: Scalar>(vector: usize) -> Result<Entry<McSddmmPlanes<T>>> {
+    Entry::new(&SOURCE, "mc_sddmm_planes", &[&vector])
+}
+
 /// Every kernel of the plane path Rust can ask for.
 pub(crate) fn all_specs() -> Result<Vec<KernelSpec>> {
     let mut specs = vec![split_entry::<i16>()?.spec().clone()];
     for v in VECTORS {
+        specs.push(sddmm_entry::<i16>(v)?.spec().clone());
         for run in RUNS {
             specs.push(planes_entry(v, run)?.spec().clone());
         }
@@ -121,7 +150,7 @@ pub(crate) struct MixedSpmm<T: Scalar> {
     kernels: Vec<Kernel<McSpmmPlanes>>,
     split: Kernel<McSplit<T>>,
     /// B's two planes (each cols x the reserved N, row-major, rows padded to [`super::B_ALIGN`]).
-    b_planes: Option<CudaSlice<u8>>,
+    b: DensePlanes,
     /// Set by the split when a value of B does not fit 8 bits.
     b_wide: CudaSlice<u32>,
 }
@@ -165,6 +194,7 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
     let chunks = DeviceChunks::upload(device, &m.chunks(groups, true))?;
     let b_wide = device.alloc_zeros(1, "allocating B's width flag")?;
     clock.lap(device, Phase::Transfer)?;
+    let base_cols = base.cols;
     let mut plan = MixedSpmm {
         base,
         a: m,
@@ -172,7 +202,10 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
         chunks,
         kernels,
         split,
-        b_planes: None,
+        b: DensePlanes {
+            rows: base_cols,
+            planes: None,
+        },
         b_wide,
     };
     let workspace = plan.grow(desc.reserved_width())?;
@@ -184,58 +217,20 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
 }
 
 impl<T: Scalar> MixedSpmm<T> {
-    /// Bytes of one B plane for N = `width`.
-    fn plane_len(&self, width: usize) -> Result<usize> {
-        padded_b_row(width)?
-            .checked_mul(self.base.cols.max(1))
-            .ok_or_else(|| Error::overflow::<usize>("B plane", width))
-    }
-
     /// Sizes B's planes for N up to `width`; the bytes grown.
     fn grow(&mut self, width: usize) -> Result<usize> {
-        let len = self
-            .plane_len(width)?
-            .checked_mul(2)
-            .ok_or_else(|| Error::overflow::<usize>("B planes", width))?;
-        self.base
-            .device
-            .grow_zeroed(&mut self.b_planes, len, "allocating B's planes")
+        self.b.grow(&self.base.device, width)
     }
 
     /// B of `cols x n` (a bound operand) split into its planes: their addresses and row length.
     fn split_b(&mut self, b: &Bound, n: u32) -> Result<(Ptr<u8>, Ptr<u8>, u32)> {
         let device = &self.base.device;
-        let b_ld = padded_b_row(n as usize)?;
-        let plane = self.plane_len(n as usize)?;
-        let planes = self
-            .b_planes
-            .as_ref()
-            .ok_or_else(|| Error::internal("B's planes were never allocated"))?;
-        let hi = MutPtr::<u8>::of(planes, device);
-        let lo = hi.offset(plane);
         device
             .stream
             .memset_zeros(&mut self.b_wide)
             .map_err(|e| device.error("clearing B's width flag", e))?;
-        let (b_rs, b_cs) = b.strides();
-        let params = McSplit {
-            rows: to_u32("rows of B", self.base.cols)?,
-            n,
-            b_rs,
-            b_cs,
-            ld: to_u32("B plane row", b_ld)?,
-            b: b.input(),
-            hi,
-            lo,
-            wide: MutPtr::of(&self.b_wide, device),
-        };
-        let elements = u64::from(params.rows) * u64::from(n);
-        let config = stride_grid(elements.div_ceil(u64::from(THREADS)));
-        // SAFETY: B spans cols x n at its strides (a bound operand); each plane holds cols rows
-        // of b_ld >= n bytes (grown for the reserved width, which n is within); `wide` holds
-        // one u32.
-        unsafe { self.split.launch(config, &params) }?;
-        Ok((hi.read_only(), lo.read_only(), params.ld))
+        let wide = MutPtr::of(&self.b_wide, device);
+        self.b.split(device, &self.split, b, n, wide)
     }
 }
 
@@ -321,6 +316,173 @@ impl<T: Scalar> SpmmPlan<T> for MixedSpmm<T> {
         self.base.info.bytes += self.grow(width)?;
         self.base.info.reserved_width = width;
         Ok(())
+    }
+}
+
+/// A dense operand split into its two planes on the device at each run (a workspace grown
+/// with the reserved width).
+struct DensePlanes {
+    /// Rows of the operand.
+    rows: usize,
+    planes: Option<CudaSlice<u8>>,
+}
+
+impl DensePlanes {
+    /// Bytes of one plane for `width` columns.
+    fn plane_len(&self, width: usize) -> Result<usize> {
+        padded_b_row(width)?
+            .checked_mul(self.rows.max(1))
+            .ok_or_else(|| Error::overflow::<usize>("a dense plane", width))
+    }
+
+    fn grow(&mut self, device: &Device, width: usize) -> Result<usize> {
+        let len = self
+            .plane_len(width)?
+            .checked_mul(2)
+            .ok_or_else(|| Error::overflow::<usize>("dense planes", width))?;
+        device.grow_zeroed(&mut self.planes, len, "allocating a dense operand's planes")
+    }
+
+    /// The planes for `n` columns: their addresses and row length.
+    fn addresses(&self, device: &Device, n: u32) -> Result<(MutPtr<u8>, MutPtr<u8>, u32)> {
+        let planes = self
+            .planes
+            .as_ref()
+            .ok_or_else(|| Error::internal("a dense operand's planes were never allocated"))?;
+        let hi = MutPtr::<u8>::of(planes, device);
+        let lo = hi.offset(self.plane_len(n as usize)?);
+        Ok((
+            hi,
+            lo,
+            to_u32("a dense plane's row", padded_b_row(n as usize)?)?,
+        ))
+    }
+
+    /// Splits `d` (`rows x n`, a bound operand) on the device, setting `*wide` when a value
+    /// needs its high byte: the planes' addresses and row length.
+    fn split<T: Scalar>(
+        &self,
+        device: &Device,
+        kernel: &Kernel<McSplit<T>>,
+        d: &Bound,
+        n: u32,
+        wide: MutPtr<u32>,
+    ) -> Result<(Ptr<u8>, Ptr<u8>, u32)> {
+        let (hi, lo, ld) = self.addresses(device, n)?;
+        let (b_rs, b_cs) = d.strides();
+        let params = McSplit {
+            rows: to_u32("rows of a dense operand", self.rows)?,
+            n,
+            b_rs,
+            b_cs,
+            ld,
+            b: d.input(),
+            hi,
+            lo,
+            wide,
+        };
+        let elements = u64::from(params.rows) * u64::from(n);
+        // SAFETY: the operand spans rows x n at its strides (a bound operand); each plane holds
+        // rows rows of ld >= n bytes (grown for the reserved width, which n is within); `wide`
+        // addresses one u32.
+        unsafe { kernel.launch(stride_grid(elements.div_ceil(u64::from(THREADS))), &params) }?;
+        Ok((hi.read_only(), lo.read_only(), ld))
+    }
+}
+
+/// The SDDMM kernel of 16-bit storage and its workspace: X and Y split into planes at each run.
+pub(crate) struct SddmmPlanes<T: Scalar> {
+    kernel: Kernel<McSddmmPlanes<T>>,
+    split: Kernel<McSplit<T>>,
+    x: DensePlanes,
+    y: DensePlanes,
+    /// Whether X, Y needs its high byte.
+    wide: CudaSlice<u32>,
+}
+
+/// The two kernels of [`SddmmPlanes`], named before they are compiled.
+pub(crate) type SddmmPlanesEntries<T> = (Entry<McSddmmPlanes<T>>, Entry<McSplit<T>>);
+
+impl<T: Scalar> SddmmPlanes<T> {
+    /// The kernels of an SDDMM at vector length `vector`, for the plan to compile alongside
+    /// its own.
+    pub(crate) fn entries(vector: usize) -> Result<SddmmPlanesEntries<T>> {
+        Ok((sddmm_entry::<T>(vector)?, split_entry::<T>()?))
+    }
+
+    pub(crate) fn new(
+        device: &Arc<Device>,
+        (kernel, split): &SddmmPlanesEntries<T>,
+        (rows, cols): (usize, usize),
+    ) -> Result<Self> {
+        Ok(SddmmPlanes {
+            kernel: device.kernel(kernel)?,
+            split: device.kernel(split)?,
+            x: DensePlanes { rows, planes: None },
+            y: DensePlanes {
+                rows: cols,
+                planes: None,
+            },
+            wide: device.alloc_zeros(2, "allocating the planes' width flags")?,
+        })
+    }
+
+    /// Sizes the planes for K up to `width`; the bytes grown.
+    pub(crate) fn reserve(&mut self, device: &Device, width: usize) -> Result<usize> {
+        Ok(self.x.grow(device, width)? + self.y.grow(device, width)?)
+    }
+
+    /// Splits X and Y (unless alpha is 0: the kernel then reads neither) and launches the
+    /// kernel with `tiles` (the i8 kernel's parameters).
+    pub(crate) fn run(
+        &mut self,
+        device: &Device,
+        run: &Run<SddmmOperands, T::Acc>,
+        tiles: &super::McSddmm<T>,
+        config: cudarc::driver::LaunchConfig,
+    ) -> Result<()> {
+        device
+            .stream
+            .memset_zeros(&mut self.wide)
+            .map_err(|e| device.error("clearing the planes' width flags", e))?;
+        let wide = MutPtr::<u32>::of(&self.wide, device);
+        let k = run.ops.k;
+        let ((x_hi, x_lo, x_ld), (y_hi, y_lo, y_ld)) = if run.alpha == T::Acc::ZERO {
+            let unread =
+                |(hi, lo, ld): (MutPtr<u8>, MutPtr<u8>, u32)| (hi.read_only(), lo.read_only(), ld);
+            (
+                unread(self.x.addresses(device, k)?),
+                unread(self.y.addresses(device, k)?),
+            )
+        } else {
+            (
+                self.x.split(device, &self.split, &run.ops.x, k, wide)?,
+                self.y
+                    .split(device, &self.split, &run.ops.y, k, wide.offset(1))?,
+            )
+        };
+        let params = McSddmmPlanes {
+            tile_vrow: tiles.tile_vrow,
+            tile_start: tiles.tile_start,
+            vec_col: tiles.vec_col,
+            vec_mask: tiles.vec_mask,
+            values: tiles.values,
+            x_hi,
+            x_lo,
+            y_hi,
+            y_lo,
+            wide: wide.read_only(),
+            tiles: tiles.tiles,
+            rows: tiles.rows,
+            scale_by_values: tiles.scale_by_values,
+            x_ld,
+            y_ld,
+            dense: tiles.dense,
+        };
+        // SAFETY: the tiles as in the i8 SDDMM; X's planes hold rows rows and Y's cols rows of
+        // their ld bytes, multiples of 16 so the 16-byte runs are aligned, read below K only,
+        // written by the splits before on this stream; C as in the i8 SDDMM.
+        unsafe { self.kernel.launch(config, &params) }
     }
 }
 
