@@ -40,8 +40,8 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, LaunchConfig};
 use sparse_core::{
-    Algorithm, BlockShape, Compute, CsrRef, DType, Error, OpKind, Precision, Result, Scalar,
-    SddmmDesc, SpIndex, SpmmDesc, SpmmPlan, ValueOrder,
+    Accumulator, Algorithm, BlockShape, Compute, CsrRef, DType, DenseMut, DenseRef, Error, OpKind,
+    Precision, Result, Scalar, SddmmDesc, SpIndex, SpmmDesc, SpmmPlan, ValueOrder,
 };
 use sparse_formats::{FillLimit, SrBcrs, SrBcrsShape, SR_BCRS_PADDING};
 
@@ -50,7 +50,7 @@ use crate::kernel::{
     c_type, kernel_params, Entry, Kernel, KernelParams, KernelSource, KernelSpec, Ptr,
 };
 use crate::matrix::FormatValues;
-use crate::operand::{to_u32, Run, SddmmDense, SddmmOperands, SpmmDense, SpmmOperands};
+use crate::operand::{bind_spmm, to_u32, Run, SddmmDense, SddmmOperands, SpmmDense, SpmmOperands};
 use crate::plan::{
     CudaPlan, Kernels, Phase, PlanBase, PlanClock, SddmmKernels, SpmmKernels, Values, WidthDesc,
 };
@@ -391,6 +391,27 @@ fn padded_b_row(width: usize) -> Result<usize> {
     width
         .checked_next_multiple_of(B_ALIGN)
         .ok_or_else(|| Error::overflow::<usize>("a row of the device's B", width))
+}
+
+/// The bound operands of an SpMM run for a plan's own kernels, or `None` when the run is
+/// already done: no rows or columns of C, or alpha = 0, for which C is scaled by beta here.
+fn spmm_operands<T: Scalar>(
+    base: &PlanBase<T>,
+    alpha: T::Acc,
+    b: &DenseRef<'_, T>,
+    beta: T::Acc,
+    c: &mut DenseMut<'_, T::Out>,
+) -> Result<Option<SpmmOperands>> {
+    let ops = bind_spmm(&base.device, (base.rows, base.cols), b, c)?;
+    base.info.check_width(ops.n as usize)?;
+    if base.rows == 0 || ops.n == 0 {
+        return Ok(None);
+    }
+    if alpha == T::Acc::ZERO {
+        base.scale(&ops.c, beta)?;
+        return Ok(None);
+    }
+    Ok(Some(ops))
 }
 
 /// A grid of [`THREADS`]-thread blocks for `items` items, at most [`MAX_STRIDE_BLOCKS`]

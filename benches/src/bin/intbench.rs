@@ -134,11 +134,7 @@ impl Bench {
             median(timer, || plan.run(1, b.as_ref(), 0, c.as_mut()))
         };
         // The precisions with widths: A's values and B's within each side's width.
-        let mode = |precision: Precision| -> Timed {
-            let kernel = MODE_KERNELS
-                .iter()
-                .find(|(p, _)| *p == precision)
-                .map_or("magicube mode", |(_, k)| k);
+        let mode = |precision: Precision, kernel: &'static str| -> Timed {
             let desc = SpmmDesc::new(precision)
                 .format(Format::SrBcrs)
                 .block(BlockShape::new(8, 32))
@@ -238,7 +234,7 @@ impl Bench {
             noted("cusparse blocked-ell i8", blocked_ell()),
             record("cublas i8 dense", gemm()),
         ];
-        times.extend(MODE_KERNELS.iter().map(|&(p, _)| mode(p)));
+        times.extend(MODE_KERNELS.iter().map(|&(p, k)| mode(p, k)));
         times
     }
 

@@ -24,12 +24,12 @@ use sparse_core::{
 use sparse_formats::{Csr, SrBcrsShape};
 
 use super::{
-    chunk_groups, padded_b_row, spmm_run_bytes, stride_grid, warp_grid, DeviceChunks, DeviceSrBcrs,
-    RUN_BYTES, SOURCE, STRIDE, THREADS, VECTORS,
+    chunk_groups, padded_b_row, spmm_operands, spmm_run_bytes, stride_grid, warp_grid,
+    DeviceChunks, DeviceSrBcrs, RUN_BYTES, SOURCE, STRIDE, THREADS, VECTORS,
 };
 use crate::device::Device;
 use crate::kernel::{kernel_params, Entry, Kernel, KernelSpec, MutPtr, Ptr};
-use crate::operand::{bind_spmm, host_column, to_u32, Bound, Run, SddmmDense, SddmmOperands};
+use crate::operand::{host_column, to_u32, Bound, Run, SddmmDense, SddmmOperands};
 use crate::plan::{Phase, PlanBase, PlanClock, WidthDesc};
 
 /// The lane runs of the kernel, narrowest first: each pair of planes keeps its own sums, and
@@ -246,15 +246,10 @@ impl<T: Scalar> SpmmPlan<T> for MixedSpmm<T> {
         beta: T::Acc,
         mut c: DenseMut<'_, T::Out>,
     ) -> Result<()> {
-        let device = self.base.device.clone();
-        let ops = bind_spmm(&device, (self.base.rows, self.base.cols), &b, &mut c)?;
-        self.base.info.check_width(ops.n as usize)?;
-        if self.base.rows == 0 || ops.n == 0 {
+        let Some(ops) = spmm_operands(&self.base, alpha, &b, beta, &mut c)? else {
             return Ok(());
-        }
-        if alpha == T::Acc::ZERO {
-            return self.base.scale(&ops.c, beta);
-        }
+        };
+        let device = self.base.device.clone();
         let n = ops.n;
         let (b_hi, b_lo, b_ld) = self.split_b(&ops.b, n)?;
         let (a, chunks) = (&self.a, &self.chunks);

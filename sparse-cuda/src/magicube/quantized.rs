@@ -16,12 +16,12 @@ use sparse_formats::quantize::{quantize_value, scale_for, QuantBits};
 use sparse_formats::{Csr, SrBcrsShape};
 
 use super::{
-    padded_b_row, spmm_run_bytes, stride_grid, warp_grid, DeviceChunks, DeviceSrBcrs, McQuantize,
-    McSpmmDequant, RUN_BYTES, SOURCE, THREADS,
+    padded_b_row, spmm_operands, spmm_run_bytes, stride_grid, warp_grid, DeviceChunks,
+    DeviceSrBcrs, McQuantize, McSpmmDequant, RUN_BYTES, SOURCE, THREADS,
 };
 use crate::device::Device;
 use crate::kernel::{Entry, Kernel, KernelSpec, MutPtr, Ptr};
-use crate::operand::{bind_spmm, host_column, to_u32};
+use crate::operand::{host_column, to_u32};
 use crate::plan::{Phase, PlanBase, PlanClock, WidthDesc};
 
 fn dequant_entry<T: Scalar>(vector: usize, run: u32) -> Result<Entry<McSpmmDequant<T>>> {
@@ -184,16 +184,11 @@ impl<T: Scalar> SpmmPlan<T> for QuantizedSpmm<T> {
         beta: T::Acc,
         mut c: DenseMut<'_, T::Out>,
     ) -> Result<()> {
+        let Some(ops) = spmm_operands(&self.base, alpha, &b, beta, &mut c)? else {
+            return Ok(());
+        };
         let base = &self.base;
         let device = &base.device;
-        let ops = bind_spmm(device, (base.rows, base.cols), &b, &mut c)?;
-        base.info.check_width(ops.n as usize)?;
-        if base.rows == 0 || ops.n == 0 {
-            return Ok(());
-        }
-        if alpha == T::Acc::ZERO {
-            return base.scale(&ops.c, beta);
-        }
         let n = ops.n;
         let (b_q, col_scale) = match (&self.b_q, &self.col_scale) {
             (Some(q), Some(s)) => (q, s),
