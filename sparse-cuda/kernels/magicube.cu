@@ -86,13 +86,23 @@ struct McStep {
     u32 tile[LP][2];
 };
 
+// The columns of a lane's 8 vectors of the group at `at` (4t..4t+3 and 16+4t..16+4t+3).
+struct McCols {
+    uint4 c[2];
+};
+
+template <int LP, int RP>
+__device__ __forceinline__ void load_cols(const McOperands<LP, RP>& m, u32 at, u32 t, McCols& cols) {
+#pragma unroll
+    for (int kh = 0; kh < 2; ++kh) cols.c[kh] = __ldg(reinterpret_cast<const uint4*>(m.vec_col + at + 16 * kh + 4 * t));
+}
+
 template <int V, int W, int LP, int RP>
-__device__ __forceinline__ void load_step(const McOperands<LP, RP>& m, u32 at, u32 g, u32 t, u32 first, bool vec,
-                                          McStep<W, LP, RP>& s) {
+__device__ __forceinline__ void load_step(const McOperands<LP, RP>& m, const McCols& cols, u32 at, u32 g, u32 t, u32 first,
+                                          bool vec, McStep<W, LP, RP>& s) {
 #pragma unroll
     for (int kh = 0; kh < 2; ++kh) {
-        const uint4 cols = __ldg(reinterpret_cast<const uint4*>(m.vec_col + at + 16 * kh + 4 * t));
-        const u32 c[4] = {cols.x, cols.y, cols.z, cols.w};
+        const u32 c[4] = {cols.c[kh].x, cols.c[kh].y, cols.c[kh].z, cols.c[kh].w};
 #pragma unroll
         for (int q = 0; q < 4; ++q)
 #pragma unroll
@@ -118,8 +128,10 @@ __device__ __forceinline__ void load_step(const McOperands<LP, RP>& m, u32 at, u
 // wrapping i32 arithmetic: the products of the parts add up to the product modulo 2^32, which
 // is what the i32 sums of the whole values wrap to.
 //
-// The next group's columns, B rows and tile words are loaded before the current group's MMAs
-// (the paper's prefetch into registers), so their latency overlaps the transposes and MMAs.
+// The next group's B rows and tile words are loaded before the current group's MMAs (the
+// paper's prefetch into registers), and the columns of the group after it: a B row's address
+// waits on its column, so prefetching both one group ahead would still leave two dependent
+// round trips to memory in every step.
 template <int V, int W, int LP, int RP>
 __device__ __forceinline__ void spmm_sums(const McOperands<LP, RP>& m, u32 begin, u32 end, u32 g, u32 t, u32 first,
                                           u32 left_shift, int (&sum)[2][W]) {
@@ -135,9 +147,15 @@ __device__ __forceinline__ void spmm_sums(const McOperands<LP, RP>& m, u32 begin
                 for (int i = 0; i < 4; ++i) acc[l][r][j][i] = 0;
 
     McStep<W, LP, RP> cur, next;
-    if (begin < end) load_step<V, W>(m, begin, g, t, first, vec, cur);
+    McCols cols;
+    if (begin < end) {
+        load_cols(m, begin, t, cols);
+        load_step<V, W>(m, cols, begin, g, t, first, vec, cur);
+    }
+    if (begin + MC_STRIDE < end) load_cols(m, begin + MC_STRIDE, t, cols);
     for (u32 at = begin; at < end; at += MC_STRIDE) {
-        if (at + MC_STRIDE < end) load_step<V, W>(m, at + MC_STRIDE, g, t, first, vec, next);
+        if (at + MC_STRIDE < end) load_step<V, W>(m, cols, at + MC_STRIDE, g, t, first, vec, next);
+        if (at + 2 * MC_STRIDE < end) load_cols(m, at + 2 * MC_STRIDE, t, cols);
         u32 a[RP][W / 2][4];
 #pragma unroll
         for (int r = 0; r < RP; ++r)
@@ -176,6 +194,11 @@ __device__ __forceinline__ void spmm_sums(const McOperands<LP, RP>& m, u32 begin
             sum[e][c] = (int)total;
         }
 }
+
+// Blocks per multiprocessor the i8 SpMM kernels are compiled to fit. Runs of 4 bytes are
+// capped at 64 registers, so that 8 blocks (32 warps) stay resident: a launch of 4096 warps on
+// 132 multiprocessors then runs in one wave, not two. The wider runs would spill under a cap.
+__host__ __device__ constexpr int mc_spmm_blocks(int w) { return w == 4 ? 8 : 1; }
 
 // This warp's chunk (a vector-row, or a run of whole groups of a long one) and column tile of
 // an SpMM of `chunks` chunks and N = n, or false past them. Warps are numbered chunk major,
@@ -245,7 +268,7 @@ __device__ __forceinline__ void store_sums(const int (&sum)[2][W], u32 vrow, u32
 
 // C = alpha*A*B + beta*C for A in SR-BCRS of V-row vectors, B and C i8 and i32 (spmm_sums).
 template <int V, int W>
-__global__ void __launch_bounds__(MC_THREADS) mc_spmm(const McSpmm<signed char> p) {
+__global__ void __launch_bounds__(MC_THREADS, mc_spmm_blocks(W)) mc_spmm(const McSpmm<signed char> p) {
     const SpmmDense<signed char>& o = p.dense;
     const u32 lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     u32 chunk, tile;
@@ -307,7 +330,7 @@ __global__ void __launch_bounds__(MC_THREADS) mc_split_dense(const P p) {
 // factor out of the sums). C is not read when beta == 0. Chunks are whole vector-rows: f32 sums
 // of split rows would depend on the order their atomics land in.
 template <int V, int W>
-__global__ void __launch_bounds__(MC_THREADS) mc_spmm_dequant(const McSpmmDequant<float> p) {
+__global__ void __launch_bounds__(MC_THREADS, mc_spmm_blocks(W)) mc_spmm_dequant(const McSpmmDequant<float> p) {
     const u32 lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     u32 chunk, tile;
     if (!spmm_item<W>(p.chunks, p.n, &chunk, &tile)) return;
@@ -395,6 +418,10 @@ __device__ __forceinline__ void sddmm_dots(const signed char* const (&x)[LX], co
             for (int h = 0; h < 2; ++h)
 #pragma unroll
                 for (int i = 0; i < 4; ++i) acc[lx][ly][h][i] = 0;
+    // Steps unrolled so that their loads are in flight together: an SDDMM of K <= 256 waits on
+    // one round trip to memory, not one per step (fewer with more planes, for registers).
+    constexpr int unroll = 4 / (LX * LY) > 1 ? 4 / (LX * LY) : 1;
+#pragma unroll unroll
     for (u32 k0 = 0; k0 < k; k0 += 64) {
         const u32 first = k0 + 16 * t;
         u32 xw[LX][4], yw[LY][4][4];

@@ -12,12 +12,13 @@
 //!   end; dense operands may be row- or column-major (row-major ones take the vector loads).
 //! - SpMM: a warp per (work unit, tile of 8W columns of C), W = 4, 8 or 16 bytes of a B row
 //!   per lane, chosen per run ([`spmm_run_bytes`]); the B rows are transposed in registers
-//!   (byte permutes), the next group's operands loaded before the current group's MMAs. A work
-//!   unit is a vector-row, or, when the matrix has too few vector-rows to fill the device or a
-//!   few very long ones, a run of whole groups of one ([`chunk_groups`]): the units of a cut
-//!   vector-row add into C (scaled by beta first) with i32 atomics, whose wrapping sum does not
-//!   depend on the order they land in.
-//! - SDDMM: a warp per tile of 32 vectors; C is written in SR-BCRS slot order
+//!   (byte permutes), the next group's operands loaded before the current group's MMAs and
+//!   the columns of the group after it. A work unit is a vector-row, or, when whole vector-rows
+//!   give the device too few warps at the run's N, a run of whole groups of one
+//!   ([`SpmmUnits`]): the units of a cut vector-row add into C (scaled by beta first) with i32
+//!   atomics, whose wrapping sum does not depend on the order they land in.
+//! - SDDMM: a warp per tile of 32 vectors, the tiles ordered by their place in their
+//!   vector-row ([`Chunks::position_major`]); C is written in SR-BCRS slot order
 //!   ([`sparse_core::SddmmPlan::value_order`]), 0 in the slots without an entry, ready to be
 //!   an SpMM plan's values.
 //! - Results are exact: i32 sums, wrapping on overflow as the oracle's do, so runs are
@@ -69,6 +70,11 @@ const RUN_BYTES: [u32; 3] = [4, 8, 16];
 /// Warps per multiprocessor an SpMM launch should give at least before a wider run is taken:
 /// fewer leave the memory system idle on the small DLMC layers (256 vector-rows at V = 8).
 const MIN_WARPS_PER_SM: u64 = 16;
+/// Warps per multiprocessor whole vector-rows must give (at the narrowest run) for an SpMM to
+/// take them rather than cut ones. Below it, cutting long vector-rows gives the device work;
+/// above, the atomics and the scaling of C that cut rows need cost more than they gain (on an
+/// H100, 2048-row layers at N = 256: 17 µs whole against 29 µs cut).
+const WHOLE_ROW_WARPS_PER_SM: u64 = 4;
 /// SpMM work units per multiprocessor the cutting of long vector-rows aims at.
 const CHUNKS_PER_SM: usize = 4;
 /// Groups of 32 vectors an SpMM work unit takes at least: shorter ones would pay more for
@@ -336,6 +342,23 @@ impl Chunks {
     fn split(&self) -> bool {
         self.vrow.windows(2).any(|w| w[0] == w[1])
     }
+
+    /// The units ordered by their place in their vector-row (over `row_ptr`), then by
+    /// vector-row. The warps running at once then take the same stretch of many vector-rows,
+    /// whose columns (sorted in each) lie near each other, and share the dense rows they read
+    /// through the cache.
+    fn position_major(self, row_ptr: &[u32]) -> Chunks {
+        let position =
+            |i: usize| (self.start[i] - row_ptr[2 * self.vrow[i] as usize]) as usize / STRIDE;
+        let mut order: Vec<usize> = (0..self.vrow.len()).collect();
+        order.sort_by_key(|&i| (position(i), self.vrow[i]));
+        let pick = |of: &[u32]| order.iter().map(|&i| of[i]).collect();
+        Chunks {
+            vrow: pick(&self.vrow),
+            start: pick(&self.start),
+            end: pick(&self.end),
+        }
+    }
 }
 
 /// The work units on the device.
@@ -368,6 +391,41 @@ impl DeviceChunks {
             Ptr::of(&self.start, device),
             Ptr::of(&self.end, device),
         )
+    }
+}
+
+/// The work units of an SpMM plan: its vector-rows whole, and cut where some are long enough
+/// to be ([`chunk_groups`]). Each run takes one of the two ([`SpmmUnits::pick`]).
+struct SpmmUnits {
+    whole: DeviceChunks,
+    cut: Option<DeviceChunks>,
+}
+
+impl SpmmUnits {
+    fn build<T: Scalar>(device: &Arc<Device>, a: &DeviceSrBcrs<T>) -> Result<Self> {
+        let groups = chunk_groups(a.stored_vectors() / STRIDE, device.info.multiprocessors);
+        let cut = a.chunks(groups, true);
+        let cut = if cut.split() {
+            Some(DeviceChunks::upload(device, &cut)?)
+        } else {
+            None
+        };
+        let whole = DeviceChunks::upload(device, &a.chunks(usize::MAX, true))?;
+        Ok(SpmmUnits { whole, cut })
+    }
+
+    fn bytes(&self) -> usize {
+        self.whole.bytes() + self.cut.as_ref().map_or(0, DeviceChunks::bytes)
+    }
+
+    /// The units for N = `n`: whole vector-rows where they give [`WHOLE_ROW_WARPS_PER_SM`]
+    /// warps at the narrowest run, else the cut ones.
+    fn pick(&self, n: u32, multiprocessors: u32) -> &DeviceChunks {
+        let warps = u64::from(self.whole.count) * u64::from(n.div_ceil(8 * RUN_BYTES[0]));
+        match &self.cut {
+            Some(cut) if warps < WHOLE_ROW_WARPS_PER_SM * u64::from(multiprocessors.max(1)) => cut,
+            _ => &self.whole,
+        }
     }
 }
 
@@ -442,7 +500,7 @@ fn warp_grid(warps: u64) -> Result<LaunchConfig> {
 /// its work units.
 pub(crate) struct SpmmFamily<T: Scalar> {
     a: DeviceSrBcrs<T>,
-    chunks: DeviceChunks,
+    units: SpmmUnits,
     kernels: Vec<Kernel<McSpmm<T>>>,
 }
 
@@ -485,13 +543,10 @@ fn spmm_plan<T: Scalar, I: SpIndex>(
         .collect::<Result<Vec<_>>>()?;
     clock.lap(device, Phase::Kernels)?;
     let a = DeviceSrBcrs::build(device, a, shape, &mut clock)?;
-    let groups = chunk_groups(a.stored_vectors() / STRIDE, device.info.multiprocessors);
-    let chunks = a.chunks(groups, true);
-    clock.lap(device, Phase::Host)?;
-    let chunks = DeviceChunks::upload(device, &chunks)?;
+    let units = SpmmUnits::build(device, &a)?;
     clock.lap(device, Phase::Transfer)?;
-    let bytes = a.bytes() + chunks.bytes();
-    let family = SpmmFamily { a, chunks, kernels };
+    let bytes = a.bytes() + units.bytes();
+    let family = SpmmFamily { a, units, kernels };
     Ok(base.into_plan(clock, bytes, family))
 }
 
@@ -503,7 +558,8 @@ impl<T: Scalar> Kernels<T> for SpmmFamily<T> {
 
 impl<T: Scalar> SpmmKernels<T> for SpmmFamily<T> {
     fn run(&mut self, base: &PlanBase<T>, run: &Run<SpmmOperands, T::Acc>) -> Result<()> {
-        let (device, a, chunks, n) = (&base.device, &self.a, &self.chunks, run.ops.n);
+        let (device, a, n) = (&base.device, &self.a, run.ops.n);
+        let chunks = self.units.pick(n, device.info.multiprocessors);
         let w = spmm_run_bytes(chunks.count, n, device.info.multiprocessors);
         let pick = RUN_BYTES.iter().position(|&r| r == w).unwrap_or(0);
         if chunks.split {
@@ -580,7 +636,7 @@ pub(crate) fn sddmm_plan<T: Scalar, I: SpIndex>(
     };
     clock.lap(device, Phase::Kernels)?;
     let m = DeviceSrBcrs::build(device, s, shape, &mut clock)?;
-    let tiles = m.chunks(1, false);
+    let tiles = m.chunks(1, false).position_major(&m.host_row_ptr);
     clock.lap(device, Phase::Host)?;
     let tiles = DeviceChunks::upload(device, &tiles)?;
     clock.lap(device, Phase::Transfer)?;
@@ -697,6 +753,12 @@ mod tests {
         );
         assert!(!chunks_of(&row_ptr, 96, 2, true).split());
         assert!(chunks_of(&row_ptr, 96, 1, true).split());
+        // The first groups of vector-rows 0 and 2, then the second of vector-row 0.
+        let by_place = chunks_of(&row_ptr, 96, 1, false).position_major(&row_ptr);
+        assert_eq!(
+            (by_place.vrow, by_place.start),
+            (vec![0, 2, 0], vec![0, 64, 32])
+        );
         assert_eq!(chunk_groups(5120, 132), 10);
         assert_eq!(chunk_groups(100, 132), MIN_CHUNK_GROUPS);
     }

@@ -24,8 +24,8 @@ use sparse_core::{
 use sparse_formats::{Csr, SrBcrsShape};
 
 use super::{
-    chunk_groups, padded_b_row, spmm_operands, spmm_run_bytes, stride_grid, warp_grid,
-    DeviceChunks, DeviceSrBcrs, RUN_BYTES, SOURCE, STRIDE, THREADS, VECTORS,
+    padded_b_row, spmm_operands, spmm_run_bytes, stride_grid, warp_grid, DeviceSrBcrs, SpmmUnits,
+    RUN_BYTES, SOURCE, THREADS, VECTORS,
 };
 use crate::device::Device;
 use crate::kernel::{kernel_params, Entry, Kernel, KernelSpec, MutPtr, Ptr};
@@ -145,7 +145,7 @@ pub(crate) struct MixedSpmm<T: Scalar> {
     a: DeviceSrBcrs<i8>,
     /// A's low plane in slot order.
     a_lo: CudaSlice<u8>,
-    chunks: DeviceChunks,
+    units: SpmmUnits,
     /// One per lane run of [`RUNS`].
     kernels: Vec<Kernel<McSpmmPlanes>>,
     split: Kernel<McSplit<T>>,
@@ -190,8 +190,7 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
     let a_hi = Csr::try_new(a.rows(), a.cols(), row_ptr, col_idx, hi).map_err(|r| r.error)?;
     let m = DeviceSrBcrs::build(device, a_hi.as_ref(), shape, &mut clock)?;
     let a_lo = device.upload_converted(&m.order.to_slot_order(&lo), 0, |&v| v as u8)?;
-    let groups = chunk_groups(m.stored_vectors() / STRIDE, device.info.multiprocessors);
-    let chunks = DeviceChunks::upload(device, &m.chunks(groups, true))?;
+    let units = SpmmUnits::build(device, &m)?;
     let b_wide = device.alloc_zeros(1, "allocating B's width flag")?;
     clock.lap(device, Phase::Transfer)?;
     let base_cols = base.cols;
@@ -199,7 +198,7 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
         base,
         a: m,
         a_lo,
-        chunks,
+        units,
         kernels,
         split,
         b: DensePlanes {
@@ -211,7 +210,7 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
     let workspace = plan.grow(desc.reserved_width())?;
     clock.lap(device, Phase::Device)?;
     let a_bytes = plan.a.bytes() + plan.a_lo.len();
-    plan.base.info.bytes = a_bytes + plan.chunks.bytes() + workspace;
+    plan.base.info.bytes = a_bytes + plan.units.bytes() + workspace;
     plan.base.info.plan_time = clock.time();
     Ok(plan)
 }
@@ -252,7 +251,8 @@ impl<T: Scalar> SpmmPlan<T> for MixedSpmm<T> {
         let device = self.base.device.clone();
         let n = ops.n;
         let (b_hi, b_lo, b_ld) = self.split_b(&ops.b, n)?;
-        let (a, chunks) = (&self.a, &self.chunks);
+        let a = &self.a;
+        let chunks = self.units.pick(n, device.info.multiprocessors);
         if chunks.split {
             // The chunks of a vector-row add into its rows of C.
             self.base.scale(&ops.c, beta)?;
