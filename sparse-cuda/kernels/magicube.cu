@@ -460,15 +460,25 @@ __device__ __forceinline__ void sddmm_dots(const signed char* const (&x)[LX], co
         }
 }
 
-// The tile's slots of C from its dot products (sddmm_dots), scaled by S's values when asked.
+// The row masks of the lane's vectors of the tile at `at`, in sddmm_store's order. Loaded
+// before the dot products, so that the store does not wait on one more round trip to memory.
+template <typename P>
+__device__ __forceinline__ void sddmm_masks(const P& p, u32 at, u32 g, u32 (&mask)[4]) {
+#pragma unroll
+    for (int m = 0; m < 4; ++m) mask[m] = __ldg(p.vec_mask + at + 8 * m + g);
+}
+
+// The tile's slots of C from its dot products (sddmm_dots) and row masks (sddmm_masks), scaled
+// by S's values when asked.
 template <int V, typename P, typename T>
-__device__ __forceinline__ void sddmm_store(const P& p, const SddmmDense<T>& o, u32 at, u32 g, u32 t, const int (&dot)[2][4]) {
+__device__ __forceinline__ void sddmm_store(const P& p, const SddmmDense<T>& o, u32 at, u32 g, u32 t, const int (&dot)[2][4],
+                                            const u32 (&masks)[4]) {
 #pragma unroll
     for (int h = 0; h < 2; ++h)
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
             const u32 v = 16 * h + 8 * i + g;
-            const u32 mask = __ldg(p.vec_mask + at + v);
+            const u32 mask = masks[2 * h + i];
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
                 const u32 r = 2 * t + e;
@@ -502,9 +512,11 @@ __global__ void __launch_bounds__(MC_THREADS) mc_sddmm(const McSddmm<signed char
     for (int m = 0; m < 4; ++m) y[0][m] = o.y + (u64)__ldg(p.vec_col + at + 8 * m + g) * o.y_rs;
     // alpha == 0 (the plan's scale) reads neither X nor Y.
     const u32 k = o.alpha == 0 ? 0 : o.k;
+    u32 masks[4];
+    sddmm_masks(p, at, g, masks);
     int dot[2][4];
     sddmm_dots<1, 1>(x, y, k, x_live ? k : 0, o.x_cs, o.y_cs, x_vec, y_vec, t, dot);
-    sddmm_store<V>(p, o, at, g, t, dot);
+    sddmm_store<V>(p, o, at, g, t, dot, masks);
 }
 
 // The SDDMM of 16-bit storage: X and Y as the planes mc_split_dense made (row-major, x_ld and
@@ -536,12 +548,14 @@ __global__ void __launch_bounds__(MC_THREADS) mc_sddmm_planes(const McSddmmPlane
     const signed char* const x2[2] = {x_hi, x_lo};
     const signed char* const y1[1][4] = {{y_lo[0], y_lo[1], y_lo[2], y_lo[3]}};
     const signed char* const y2[2][4] = {{y_hi[0], y_hi[1], y_hi[2], y_hi[3]}, {y_lo[0], y_lo[1], y_lo[2], y_lo[3]}};
+    u32 masks[4];
+    sddmm_masks(p, at, g, masks);
     int dot[2][4];
     if (x_wide && y_wide) sddmm_dots<2, 2>(x2, y2, k, x_len, 1, 1, true, true, t, dot);
     else if (x_wide) sddmm_dots<2, 1>(x2, y1, k, x_len, 1, 1, true, true, t, dot);
     else if (y_wide) sddmm_dots<1, 2>(x1, y2, k, x_len, 1, 1, true, true, t, dot);
     else sddmm_dots<1, 1>(x1, y1, k, x_len, 1, 1, true, true, t, dot);
-    sddmm_store<V>(p, o, at, g, t, dot);
+    sddmm_store<V>(p, o, at, g, t, dot, masks);
 }
 
 // D += A B with 4-bit operands: 16 x 8 s32 += (16 x 64 s4) (64 x 8 s4), the same registers as
