@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Magicube SpMM/SDDMM work order and splitting experiments: intbench under each setting.
+set -uo pipefail
+export SPARSE_KERNEL_CACHE_DIR=/tmp/kc SPARSE_REQUIRE_GPU=1 SPARSE_CORPUS=devrun/matrices
+B=/tmp/bin; O=$OUT/rF1; mkdir -p $B $O
+for f in devrun/bin/*.gz; do gunzip -c $f > $B/$(basename $f .gz); chmod +x $B/$(basename $f .gz); done
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; date -u; } > $O/device.txt 2>&1
+t0=$SECONDS
+step() { local name=$1 limit=$2; shift 2; timeout $limit "$@" > $O/$name.log 2>&1; echo "$name rc=$? $((SECONDS-t0))s" | tee -a $O/steps.txt; }
+step base 200 $B/intbench $O/base --corpus devrun/matrices
+step fill 150 env SPARSE_MC_SPLIT=fill $B/intbench $O/fill --corpus devrun/matrices
+step tile 150 env SPARSE_MC_SPLIT=fill SPARSE_MC_ORDER=tile SPARSE_MC_SDDMM_ORDER=pos $B/intbench $O/tile --corpus devrun/matrices
+cd $OUT && tar czf rF1.tgz rF1 && rm -rf rF1
