@@ -402,16 +402,22 @@ struct SpmmUnits {
 }
 
 impl SpmmUnits {
-    fn build<T: Scalar>(device: &Arc<Device>, a: &DeviceSrBcrs<T>) -> Result<Self> {
+    /// Both sets of units made on the host and uploaded, each phase lapped on `clock`.
+    fn build<T: Scalar>(
+        device: &Arc<Device>,
+        a: &DeviceSrBcrs<T>,
+        clock: &mut PlanClock,
+    ) -> Result<Self> {
         let groups = chunk_groups(a.stored_vectors() / STRIDE, device.info.multiprocessors);
-        let cut = a.chunks(groups, true);
-        let cut = if cut.split() {
-            Some(DeviceChunks::upload(device, &cut)?)
-        } else {
-            None
+        let cut = Some(a.chunks(groups, true)).filter(Chunks::split);
+        let whole = a.chunks(usize::MAX, true);
+        clock.lap(device, Phase::Host)?;
+        let units = SpmmUnits {
+            whole: DeviceChunks::upload(device, &whole)?,
+            cut: cut.map(|c| DeviceChunks::upload(device, &c)).transpose()?,
         };
-        let whole = DeviceChunks::upload(device, &a.chunks(usize::MAX, true))?;
-        Ok(SpmmUnits { whole, cut })
+        clock.lap(device, Phase::Transfer)?;
+        Ok(units)
     }
 
     fn bytes(&self) -> usize {
@@ -543,8 +549,7 @@ fn spmm_plan<T: Scalar, I: SpIndex>(
         .collect::<Result<Vec<_>>>()?;
     clock.lap(device, Phase::Kernels)?;
     let a = DeviceSrBcrs::build(device, a, shape, &mut clock)?;
-    let units = SpmmUnits::build(device, &a)?;
-    clock.lap(device, Phase::Transfer)?;
+    let units = SpmmUnits::build(device, &a, &mut clock)?;
     let bytes = a.bytes() + units.bytes();
     let family = SpmmFamily { a, units, kernels };
     Ok(base.into_plan(clock, bytes, family))

@@ -189,8 +189,8 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
     let col_idx = a.col_idx().iter().map(|c| c.to_usize()).collect();
     let a_hi = Csr::try_new(a.rows(), a.cols(), row_ptr, col_idx, hi).map_err(|r| r.error)?;
     let m = DeviceSrBcrs::build(device, a_hi.as_ref(), shape, &mut clock)?;
+    let units = SpmmUnits::build(device, &m, &mut clock)?;
     let a_lo = device.upload_converted(&m.order.to_slot_order(&lo), 0, |&v| v as u8)?;
-    let units = SpmmUnits::build(device, &m)?;
     let b_wide = device.alloc_zeros(1, "allocating B's width flag")?;
     clock.lap(device, Phase::Transfer)?;
     let base_cols = base.cols;
