@@ -11,7 +11,11 @@
 //!   `Error::WidthExceeded` until `reserve` makes room;
 //! - the plan's bytes, reserved width and algorithm stay as they were over the runs;
 //! - value updates (SpMV, SpMM, SDDMM): after the compared runs, a run with `-alpha`, then
-//!   `update_values` with the negated values and a run with `alpha`, which must agree.
+//!   `update_values` with the negated values and a run with `alpha`, which must agree;
+//! - the attention backward, where the plan has one and the inputs are not extreme: after a
+//!   forward run, dQ, dK, dV and the bias gradient for a fixed dL/dO, within the oracle's
+//!   backward bound (`bound::attention_backward`), and the same twice from a deterministic
+//!   plan. The case column of such a check ends in `+ backward`.
 //!
 //! Every combination the backend calls Unsupported must refuse to plan with
 //! `Error::Unsupported`.
@@ -22,14 +26,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use sparse_blas::{
-    bf16, f16, reference, Accumulator, Algorithm, AttentionDesc, AttentionPlan, Backend,
-    BackendKind, Csr, CsrRef, DType, Dense, DenseMut, DenseRef, Error, Executor, Format, Layout,
-    OpKind, PlanInfo, Precision, Result, Scalar, SddmmDesc, SddmmPlan, SpmmDesc, SpmmPlan,
-    SpmvDesc, SpmvPlan, Support, ValueOrder,
+    bf16, bound, f16, reference, Accumulator, Algorithm, AttentionBackward, AttentionDesc,
+    AttentionPlan, Backend, BackendKind, Csr, CsrRef, DType, Dense, DenseMut, DenseRef, Error,
+    Executor, Format, Layout, OpKind, PlanInfo, Precision, Result, Scalar, SddmmDesc, SddmmPlan,
+    SpmmDesc, SpmmPlan, SpmvDesc, SpmvPlan, Support, ValueOrder,
 };
 
 use crate::bound::{overflow_threshold, AttentionTerms, Comparison, ErrorModel};
-use crate::case::{Case, MatrixSource, Strides};
+use crate::case::{Case, Fill, MatrixSource, Strides};
 use crate::corpus::{self, Loaded};
 use crate::operands::{tested_value, HostDense, Operands};
 use crate::report::{Report, Row};
@@ -433,6 +437,8 @@ struct Outcome {
     failure: Option<String>,
     /// The backend refused the request with `Error::Unsupported`, as it may for an option.
     refused: bool,
+    /// Gradient entries compared by the attention backward's check (0: not checked).
+    backward_entries: usize,
 }
 
 impl Outcome {
@@ -442,8 +448,18 @@ impl Outcome {
             worst: 0.0,
             failure: None,
             refused: true,
+            backward_entries: 0,
         }
     }
+}
+
+/// What the check of an attention plan's backward found: the gradient entries it compared,
+/// their largest error/bound ratio, and what failed. Empty where the plan has no backward.
+#[derive(Default)]
+struct BackwardCheck {
+    entries: usize,
+    worst: f64,
+    failure: Option<String>,
 }
 
 impl CaseRun<'_> {
@@ -501,16 +517,23 @@ impl CaseRun<'_> {
                         worst: f64::INFINITY,
                         failure: Some(format!("panicked: {}", panic_message(panic.as_ref()))),
                         refused: false,
+                        backward_entries: 0,
                     });
                 if outcome.refused {
                     report.refused += 1;
                     continue;
                 }
+                let case = if outcome.backward_entries > 0 {
+                    format!("{} + backward", template.case)
+                } else {
+                    template.case.clone()
+                };
                 report.rows.push(Row {
                     format,
                     algorithm,
                     chosen: outcome.chosen,
-                    entries: prepared.expected.len(),
+                    case,
+                    entries: prepared.expected.len() + outcome.backward_entries,
                     worst: outcome.worst,
                     failure: outcome.failure,
                     ..template.clone()
@@ -709,6 +732,7 @@ impl CaseRun<'_> {
             worst: f64::INFINITY,
             failure: Some(failure),
             refused: false,
+            backward_entries: 0,
         };
         let mut plan = match Plan::new(self.backend, p.a.as_ref(), request) {
             Ok(plan) => plan,
@@ -769,12 +793,157 @@ impl CaseRun<'_> {
                 self.update_problem(&mut plan, p, &output, &first)
                     .map(|problem| format!("value update contract: {problem}"))
             });
+        let backward = match &mut plan {
+            // The backward's bound is first order in the rounding errors. Extreme inputs make
+            // scores near 10^9, where one unit of rounding in a score moves a softmax weight
+            // past what first order allows: those cases check the forward only.
+            Plan::Attention(attention)
+                if failure.is_none() && self.case.inputs != Fill::Extreme =>
+            {
+                self.check_backward(attention.as_mut(), p)
+            }
+            _ => BackwardCheck::default(),
+        };
         Outcome {
             chosen,
-            worst: comparison.worst,
-            failure,
+            worst: comparison.worst.max(backward.worst),
+            failure: failure.or(backward.failure),
             refused: false,
+            backward_entries: backward.entries,
         }
+    }
+
+    /// The attention backward against the oracle's backward bound (`bound::attention_backward`,
+    /// given the forward's output as the plan stored it), for a dL/dO of the case's size; a
+    /// plan that claims to be deterministic must give the same gradients bit for bit twice.
+    /// Nothing is checked where the plan has no backward (`Error::Unsupported`).
+    fn check_backward<T: Scalar>(
+        &self,
+        plan: &mut (dyn AttentionPlan<T> + '_),
+        p: &Prepared<T>,
+    ) -> BackwardCheck {
+        let failed = |failure: String| BackwardCheck {
+            entries: 0,
+            worst: f64::INFINITY,
+            failure: Some(failure),
+        };
+        let (first, second, expected) = match self.run_backward(plan, p) {
+            Ok(Some(runs)) => runs,
+            Ok(None) => return BackwardCheck::default(),
+            Err(e) => return failed(format!("backward failed: {e}")),
+        };
+        let named = [
+            ("dQ", &expected.dq),
+            ("dK", &expected.dk),
+            ("dV", &expected.dv),
+            ("dbias", &expected.dbias),
+        ];
+        let mut check = BackwardCheck::default();
+        for ((name, expectation), got) in named.into_iter().zip(&first) {
+            let verdict = match expectation.check(got) {
+                Ok(v) => v,
+                Err(e) => return failed(format!("backward {name}: {e}")),
+            };
+            check.entries += verdict.entries;
+            check.worst = check.worst.max(verdict.max_ratio);
+            if let (None, Some((e, got, want))) = (&check.failure, verdict.first_failure) {
+                check.failure = Some(format!(
+                    "backward {name}: {} of {} entries outside the bound, the first at entry \
+                     {e}: got {got}, expected {want}",
+                    verdict.failures, verdict.entries
+                ));
+            }
+        }
+        if check.failure.is_none() && plan.info().deterministic {
+            let bits = |runs: &[Vec<f64>; 4]| -> Vec<u64> {
+                runs.iter().flatten().map(|v| v.to_bits()).collect()
+            };
+            if bits(&first) != bits(&second) {
+                check.failure = Some(
+                    "the backward claims to be deterministic, but two runs differ".to_string(),
+                );
+            }
+        }
+        check
+    }
+
+    /// A forward run on the case's Q, K and V, then the backward twice from the same dL/dO:
+    /// both sets of gradients (dQ, dK, dV, dbias, each row-major) and the oracle's
+    /// expectation; `None` where the plan has no backward.
+    #[allow(clippy::type_complexity)]
+    fn run_backward<T: Scalar>(
+        &self,
+        plan: &mut (dyn AttentionPlan<T> + '_),
+        p: &Prepared<T>,
+    ) -> Result<
+        Option<(
+            [Vec<f64>; 4],
+            [Vec<f64>; 4],
+            bound::AttentionGradsExpectation,
+        )>,
+    > {
+        let backend = self.backend;
+        let [q, k, v] = &p.operands.inputs[..] else {
+            return Err(Error::invalid("attention takes Q, K and V"));
+        };
+        let (rows, width) = (p.a.rows(), v.shape().1);
+        let d_o = HostDense::<T::Out>::new((rows, width), Layout::ColMajor, Strides::Tight, |e| {
+            T::Out::from_f64(gradient_value(e))
+        });
+        let up = |h: &HostDense<T>| backend.upload(h.view()?);
+        let (q_d, k_d, v_d) = (up(q)?, up(k)?, up(v)?);
+        let g = backend.upload(d_o.view()?)?;
+        let mut o = backend.upload(p.operands.prior.view()?)?;
+        plan.run(q_d.as_ref(), k_d.as_ref(), v_d.as_ref(), o.as_mut())?;
+        // Gradients start as NaN, so that an entry a backward leaves unwritten fails.
+        let unwritten = |shape: (usize, usize)| {
+            let nan = HostDense::<T::Out>::new(shape, Layout::RowMajor, Strides::Tight, |_| {
+                T::Out::from_f64(f64::NAN)
+            });
+            backend.upload(nan.view()?)
+        };
+        let mut once = || -> Result<[Vec<f64>; 4]> {
+            let (mut dq, mut dk, mut dv) = (
+                unwritten(q.shape())?,
+                unwritten(k.shape())?,
+                unwritten(v.shape())?,
+            );
+            let mut dbias = unwritten((p.a.nnz(), 1))?;
+            plan.backward(AttentionBackward {
+                q: q_d.as_ref(),
+                k: k_d.as_ref(),
+                v: v_d.as_ref(),
+                o: o.as_ref(),
+                d_o: g.as_ref(),
+                dq: dq.as_mut(),
+                dk: dk.as_mut(),
+                dv: dv.as_mut(),
+                dbias: Some(dbias.as_mut()),
+            })?;
+            backend.synchronize()?;
+            let host = |d: &Dense<T::Out>| -> Result<Vec<f64>> {
+                Ok(HostDense::from_dense(backend.download(d)?)?.values())
+            };
+            Ok([host(&dq)?, host(&dk)?, host(&dv)?, host(&dbias)?])
+        };
+        let first = match once() {
+            Err(Error::Unsupported { .. }) => return Ok(None),
+            other => other?,
+        };
+        let second = once()?;
+        let o_host = HostDense::from_dense(backend.download(&o)?)?;
+        let shape = AttentionDesc::new(self.precision).shape(q.shape().1, width)?;
+        let expected = bound::attention_backward(
+            p.a.as_ref(),
+            self.precision,
+            q.view()?,
+            k.view()?,
+            v.view()?,
+            o_host.view()?,
+            d_o.view()?,
+            &shape,
+        )?;
+        Ok(Some((first, second, expected)))
     }
 
     /// What breaks the width contract of an SpMM or SDDMM plan made for one less than the
@@ -990,6 +1159,12 @@ fn fit_alpha(alpha: f64, magnitude: f64, model: &ErrorModel) -> f64 {
         return alpha;
     }
     alpha * 2f64.powi(-(excess.log2().ceil() as i32))
+}
+
+/// Entry `e` of the dL/dO the attention backward is checked with: spread over [-1, 1], with
+/// both signs in every row.
+fn gradient_value(e: usize) -> f64 {
+    ((e * 7919 + 13) % 257) as f64 / 128.0 - 1.0
 }
 
 /// An exact integer result (an f64 below 2^53) as the kernels' wrapping i32 arithmetic
