@@ -15,7 +15,7 @@
 
 mod common;
 
-use common::{available, collect, corpus_matrices, Failures};
+use common::{available, collect, corpus_matrices, run_spmm, Failures};
 use sparse_core::{
     Algorithm, AttentionShape, BackendKind, BlockShape, Dense, DenseRef, Error, Executor, Format,
     Layout, Precision, Scalar, SddmmDesc, SddmmPlan, SpmmDesc, SpmmPlan,
@@ -141,12 +141,7 @@ fn check_spmm(
     let (rows, cols) = a.shape();
     let bh = dense(cols, n, layouts.0, 1);
     let c0 = Dense::from_fn(rows, n, layouts.1, |i, j| i32::from(int8(j, i + 5)));
-    let got = (|| -> sparse_core::Result<Dense<i32>> {
-        let bd = b.upload(bh.as_ref())?;
-        let mut cd = b.upload(c0.as_ref())?;
-        plan.run(alpha, bd.as_ref(), beta, cd.as_mut())?;
-        b.download(&cd)
-    })();
+    let got = run_spmm(b, plan, alpha, &bh, beta, &c0);
     let got = match got {
         Ok(g) => g,
         Err(e) => return failures.error(&format!("spmm {what} n={n}"), e),
@@ -472,12 +467,7 @@ fn f32_via_i8_is_the_quantized_product_dequantized() {
                 });
                 let c0 = Dense::from_fn(203, n, layouts.1, |i, j| ((i + j) % 5) as f32 - 2.0);
                 let (alpha, beta) = (1.5f32, 0.5f32);
-                let got = (|| -> sparse_core::Result<Dense<f32>> {
-                    let bd = b.upload(bh.as_ref())?;
-                    let mut cd = b.upload(c0.as_ref())?;
-                    plan.run(alpha, bd.as_ref(), beta, cd.as_mut())?;
-                    b.download(&cd)
-                })();
+                let got = run_spmm(b, plan.as_mut(), alpha, &bh, beta, &c0);
                 let got = match got {
                     Ok(g) => g,
                     Err(e) => {

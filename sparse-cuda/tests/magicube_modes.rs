@@ -13,7 +13,7 @@
 
 mod common;
 
-use common::{available, collect, corpus_matrices, Failures};
+use common::{available, collect, corpus_matrices, run_spmm, Failures};
 use sparse_core::{
     Algorithm, BackendKind, BlockShape, Dense, Executor, Format, Layout, Precision, Scalar,
     SddmmDesc, SpmmDesc, SpmmPlan,
@@ -118,12 +118,7 @@ fn check<T: Scalar<Out = i32, Acc = i32>>(
     });
     let prior = |i: usize, j: usize| (i * 7 + j) as i32 - 50;
     let c0 = Dense::from_fn(rows, n, layouts.1, prior);
-    let got = (|| -> sparse_core::Result<Dense<i32>> {
-        let bd = b.upload(bh.as_ref())?;
-        let mut cd = b.upload(c0.as_ref())?;
-        plan.run(alpha, bd.as_ref(), beta, cd.as_mut())?;
-        b.download(&cd)
-    })();
+    let got = run_spmm(b, plan, alpha, &bh, beta, &c0);
     let got = match got {
         Ok(g) => g,
         Err(e) => return failures.error(&format!("{what} n={n}"), e),

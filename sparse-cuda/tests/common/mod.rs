@@ -14,6 +14,22 @@ use sparse_core::{
 use sparse_cpu::bound::{self, Expectation};
 use sparse_formats::Csr;
 
+/// C after `plan.run(alpha, B, beta, C)` on `backend`, B and C's prior `c0` uploaded from
+/// the host and C read back.
+pub fn run_spmm<E: Executor, T: Scalar>(
+    backend: &E,
+    plan: &mut (dyn SpmmPlan<T> + '_),
+    alpha: T::Acc,
+    b: &Dense<T>,
+    beta: T::Acc,
+    c0: &Dense<T::Out>,
+) -> Result<Dense<T::Out>, Error> {
+    let b = backend.upload(b.as_ref())?;
+    let mut c = backend.upload(c0.as_ref())?;
+    plan.run(alpha, b.as_ref(), beta, c.as_mut())?;
+    backend.download(&c)
+}
+
 /// The backend `made` by `new(0)`, or `None` after printing `skipped: <reason>`. A missing GPU
 /// or library must be refused as `DeviceUnavailable` for `kind`; with `SPARSE_REQUIRE_GPU=1` it
 /// fails the test instead.
