@@ -599,7 +599,9 @@ impl<T: Scalar, K: AttentionKernels<T>> AttentionPlan<T> for CudaPlan<T, K> {
             ));
         }
         if base.rows == 0 {
-            return Ok(());
+            // No row attends to any column: the gradients of K and V are zero.
+            base.scale(&ops.dk, T::Acc::ZERO)?;
+            return base.scale(&ops.dv, T::Acc::ZERO);
         }
         self.kernels.backward(base, &shape, &ops)
     }

@@ -66,6 +66,8 @@ fn matrices() -> Vec<(&'static str, Csr<f64>)> {
             Csr::from_triplets(600, 10, &long_columns).unwrap(),
         ),
         ("power law", generate::rmat::<f64, u32>(10, 8, 5).unwrap()),
+        // The gradients of K and V are all zero, and still written.
+        ("no rows", Csr::from_triplets(0, 17, &[]).unwrap()),
     ];
     for (_, a) in &mut out {
         for (e, v) in a.values_mut().iter_mut().enumerate() {
