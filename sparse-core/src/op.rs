@@ -126,6 +126,10 @@ pub enum Algorithm {
     /// GPU (Magicube, SR-BCRS): `V x 1` vectors of i8 on integer tensor cores (m16n8k32 s8,
     /// exact i32 accumulation), the dense operand transposed in registers.
     Magicube,
+    /// GPU (Magicube, SR-BCRS): 4-bit operands (`i4`, `l8-r4`) packed two to a byte on the s4
+    /// tensor cores (m16n8k64), an 8-bit one as two 4-bit planes; `auto` takes it where the s4
+    /// MMA outruns the s8 one (sm_80 to sm_89).
+    MagicubeS4,
     /// GPU (TileSpMV, Tiled16): a warp per 16x16 tile, each tile's kernel chosen by its
     /// stored format; deferred very sparse tiles added by a CSR kernel.
     TileSpmv,
@@ -162,6 +166,7 @@ named_enum!(
         (FlashSparse, "flashsparse"),
         (FlashSparse16x1, "flashsparse-16x1"),
         (Magicube, "magicube"),
+        (MagicubeS4, "magicube-s4"),
         (TileSpmv, "tilespmv"),
         (Fused, "fused"),
         (FusedTensorCore, "fused-tc"),

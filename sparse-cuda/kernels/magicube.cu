@@ -1,13 +1,15 @@
 // Magicube (Li, Osawa, Hoefler, SC'22) on SR-BCRS: SpMM and SDDMM of i8 matrices on integer
 // tensor cores, mma.m16n8k32 with s8 inputs and exact s32 accumulation (wrapping on overflow,
-// as the oracle's i32 sums do), and the SpMM of the mixed modes from 8-bit planes of wider
-// operands. Parameters: McSpmm<T>, McSddmm<T>, McSpmmPlanes<T>, McSplit<T> (src/magicube.rs) with
-// SpmmDense<T>, SddmmDense<T> (src/operand.rs). docs/integer.md draws the layouts.
+// as the oracle's i32 sums do), the mixed modes from 8-bit planes of wider operands, and the
+// 4-bit path (magicube-s4): mma.m16n8k64 on s4/u4 operands packed two to a byte. Parameters:
+// McSpmm<T>, McSddmm<T>, McSpmmPlanes<T>, McSplit<T> (src/magicube.rs) with SpmmDense<T>,
+// SddmmDense<T> (src/operand.rs). docs/integer.md draws the layouts.
 //
-// The matrix is SR-BCRS with stride 32 (the MMA's k): a vector-row of V rows (V = 2, 4, 8) holds
-// its V x 1 vectors in groups of 32, each group a V x 32 row-major tile. Padding vectors have
-// value 0 and, on the device, column 0 (so their dense rows are read, in bounds, and multiplied
-// by zero: integers hold no NaN to leak).
+// The matrix is SR-BCRS with stride 32 (the k of the s8 MMA; 64 for the s4 SpMM): a vector-row
+// of V rows (V = 2, 4, 8) holds its V x 1 vectors in groups of the stride, each group a V x
+// stride row-major tile, 32 bytes a row in both widths. Padding vectors have value 0 and, on the
+// device, column 0 (so their dense rows are read, in bounds, and multiplied by zero: integers
+// hold no NaN to leak).
 //
 // Both kernels use the swapped product (C^T = B^T A^T): the sparse tile is the MMA's B operand
 // (k = 32 vectors, n = 8 rows, rows past V zero), so row r of a group is read as two words per
@@ -18,29 +20,45 @@
 //   B (32 x 8, col):  b0 = B[4t..4t+3][g], b1 = B[16+4t..][g]
 //   C (16 x 8):       c0 = C[g][2t], c1 = C[g][2t+1], c2 = C[g+8][2t], c3 = C[g+8][2t+1]
 
-// D += A B: 16 x 8 s32 += (16 x 32 8-bit) (32 x 8 8-bit), A and B each signed (s8) or
-// unsigned (u8): the low parts of the split operands of the mixed modes are unsigned.
-#define MC_MMA_I8(TYPES)                                                                                   \
-    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32." TYPES ".s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};" \
-                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])                                      \
+// D += A B of BITS-bit operands: 16 x 8 s32 += (16 x K) (K x 8) with K = 256 / BITS (8 bits:
+// m16n8k32, 4 bits: m16n8k64, the same registers), A and B each signed or unsigned: the low
+// parts of split operands are unsigned.
+#define MC_MMA(SHAPE, TYPES)                                                                                  \
+    asm volatile("mma.sync.aligned." SHAPE ".row.col.s32." TYPES ".s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};" \
+                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])                                         \
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
-template <bool A_UNSIGNED = false, bool B_UNSIGNED = false>
-__device__ __forceinline__ void mma_i8(int (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
-    if constexpr (!A_UNSIGNED && !B_UNSIGNED) MC_MMA_I8("s8.s8");
-    else if constexpr (!A_UNSIGNED) MC_MMA_I8("s8.u8");
-    else if constexpr (!B_UNSIGNED) MC_MMA_I8("u8.s8");
-    else MC_MMA_I8("u8.u8");
-}
-// The same with the signedness chosen by (unrolled, so constant) loop indices.
-__device__ __forceinline__ void mma_i8(bool a_unsigned, bool b_unsigned, int (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
-    if (a_unsigned) {
-        if (b_unsigned) mma_i8<true, true>(d, a, b0, b1);
-        else mma_i8<true, false>(d, a, b0, b1);
+#define MC_MMA_SIGNS(SHAPE, S, U)                                   \
+    if constexpr (!A_UNSIGNED && !B_UNSIGNED) MC_MMA(SHAPE, S "." S); \
+    else if constexpr (!A_UNSIGNED) MC_MMA(SHAPE, S "." U);          \
+    else if constexpr (!B_UNSIGNED) MC_MMA(SHAPE, U "." S);          \
+    else MC_MMA(SHAPE, U "." U)
+template <int BITS, bool A_UNSIGNED = false, bool B_UNSIGNED = false>
+__device__ __forceinline__ void mma_int(int (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+    if constexpr (BITS == 8) {
+        MC_MMA_SIGNS("m16n8k32", "s8", "u8");
     } else {
-        if (b_unsigned) mma_i8<false, true>(d, a, b0, b1);
-        else mma_i8<false, false>(d, a, b0, b1);
+        MC_MMA_SIGNS("m16n8k64", "s4", "u4");
     }
 }
+// The same with the signedness chosen by (unrolled, so constant) loop indices.
+template <int BITS>
+__device__ __forceinline__ void mma_int(bool a_unsigned, bool b_unsigned, int (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+    if (a_unsigned) {
+        if (b_unsigned) mma_int<BITS, true, true>(d, a, b0, b1);
+        else mma_int<BITS, true, false>(d, a, b0, b1);
+    } else {
+        if (b_unsigned) mma_int<BITS, false, true>(d, a, b0, b1);
+        else mma_int<BITS, false, false>(d, a, b0, b1);
+    }
+}
+
+// The lane mapping of an SpMM of BITS-bit operands: a fragment word holds a k-run of RUN
+// values (lane (g, t) the runs RUN*t and GROUP/2 + RUN*t), and a group is the MMA's k.
+template <int BITS>
+struct McWidth {
+    static constexpr int RUN = 32 / BITS;
+    static constexpr int GROUP = 8 * RUN;
+};
 
 // The 4 x 4 byte transpose: word p of the result holds byte p of r0, r1, r2, r3 (in that
 // order), so four rows of B read along N become four k-runs of 4, one per column.
@@ -54,77 +72,116 @@ __device__ __forceinline__ void transpose4(u32& r0, u32& r1, u32& r2, u32& r3) {
 }
 
 // Two words of a sparse tile row: the B fragment of lane (g, t) for row g of the group at
-// vector `p` (zero for rows past V).
-template <int V>
+// vector `p` (zero for rows past V). A tile row is 32 bytes in both widths.
+template <int V, int BITS>
 __device__ __forceinline__ void load_tile_row(const signed char* values, u32 p, u32 g, u32 t, u32& b0, u32& b1) {
     b0 = 0;
     b1 = 0;
     if (g < V) {
-        const u32* row = reinterpret_cast<const u32*>(values + (u64)p * V + g * MC_STRIDE);
+        const u32* row = reinterpret_cast<const u32*>(values + (u64)p * V * BITS / 8 + g * 32);
         b0 = __ldg(row + t);
         b1 = __ldg(row + 4 + t);
     }
 }
 
 // The sparse matrix of an SpMM and the B it multiplies, as the accumulation reads them: LP
-// planes of the sparse values and RP planes of B, 8-bit each. One plane is the i8 operand
+// planes of the sparse values and RP planes of B, BITS bits a value. One plane is the operand
 // itself; two are the split of a wider one, a signed high part (plane 0) and an unsigned low
-// part (plane 1): v = hi * 2^shift + lo.
+// part (plane 1): v = hi * 2^shift + lo. 4-bit planes are packed two values to a byte (the
+// lower first), and `len` counts bytes of a B row (n for 8 bits).
 template <int LP, int RP>
 struct McOperands {
     const u32* vec_col;
     const signed char* values[LP];
     const signed char* b[RP];
-    u32 b_rs, b_cs, n;
+    u32 b_rs, b_cs, len;
 };
 
-// One SpMM step's operands held by a lane: its W bytes of each B plane's rows of its 8 vectors
-// (4t..4t+3 and 16+4t..16+4t+3 of the group), and each sparse plane's tile row words.
-template <int W, int LP, int RP>
+// One SpMM step's operands held by a lane: W columns (W*BITS/8 bytes) of each B plane's rows of
+// its 2*RUN vectors (RUN*t.. and GROUP/2 + RUN*t.. of the group), and each sparse plane's tile
+// row words.
+template <int W, int LP, int RP, int BITS>
 struct McStep {
-    u32 rows[RP][2][4][W / 4];
+    u32 rows[RP][2][McWidth<BITS>::RUN][W * BITS / 32];
     u32 tile[LP][2];
 };
 
-// The columns of a lane's 8 vectors of the group at `at` (4t..4t+3 and 16+4t..16+4t+3).
+// The columns of a lane's 2*RUN vectors of the group at `at`.
+template <int BITS>
 struct McCols {
-    uint4 c[2];
+    uint4 c[2][McWidth<BITS>::RUN / 4];
 };
 
-template <int LP, int RP>
-__device__ __forceinline__ void load_cols(const McOperands<LP, RP>& m, u32 at, u32 t, McCols& cols) {
+template <int LP, int RP, int BITS>
+__device__ __forceinline__ void load_cols(const McOperands<LP, RP>& m, u32 at, u32 t, McCols<BITS>& cols) {
+    using Wd = McWidth<BITS>;
 #pragma unroll
-    for (int kh = 0; kh < 2; ++kh) cols.c[kh] = __ldg(reinterpret_cast<const uint4*>(m.vec_col + at + 16 * kh + 4 * t));
+    for (int kh = 0; kh < 2; ++kh)
+#pragma unroll
+        for (int i = 0; i < Wd::RUN / 4; ++i)
+            cols.c[kh][i] = __ldg(reinterpret_cast<const uint4*>(m.vec_col + at + Wd::GROUP / 2 * kh + Wd::RUN * t + 4 * i));
 }
 
-template <int V, int W, int LP, int RP>
-__device__ __forceinline__ void load_step(const McOperands<LP, RP>& m, const McCols& cols, u32 at, u32 g, u32 t, u32 first,
-                                          bool vec, McStep<W, LP, RP>& s) {
+template <int V, int W, int LP, int RP, int BITS>
+__device__ __forceinline__ void load_step(const McOperands<LP, RP>& m, const McCols<BITS>& cols, u32 at, u32 g, u32 t,
+                                          u32 first, bool vec, McStep<W, LP, RP, BITS>& s) {
 #pragma unroll
-    for (int kh = 0; kh < 2; ++kh) {
-        const u32 c[4] = {cols.c[kh].x, cols.c[kh].y, cols.c[kh].z, cols.c[kh].w};
+    for (int kh = 0; kh < 2; ++kh)
 #pragma unroll
-        for (int q = 0; q < 4; ++q)
+        for (int i = 0; i < McWidth<BITS>::RUN / 4; ++i) {
+            const uint4 q4 = cols.c[kh][i];
+            const u32 c[4] = {q4.x, q4.y, q4.z, q4.w};
 #pragma unroll
-            for (int r = 0; r < RP; ++r)
-                load_run<signed char, W>(m.b[r] + (u64)c[q] * m.b_rs, first, m.n, m.b_cs, vec, s.rows[r][kh][q]);
+            for (int q = 0; q < 4; ++q)
+#pragma unroll
+                for (int r = 0; r < RP; ++r)
+                    load_run<signed char, W * BITS / 8>(m.b[r] + (u64)c[q] * m.b_rs, first * BITS / 8, m.len, m.b_cs, vec,
+                                                        s.rows[r][kh][4 * i + q]);
+        }
+#pragma unroll
+    for (int l = 0; l < LP; ++l) load_tile_row<V, BITS>(m.values[l], at, g, t, s.tile[l][0], s.tile[l][1]);
+}
+
+// The fragment words of one MMA column run from a lane's B rows of one half (kh) of a group:
+// rows[q][wi] holds W*BITS/32 words of the row of vector RUN*t + q (in load order); out[b] is
+// the k-run of column first + b. 8 bits: the 4 x 4 byte transpose. 4 bits: two byte transposes
+// give, in word p, bytes p of rows 0..3 and of rows 4..7 (columns 2p and 2p+1 of the word's 8),
+// and the masks interleave their nibbles: nibble n holds row n/2 (n even) or 4 + n/2 (n odd).
+// The SR-BCRS column indices of the 4-bit plans are shuffled to match (row (j%2)*4 + j/2 holds
+// vector j of the run), so nibble n ends as vector n: k order, with 8 logic operations per 8
+// columns past the byte transposes (the paper's column-index shuffle).
+template <int W, int BITS>
+__device__ __forceinline__ void transpose_run(const u32 (&rows)[McWidth<BITS>::RUN][W * BITS / 32], u32 (&out)[W]) {
+#pragma unroll
+    for (int wi = 0; wi < W * BITS / 32; ++wi) {
+        u32 x[4] = {rows[0][wi], rows[1][wi], rows[2][wi], rows[3][wi]};
+        transpose4(x[0], x[1], x[2], x[3]);
+        if constexpr (BITS == 8) {
+#pragma unroll
+            for (int q = 0; q < 4; ++q) out[4 * wi + q] = x[q];
+        } else {
+            u32 y[4] = {rows[4][wi], rows[5][wi], rows[6][wi], rows[7][wi]};
+            transpose4(y[0], y[1], y[2], y[3]);
+#pragma unroll
+            for (int p = 0; p < 4; ++p) {
+                out[8 * wi + 2 * p] = (x[p] & 0x0f0f0f0fu) | ((y[p] & 0x0f0f0f0fu) << 4);
+                out[8 * wi + 2 * p + 1] = ((x[p] >> 4) & 0x0f0f0f0fu) | (y[p] & 0xf0f0f0f0u);
+            }
+        }
     }
-#pragma unroll
-    for (int l = 0; l < LP; ++l) load_tile_row<V>(m.values[l], at, g, t, s.tile[l][0], s.tile[l][1]);
 }
 
 // The sums of one SpMM warp: the vectors `begin..end` (whole groups) of one vector-row times
 // B's columns from `first` (this lane's, = tile*8W + g*W). A warp owns one chunk of a
-// vector-row and 8W columns of C (J = W/2 MMAs of 16
-// columns): lane (g, t) reads W consecutive bytes at `first` of each of its 8 B rows
-// (coalesced runs of 8W bytes per row), and the byte transpose turns each 4-row x 4-byte block
-// into the k-runs of A fragments: byte b of the run is fragment row g (b < W/2) or g+8 of MMA
-// b % (W/2). So MMA j's fragment row g is column first + j and row g+8 column first + W/2 + j,
-// and lane (g, t) ends with rows 2t, 2t+1 of the vector-row over its W consecutive columns:
-// sum[e][c] is row 2t+e, column first+c.
+// vector-row and 8W columns of C (J = W/2 MMAs of 16 columns): lane (g, t) reads W
+// consecutive columns at `first` of each of its 2*RUN B rows (coalesced runs of 8W columns
+// per row), and transpose_run turns them into the k-runs of A fragments: column b of the run
+// is fragment row g (b < W/2) or g+8 of MMA b % (W/2). So MMA j's fragment row g is column
+// first + j and row g+8 column first + W/2 + j, and lane (g, t) ends with rows 2t, 2t+1 of the
+// vector-row over its W consecutive columns: sum[e][c] is row 2t+e, column first+c.
 //
 // With split operands every pair of planes is one MMA into its own sums, combined at the end
-// shifted by the planes' weights (`left_shift` for the sparse high plane, 8 for B's), in
+// shifted by the planes' weights (`left_shift` for the sparse high plane, BITS for B's), in
 // wrapping i32 arithmetic: the products of the parts add up to the product modulo 2^32, which
 // is what the i32 sums of the whole values wrap to.
 //
@@ -132,10 +189,11 @@ __device__ __forceinline__ void load_step(const McOperands<LP, RP>& m, const McC
 // paper's prefetch into registers), and the columns of the group after it: a B row's address
 // waits on its column, so prefetching both one group ahead would still leave two dependent
 // round trips to memory in every step.
-template <int V, int W, int LP, int RP>
+template <int V, int W, int LP, int RP, int BITS>
 __device__ __forceinline__ void spmm_sums(const McOperands<LP, RP>& m, u32 begin, u32 end, u32 g, u32 t, u32 first,
                                           u32 left_shift, int (&sum)[2][W]) {
-    const bool vec = m.b_cs == 1 && m.b_rs % W == 0;
+    constexpr u32 GROUP = McWidth<BITS>::GROUP;
+    const bool vec = m.b_cs == 1 && m.b_rs % (W * BITS / 8) == 0;
     int acc[LP][RP][W / 2][4];
 #pragma unroll
     for (int l = 0; l < LP; ++l)
@@ -146,37 +204,33 @@ __device__ __forceinline__ void spmm_sums(const McOperands<LP, RP>& m, u32 begin
 #pragma unroll
                 for (int i = 0; i < 4; ++i) acc[l][r][j][i] = 0;
 
-    McStep<W, LP, RP> cur, next;
-    McCols cols;
+    McStep<W, LP, RP, BITS> cur, next;
+    McCols<BITS> cols;
     if (begin < end) {
         load_cols(m, begin, t, cols);
         load_step<V, W>(m, cols, begin, g, t, first, vec, cur);
     }
-    if (begin + MC_STRIDE < end) load_cols(m, begin + MC_STRIDE, t, cols);
-    for (u32 at = begin; at < end; at += MC_STRIDE) {
-        if (at + MC_STRIDE < end) load_step<V, W>(m, cols, at + MC_STRIDE, g, t, first, vec, next);
-        if (at + 2 * MC_STRIDE < end) load_cols(m, at + 2 * MC_STRIDE, t, cols);
+    if (begin + GROUP < end) load_cols(m, begin + GROUP, t, cols);
+    for (u32 at = begin; at < end; at += GROUP) {
+        if (at + GROUP < end) load_step<V, W>(m, cols, at + GROUP, g, t, first, vec, next);
+        if (at + 2 * GROUP < end) load_cols(m, at + 2 * GROUP, t, cols);
         u32 a[RP][W / 2][4];
 #pragma unroll
         for (int r = 0; r < RP; ++r)
 #pragma unroll
-            for (int kh = 0; kh < 2; ++kh)
+            for (int kh = 0; kh < 2; ++kh) {
+                u32 run[W];
+                transpose_run<W, BITS>(cur.rows[r][kh], run);
 #pragma unroll
-                for (int wi = 0; wi < W / 4; ++wi) {
-                    u32 x[4] = {cur.rows[r][kh][0][wi], cur.rows[r][kh][1][wi], cur.rows[r][kh][2][wi], cur.rows[r][kh][3][wi]};
-                    transpose4(x[0], x[1], x[2], x[3]);
-#pragma unroll
-                    for (int q = 0; q < 4; ++q) {
-                        const int b = 4 * wi + q;
-                        a[r][b % (W / 2)][b / (W / 2) + 2 * kh] = x[q];
-                    }
-                }
+                for (int b = 0; b < W; ++b) a[r][b % (W / 2)][b / (W / 2) + 2 * kh] = run[b];
+            }
 #pragma unroll
         for (int l = 0; l < LP; ++l)
 #pragma unroll
             for (int r = 0; r < RP; ++r)
 #pragma unroll
-                for (int j = 0; j < W / 2; ++j) mma_i8(r == 1, l == 1, acc[l][r][j], a[r][j], cur.tile[l][0], cur.tile[l][1]);
+                for (int j = 0; j < W / 2; ++j)
+                    mma_int<BITS>(r == 1, l == 1, acc[l][r][j], a[r][j], cur.tile[l][0], cur.tile[l][1]);
         cur = next;
     }
 #pragma unroll
@@ -188,7 +242,7 @@ __device__ __forceinline__ void spmm_sums(const McOperands<LP, RP>& m, u32 begin
             for (int l = 0; l < LP; ++l)
 #pragma unroll
                 for (int r = 0; r < RP; ++r) {
-                    const u32 shift = (l == 0 && LP == 2 ? left_shift : 0) + (r == 0 && RP == 2 ? 8 : 0);
+                    const u32 shift = (l == 0 && LP == 2 ? left_shift : 0) + (r == 0 && RP == 2 ? BITS : 0);
                     total += (u32)(c < W / 2 ? acc[l][r][c][e] : acc[l][r][c - W / 2][2 + e]) << shift;
                 }
             sum[e][c] = (int)total;
@@ -277,16 +331,20 @@ __global__ void __launch_bounds__(MC_THREADS, mc_spmm_blocks(W)) mc_spmm(const M
     const u32 first = tile * 8 * W + g * W;
     const McOperands<1, 1> m = {p.vec_col, {p.values}, {o.b}, o.b_rs, o.b_cs, o.n};
     int sum[2][W];
-    spmm_sums<V, W>(m, __ldg(p.chunk_start + chunk), __ldg(p.chunk_end + chunk), g, t, first, 0, sum);
+    spmm_sums<V, W, 1, 1, 8>(m, __ldg(p.chunk_start + chunk), __ldg(p.chunk_end + chunk), g, t, first, 0, sum);
     store_sums<V, W>(sum, vrow, t, first, p.rows, o.n, o.c, o.c_rs, o.c_cs, o.alpha, o.beta, p.split);
 }
 
-// 16-bit storage (the modes l12-r4 .. l16-r16): C = alpha*A*B + beta*C from two planes of A's
-// values in SR-BCRS slot order (hi * 2^8 + lo) and the planes of B that mc_split_dense made,
-// row-major with b_ld bytes a row. When every value of B fits 8 bits (`*b_wide` == 0, what the
-// modes of R <= 8 promise) B's low plane read as s8 is B itself, and each step takes 2 MMAs;
-// otherwise B = hi * 2^8 + lo, and 4. alpha, beta and C are i32 (as bits).
-template <int V, int W>
+// An SpMM from planes of BITS bits (C = alpha*A*B + beta*C): 16-bit storage (the modes
+// l12-r4 .. l16-r16) as two 8-bit planes of A's values (hi * 2^8 + lo), and the 4-bit path
+// (magicube-s4, i8 storage) as LP nibble planes of them, packed in SR-BCRS slot order: one when
+// every value fits 4 bits (the values themselves), else two (hi * 2^4 + lo). B comes as the
+// planes mc_split_dense made, row-major with b_ld bytes a row. When every value of B fits BITS
+// bits (`*b_wide` == 0, what the modes of R <= BITS promise) B's low plane read as signed is B
+// itself, and each step takes LP MMAs; otherwise B = hi * 2^BITS + lo, and 2*LP. alpha, beta
+// and C are i32 (as bits). The 4-bit SR-BCRS has stride 64 and its column indices shuffled
+// (transpose_run).
+template <int V, int W, int BITS, int LP>
 __global__ void __launch_bounds__(MC_THREADS) mc_spmm_planes(const McSpmmPlanes p) {
     const u32 lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     u32 chunk, tile;
@@ -298,30 +356,47 @@ __global__ void __launch_bounds__(MC_THREADS) mc_spmm_planes(const McSpmmPlanes 
     const signed char* lo = reinterpret_cast<const signed char*>(p.values_lo);
     const signed char* b_hi = reinterpret_cast<const signed char*>(p.b_hi);
     const signed char* b_lo = reinterpret_cast<const signed char*>(p.b_lo);
-    int sum[2][W];
-    if (__ldg(p.b_wide) != 0) {
-        const McOperands<2, 2> m = {p.vec_col, {hi, lo}, {b_hi, b_lo}, p.b_ld, 1, p.n};
-        spmm_sums<V, W>(m, begin, end, g, t, first, 8, sum);
+    const u32 len = (p.n * BITS + 7) / 8;
+    McOperands<LP, 1> narrow = {p.vec_col, {}, {b_lo}, p.b_ld, 1, len};
+    McOperands<LP, 2> wide = {p.vec_col, {}, {b_hi, b_lo}, p.b_ld, 1, len};
+    if constexpr (LP == 2) {
+        narrow.values[0] = wide.values[0] = hi;
+        narrow.values[1] = wide.values[1] = lo;
     } else {
-        const McOperands<2, 1> m = {p.vec_col, {hi, lo}, {b_lo}, p.b_ld, 1, p.n};
-        spmm_sums<V, W>(m, begin, end, g, t, first, 8, sum);
+        narrow.values[0] = wide.values[0] = lo;
     }
+    int sum[2][W];
+    if (__ldg(p.b_wide) != 0) spmm_sums<V, W, LP, 2, BITS>(wide, begin, end, g, t, first, BITS, sum);
+    else spmm_sums<V, W, LP, 1, BITS>(narrow, begin, end, g, t, first, BITS, sum);
     store_sums<V, W>(sum, vrow, t, first, p.rows, p.n, reinterpret_cast<int*>(p.c), p.c_rs, p.c_cs, (int)p.alpha,
                      (int)p.beta, p.split);
 }
 
-// B of a 16-bit SpMM (rows x n at its strides) as two 8-bit planes, row-major with `ld` bytes a
-// row: its signed high byte in `hi` and unsigned low byte in `lo`. A value outside
-// [-128, 127] sets `wide`.
-template <typename P>
+// A dense operand (rows x n at its strides) as two planes of BITS bits, row-major with `ld`
+// bytes a row: its signed high part (v >> BITS) in `hi` and unsigned low part in `lo`, 4-bit
+// parts packed two to a byte, the lower column first (an odd row's last high nibble 0). A
+// value outside the signed range of BITS bits sets `wide`. A thread per byte of a row.
+template <typename P, int BITS>
 __global__ void __launch_bounds__(MC_THREADS) mc_split_dense(const P p) {
-    const u64 total = (u64)p.rows * p.n;
+    constexpr u32 PER_BYTE = 8 / BITS, MASK = (1u << BITS) - 1;
+    constexpr int HALF = 1 << (BITS - 1);
+    const u32 bytes = (p.n + PER_BYTE - 1) / PER_BYTE;
+    const u64 total = (u64)p.rows * bytes;
     for (u64 e = (u64)blockIdx.x * MC_THREADS + threadIdx.x; e < total; e += (u64)gridDim.x * MC_THREADS) {
-        const u64 i = e / p.n, j = e % p.n;
-        const int v = to_acc(p.b[i * p.b_rs + j * p.b_cs]);
-        if (v < -128 || v > 127) atomicOr(p.wide, 1u);
-        p.hi[i * p.ld + j] = (unsigned char)((v >> 8) & 0xff);
-        p.lo[i * p.ld + j] = (unsigned char)(v & 0xff);
+        const u64 i = e / bytes, jb = e % bytes;
+        u32 hi = 0, lo = 0;
+        bool wide = false;
+#pragma unroll
+        for (u32 s = 0; s < PER_BYTE; ++s) {
+            const u64 j = jb * PER_BYTE + s;
+            const int v = j < p.n ? to_acc(p.b[i * p.b_rs + j * p.b_cs]) : 0;
+            wide |= v < -HALF || v >= HALF;
+            hi |= ((u32)(v >> BITS) & MASK) << (s * BITS);
+            lo |= ((u32)v & MASK) << (s * BITS);
+        }
+        if (wide) atomicOr(p.wide, 1u);
+        p.hi[i * p.ld + jb] = (unsigned char)hi;
+        p.lo[i * p.ld + jb] = (unsigned char)lo;
     }
 }
 
@@ -339,7 +414,7 @@ __global__ void __launch_bounds__(MC_THREADS, mc_spmm_blocks(W)) mc_spmm_dequant
     const McOperands<1, 1> m = {p.vec_col, {reinterpret_cast<const signed char*>(p.values)},
                                 {reinterpret_cast<const signed char*>(p.b)}, p.b_ld, 1, p.n};
     int sum[2][W];
-    spmm_sums<V, W>(m, __ldg(p.chunk_start + chunk), __ldg(p.chunk_end + chunk), g, t, first, 0, sum);
+    spmm_sums<V, W, 1, 1, 8>(m, __ldg(p.chunk_start + chunk), __ldg(p.chunk_end + chunk), g, t, first, 0, sum);
     float col_scale[W];
 #pragma unroll
     for (int c = 0; c < W; ++c) col_scale[c] = first + c < p.n ? __ldg(p.col_scale + first + c) : 0.f;
@@ -401,11 +476,13 @@ __global__ void __launch_bounds__(MC_THREADS) mc_quantize(const P p) {
 // Rows, X and Y row-major or not, need no transpose. Slots without an entry (padding vectors,
 // rows past V or M, rows a vector does not hold) are written 0.
 //
-// sddmm_dots: the tile's dot products from LX planes of X's row (`x`, `x_len` elements, 0 for
-// a row past V or M) and LY planes of the Y rows (`y`), 8-bit each: one plane is the operand
-// itself, two are its signed high and unsigned low bytes, whose pair sums are combined
-// shifted (as in spmm_sums). dot[h][2i + e] is vector 16h + 8i + g, row 2t + e.
-template <int LX, int LY>
+// sddmm_dots: the tile's dot products from LX planes of X's row (`x`, `x_len` bytes, 0 for a
+// row past V or M) and LY planes of the Y rows (`y`), BITS bits a value (4-bit ones packed two
+// to a byte, `k` counting bytes): one plane is the operand itself, two are its signed high and
+// unsigned low parts, whose pair sums are combined shifted (as in spmm_sums). A 16-byte run
+// holds 32 nibbles in 4 words of 8, the same permutation of k on both sides.
+// dot[h][2i + e] is vector 16h + 8i + g, row 2t + e.
+template <int LX, int LY, int BITS>
 __device__ __forceinline__ void sddmm_dots(const signed char* const (&x)[LX], const signed char* const (&y)[LY][4], u32 k,
                                            u32 x_len, u32 x_cs, u32 y_cs, bool x_vec, bool y_vec, u32 t,
                                            int (&dot)[2][4]) {
@@ -441,7 +518,7 @@ __device__ __forceinline__ void sddmm_dots(const signed char* const (&x)[LX], co
                     for (int h = 0; h < 2; ++h) {
                         const u32 a[4] = {yw[ly][2 * h][2 * s], yw[ly][2 * h + 1][2 * s], yw[ly][2 * h][2 * s + 1],
                                           yw[ly][2 * h + 1][2 * s + 1]};
-                        mma_i8(ly == 1, lx == 1, acc[lx][ly][h], a, xw[lx][2 * s], xw[lx][2 * s + 1]);
+                        mma_int<BITS>(ly == 1, lx == 1, acc[lx][ly][h], a, xw[lx][2 * s], xw[lx][2 * s + 1]);
                     }
     }
 #pragma unroll
@@ -453,7 +530,7 @@ __device__ __forceinline__ void sddmm_dots(const signed char* const (&x)[LX], co
             for (int lx = 0; lx < LX; ++lx)
 #pragma unroll
                 for (int ly = 0; ly < LY; ++ly) {
-                    const u32 shift = (lx == 0 && LX == 2 ? 8 : 0) + (ly == 0 && LY == 2 ? 8 : 0);
+                    const u32 shift = (lx == 0 && LX == 2 ? BITS : 0) + (ly == 0 && LY == 2 ? BITS : 0);
                     total += (u32)acc[lx][ly][h][i] << shift;
                 }
             dot[h][i] = (int)total;
@@ -515,16 +592,17 @@ __global__ void __launch_bounds__(MC_THREADS) mc_sddmm(const McSddmm<signed char
     u32 masks[4];
     sddmm_masks(p, at, g, masks);
     int dot[2][4];
-    sddmm_dots<1, 1>(x, y, k, x_live ? k : 0, o.x_cs, o.y_cs, x_vec, y_vec, t, dot);
+    sddmm_dots<1, 1, 8>(x, y, k, x_live ? k : 0, o.x_cs, o.y_cs, x_vec, y_vec, t, dot);
     sddmm_store<V>(p, o, at, g, t, dot, masks);
 }
 
-// The SDDMM of 16-bit storage: X and Y as the planes mc_split_dense made (row-major, x_ld and
-// y_ld bytes a row), each read as one plane (its low byte as s8) when its values fit 8 bits
-// (wide[0] for X, wide[1] for Y, 0) and as two otherwise: 1, 2 or 4 MMAs per step.
-template <int V>
-__global__ void __launch_bounds__(MC_THREADS) mc_sddmm_planes(const McSddmmPlanes<short> p) {
-    const SddmmDense<short>& o = p.dense;
+// The SDDMM from planes of BITS bits (16-bit storage as 8-bit planes, the 4-bit path of i8
+// storage as nibble planes): X and Y as the planes mc_split_dense made (row-major, x_ld and
+// y_ld bytes a row), each read as one plane (its low part as signed) when its values fit BITS
+// bits (wide[0] for X, wide[1] for Y, 0) and as two otherwise: 1, 2 or 4 MMAs per step.
+template <int V, int BITS, typename P>
+__device__ __forceinline__ void sddmm_planes(const P& p) {
+    const auto& o = p.dense;
     const u32 lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const u64 tile = (u64)blockIdx.x * MC_WARPS + threadIdx.x / 32;
     if (tile >= p.tiles) return;
@@ -542,7 +620,7 @@ __global__ void __launch_bounds__(MC_THREADS) mc_sddmm_planes(const McSddmmPlane
         y_hi[m] = reinterpret_cast<const signed char*>(p.y_hi) + y_at;
         y_lo[m] = reinterpret_cast<const signed char*>(p.y_lo) + y_at;
     }
-    const u32 k = o.alpha == 0 ? 0 : o.k, x_len = x_live ? k : 0;
+    const u32 k = o.alpha == 0 ? 0 : (o.k * BITS + 7) / 8, x_len = x_live ? k : 0;
     const bool x_wide = __ldg(p.wide) != 0, y_wide = __ldg(p.wide + 1) != 0;
     const signed char* const x1[1] = {x_lo};
     const signed char* const x2[2] = {x_hi, x_lo};
@@ -551,19 +629,16 @@ __global__ void __launch_bounds__(MC_THREADS) mc_sddmm_planes(const McSddmmPlane
     u32 masks[4];
     sddmm_masks(p, at, g, masks);
     int dot[2][4];
-    if (x_wide && y_wide) sddmm_dots<2, 2>(x2, y2, k, x_len, 1, 1, true, true, t, dot);
-    else if (x_wide) sddmm_dots<2, 1>(x2, y1, k, x_len, 1, 1, true, true, t, dot);
-    else if (y_wide) sddmm_dots<1, 2>(x1, y2, k, x_len, 1, 1, true, true, t, dot);
-    else sddmm_dots<1, 1>(x1, y1, k, x_len, 1, 1, true, true, t, dot);
+    if (x_wide && y_wide) sddmm_dots<2, 2, BITS>(x2, y2, k, x_len, 1, 1, true, true, t, dot);
+    else if (x_wide) sddmm_dots<2, 1, BITS>(x2, y1, k, x_len, 1, 1, true, true, t, dot);
+    else if (y_wide) sddmm_dots<1, 2, BITS>(x1, y2, k, x_len, 1, 1, true, true, t, dot);
+    else sddmm_dots<1, 1, BITS>(x1, y1, k, x_len, 1, 1, true, true, t, dot);
     sddmm_store<V>(p, o, at, g, t, dot, masks);
 }
 
-// D += A B with 4-bit operands: 16 x 8 s32 += (16 x 64 s4) (64 x 8 s4), the same registers as
-// the s8 shape.
-__device__ __forceinline__ void mma_s4(int (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
-    asm volatile("mma.sync.aligned.m16n8k64.row.col.s32.s4.s4.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+template <int V, int BITS, typename T>
+__global__ void __launch_bounds__(MC_THREADS) mc_sddmm_planes(const McSddmmPlanes<T> p) {
+    sddmm_planes<V, BITS>(p);
 }
 
 // The integer MMA rate of this device: each warp issues `iterations` rounds of MC_PROBE_CHAINS
@@ -580,10 +655,7 @@ __global__ void __launch_bounds__(MC_THREADS) mc_mma_probe(const McProbe p) {
         for (int i = 0; i < 4; ++i) acc[c][i] = c;
     for (u32 it = 0; it < p.iterations; ++it)
 #pragma unroll
-        for (int c = 0; c < MC_PROBE_CHAINS; ++c) {
-            if constexpr (BITS == 8) mma_i8(acc[c], a, b0, b1);
-            else mma_s4(acc[c], a, b0, b1);
-        }
+        for (int c = 0; c < MC_PROBE_CHAINS; ++c) mma_int<BITS>(acc[c], a, b0, b1);
     int sum = 0;
 #pragma unroll
     for (int c = 0; c < MC_PROBE_CHAINS; ++c) sum += acc[c][0] + acc[c][1] + acc[c][2] + acc[c][3];

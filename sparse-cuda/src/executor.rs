@@ -82,17 +82,20 @@ impl CudaBackend {
     }
 
     /// `auto` for CSR SpMM and SDDMM (RoDe or `vector`), for ME-BCRS (8x1 or 16x1 by the
-    /// block shape) and for SR-BCRS (Magicube, its one algorithm).
+    /// block shape) and for SR-BCRS (Magicube on s8 or s4 MMAs, by the precision and what the
+    /// device's tensor cores do).
     fn auto_dense(
-        op: OpKind,
-        format: Format,
+        &self,
+        (op, format, precision): (OpKind, Format, Precision),
         block: Option<BlockShape>,
         stats: &RowStats,
         nnz: usize,
     ) -> Algorithm {
         match format {
             Format::MeBcrs => flashsparse::auto_algorithm(block),
-            Format::SrBcrs => Algorithm::Magicube,
+            Format::SrBcrs => {
+                magicube::auto_algorithm(precision, self.device.info.compute_capability)
+            }
             _ => rode::auto_algorithm(op, stats, nnz),
         }
     }
@@ -198,7 +201,12 @@ impl Executor for CudaBackend {
         let clock = PlanClock::start();
         let stats = a.row_stats();
         let (family, algorithm) = Self::resolve::<T>(desc.request(), || {
-            Self::auto_dense(OpKind::Spmm, desc.format, desc.block, &stats, a.nnz())
+            self.auto_dense(
+                (OpKind::Spmm, desc.format, desc.precision),
+                desc.block,
+                &stats,
+                a.nnz(),
+            )
         })?;
         let device = &self.device;
         match family {
@@ -207,7 +215,7 @@ impl Executor for CudaBackend {
                 device, a, desc, algorithm, clock,
             )?)),
             Family::FlashSparse => Ok(Box::new(flashsparse::spmm_plan(device, a, desc, clock)?)),
-            Family::Magicube => magicube::spmm(device, a, desc, clock),
+            Family::Magicube => magicube::spmm(device, a, desc, algorithm, clock),
             other => Err(misrouted(other, OpKind::Spmm)),
         }
     }
@@ -220,7 +228,12 @@ impl Executor for CudaBackend {
         let clock = PlanClock::start();
         let stats = s.row_stats();
         let (family, algorithm) = Self::resolve::<T>(desc.request(), || {
-            Self::auto_dense(OpKind::Sddmm, desc.format, desc.block, &stats, s.nnz())
+            self.auto_dense(
+                (OpKind::Sddmm, desc.format, desc.precision),
+                desc.block,
+                &stats,
+                s.nnz(),
+            )
         })?;
         let device = &self.device;
         match family {
@@ -229,7 +242,9 @@ impl Executor for CudaBackend {
                 device, s, desc, algorithm, clock,
             )?)),
             Family::FlashSparse => Ok(Box::new(flashsparse::sddmm_plan(device, s, desc, clock)?)),
-            Family::Magicube => Ok(Box::new(magicube::sddmm_plan(device, s, desc, clock)?)),
+            Family::Magicube => Ok(Box::new(magicube::sddmm_plan(
+                device, s, desc, algorithm, clock,
+            )?)),
             other => Err(misrouted(other, OpKind::Sddmm)),
         }
     }

@@ -35,6 +35,7 @@ mod probe;
 mod quantized;
 
 pub use attention::quantized_attention;
+pub(crate) use mixed::PlaneWidth;
 pub use probe::{mma_rates, MmaRates};
 
 use std::sync::Arc;
@@ -62,6 +63,8 @@ const WARPS: u32 = 4;
 const THREADS: u32 = WARPS * 32;
 /// Vectors per group: the k of `mma.m16n8k32` (`MC_STRIDE`).
 pub const STRIDE: usize = 32;
+/// Vectors per group of the 4-bit SpMM (`magicube-s4`): the k of `mma.m16n8k64`.
+pub const STRIDE_S4: usize = 64;
 /// The vector lengths instantiated.
 pub const VECTORS: [usize; 3] = [2, 4, 8];
 /// Bytes of a B row a lane of the SpMM reads per vector, narrowest first: a warp covers 8x as
@@ -77,8 +80,8 @@ const MIN_WARPS_PER_SM: u64 = 16;
 const WHOLE_ROW_WARPS_PER_SM: u64 = 4;
 /// SpMM work units per multiprocessor the cutting of long vector-rows aims at.
 const CHUNKS_PER_SM: usize = 4;
-/// Groups of 32 vectors an SpMM work unit takes at least: shorter ones would pay more for
-/// their atomics than their loads.
+/// Groups (of 32 vectors, or 64 on the 4-bit path) an SpMM work unit takes at least: shorter
+/// ones would pay more for their atomics than their loads.
 const MIN_CHUNK_GROUPS: usize = 4;
 
 kernel_params! {
@@ -240,18 +243,92 @@ fn spmm_run_bytes(chunks: u32, n: u32, multiprocessors: u32) -> u32 {
         .unwrap_or(RUN_BYTES[0])
 }
 
-/// An SR-BCRS matrix on the device.
-struct DeviceSrBcrs<T> {
+/// The order of a vector-row's column indices on the device.
+#[derive(Clone, Copy, PartialEq)]
+enum Columns {
+    /// As stored.
+    InOrder,
+    /// Shuffled in blocks of 8 for the nibble transpose of the 4-bit SpMM (`transpose_run` in
+    /// magicube.cu): vector j of a block goes to place (j % 2) * 4 + j / 2.
+    Shuffled,
+}
+
+/// The pattern of an SR-BCRS matrix on the device.
+struct SrBcrsPattern {
     shape: SrBcrsShape,
     rows: u32,
-    /// Columns of the stored vectors, padding as column 0.
+    /// Columns of the stored vectors, padding as column 0, in [`Columns`] order.
     vec_col: CudaSlice<u32>,
     vec_mask: CudaSlice<u8>,
-    values: FormatValues<T>,
     /// The CSR entry of each slot.
     order: ValueOrder,
     /// Start of each vector-row's vectors, padding included, and the end of the last.
     host_row_ptr: Vec<u32>,
+}
+
+impl SrBcrsPattern {
+    fn upload<T: Scalar>(device: &Arc<Device>, m: &SrBcrs<T>, columns: Columns) -> Result<Self> {
+        let device_column = |c: u32| if c == SR_BCRS_PADDING { 0 } else { c };
+        let vec_col = match columns {
+            Columns::InOrder => device.upload_converted(m.col_idx(), 0, |&c| device_column(c))?,
+            Columns::Shuffled => {
+                device.upload_converted(&shuffled(m.col_idx()), 0, |&c| device_column(c))?
+            }
+        };
+        Ok(SrBcrsPattern {
+            shape: m.block_shape(),
+            rows: to_u32("number of rows", m.rows())?,
+            vec_col,
+            vec_mask: device.upload_converted(m.vec_mask(), 0, |&b| b)?,
+            order: m.value_order(),
+            host_row_ptr: m.row_ptr().to_vec(),
+        })
+    }
+
+    fn stored_vectors(&self) -> usize {
+        self.order.len() / self.shape.vector()
+    }
+
+    fn bytes(&self) -> usize {
+        self.stored_vectors() * 5
+    }
+
+    /// The work units of the kernels ([`chunks_of`]).
+    fn chunks(&self, groups: usize, keep_empty: bool) -> Chunks {
+        chunks_of(
+            &self.host_row_ptr,
+            self.stored_vectors(),
+            self.shape.stride(),
+            groups,
+            keep_empty,
+        )
+    }
+}
+
+/// Column indices (whole blocks of 8: the stride is a multiple of 8) in [`Columns::Shuffled`]
+/// order.
+fn shuffled(col_idx: &[u32]) -> Vec<u32> {
+    let mut out = col_idx.to_vec();
+    for (block, from) in out.chunks_exact_mut(8).zip(col_idx.chunks_exact(8)) {
+        for (j, &c) in from.iter().enumerate() {
+            block[(j % 2) * 4 + j / 2] = c;
+        }
+    }
+    out
+}
+
+/// An SR-BCRS matrix on the device: its pattern and its values in slot order.
+struct DeviceSrBcrs<T> {
+    pattern: SrBcrsPattern,
+    values: FormatValues<T>,
+}
+
+impl<T> std::ops::Deref for DeviceSrBcrs<T> {
+    type Target = SrBcrsPattern;
+
+    fn deref(&self) -> &SrBcrsPattern {
+        &self.pattern
+    }
 }
 
 impl<T: Scalar> DeviceSrBcrs<T> {
@@ -262,52 +339,30 @@ impl<T: Scalar> DeviceSrBcrs<T> {
         clock: &mut PlanClock,
     ) -> Result<Self> {
         let m = SrBcrs::from_csr(a, shape, FillLimit::default())?;
-        let order = m.value_order();
         clock.lap(device, Phase::Host)?;
-        let rows = to_u32("number of rows", m.rows())?;
-        let built = DeviceSrBcrs {
-            shape,
-            rows,
-            vec_col: device.upload_converted(m.col_idx(), 0, |&c| {
-                if c == SR_BCRS_PADDING {
-                    0
-                } else {
-                    c
-                }
-            })?,
-            vec_mask: device.upload_converted(m.vec_mask(), 0, |&b| b)?,
-            values: FormatValues::upload(device, &[m.values()], &order)?,
-            host_row_ptr: m.row_ptr().to_vec(),
-            order,
-        };
+        let pattern = SrBcrsPattern::upload(device, &m, Columns::InOrder)?;
+        let values = FormatValues::upload(device, &[m.values()], &pattern.order)?;
         clock.lap(device, Phase::Transfer)?;
-        Ok(built)
-    }
-
-    fn stored_vectors(&self) -> usize {
-        self.order.len() / self.shape.vector()
+        Ok(DeviceSrBcrs { pattern, values })
     }
 
     fn bytes(&self) -> usize {
-        self.stored_vectors() * 5 + self.values.bytes()
-    }
-
-    /// The work units of the kernels ([`chunks_of`]).
-    fn chunks(&self, groups: usize, keep_empty: bool) -> Chunks {
-        chunks_of(
-            &self.host_row_ptr,
-            self.stored_vectors(),
-            groups,
-            keep_empty,
-        )
+        self.pattern.bytes() + self.values.bytes()
     }
 }
 
-/// The work units over an SR-BCRS of `stored` vectors with these row pointers: runs of at most
-/// `groups` groups of 32 vectors of one vector-row each (`usize::MAX`: whole vector-rows); with `keep_empty`, one empty unit for
-/// each vector-row without vectors (whose rows of C an SpMM must still write).
-fn chunks_of(row_ptr: &[u32], stored: usize, groups: usize, keep_empty: bool) -> Chunks {
-    let step = groups.max(1).saturating_mul(STRIDE);
+/// The work units over an SR-BCRS of `stored` vectors in groups of `stride` with these row
+/// pointers: runs of at most `groups` groups of one vector-row each (`usize::MAX`: whole
+/// vector-rows); with `keep_empty`, one empty unit for each vector-row without vectors (whose
+/// rows of C an SpMM must still write).
+fn chunks_of(
+    row_ptr: &[u32],
+    stored: usize,
+    stride: usize,
+    groups: usize,
+    keep_empty: bool,
+) -> Chunks {
+    let step = groups.max(1).saturating_mul(stride);
     let mut chunks = Chunks::default();
     for i in 0..row_ptr.len() / 2 {
         let begin = row_ptr[2 * i] as usize;
@@ -343,13 +398,13 @@ impl Chunks {
         self.vrow.windows(2).any(|w| w[0] == w[1])
     }
 
-    /// The units ordered by their place in their vector-row (over `row_ptr`), then by
-    /// vector-row. The warps running at once then take the same stretch of many vector-rows,
-    /// whose columns (sorted in each) lie near each other, and share the dense rows they read
-    /// through the cache.
-    fn position_major(self, row_ptr: &[u32]) -> Chunks {
+    /// The units ordered by their place in their vector-row (over `row_ptr`, in groups of
+    /// `stride`), then by vector-row. The warps running at once then take the same stretch of
+    /// many vector-rows, whose columns (sorted in each) lie near each other, and share the
+    /// dense rows they read through the cache.
+    fn position_major(self, row_ptr: &[u32], stride: usize) -> Chunks {
         let position =
-            |i: usize| (self.start[i] - row_ptr[2 * self.vrow[i] as usize]) as usize / STRIDE;
+            |i: usize| (self.start[i] - row_ptr[2 * self.vrow[i] as usize]) as usize / stride;
         let mut order: Vec<usize> = (0..self.vrow.len()).collect();
         order.sort_by_key(|&i| (position(i), self.vrow[i]));
         let pick = |of: &[u32]| order.iter().map(|&i| of[i]).collect();
@@ -403,12 +458,11 @@ struct SpmmUnits {
 
 impl SpmmUnits {
     /// Both sets of units made on the host and uploaded, each phase lapped on `clock`.
-    fn build<T: Scalar>(
-        device: &Arc<Device>,
-        a: &DeviceSrBcrs<T>,
-        clock: &mut PlanClock,
-    ) -> Result<Self> {
-        let groups = chunk_groups(a.stored_vectors() / STRIDE, device.info.multiprocessors);
+    fn build(device: &Arc<Device>, a: &SrBcrsPattern, clock: &mut PlanClock) -> Result<Self> {
+        let groups = chunk_groups(
+            a.stored_vectors() / a.shape.stride(),
+            device.info.multiprocessors,
+        );
         let cut = Some(a.chunks(groups, true)).filter(Chunks::split);
         let whole = a.chunks(usize::MAX, true);
         clock.lap(device, Phase::Host)?;
@@ -435,7 +489,7 @@ impl SpmmUnits {
     }
 }
 
-/// Groups of 32 vectors an SpMM work unit takes at most, for `total` groups on a device of
+/// Groups an SpMM work unit takes at most, for `total` groups on a device of
 /// `multiprocessors`: what spreads them over [`CHUNKS_PER_SM`] units per multiprocessor, and
 /// at least [`MIN_CHUNK_GROUPS`]. A layer of few vector-rows is then cut so that every
 /// multiprocessor has warps, and a long row of a skewed matrix no longer holds one warp.
@@ -510,21 +564,56 @@ pub(crate) struct SpmmFamily<T: Scalar> {
     kernels: Vec<Kernel<McSpmm<T>>>,
 }
 
-/// A planned Magicube SpMM: i8, or f32 quantized to i8 inside.
+/// The Magicube algorithm `auto` runs in `precision` on a device of `compute_capability`:
+/// `magicube-s4` for 4-bit operands where the s4 MMA runs at twice the s8 rate (sm_80 to
+/// sm_89), `magicube` everywhere else. Hopper (sm_90) has no 4-bit tensor cores: its s4 MMA
+/// runs at about 5% of the s8 rate (docs/integer.md), and 4-bit values held one per byte go
+/// faster through the s8 MMAs.
+pub fn auto_algorithm(precision: Precision, compute_capability: (i32, i32)) -> Algorithm {
+    let four_bit = matches!(precision.compute, Compute::IntBits { right: 4, .. })
+        && precision.storage == DType::I8;
+    if four_bit && compute_capability.0 == 8 {
+        Algorithm::MagicubeS4
+    } else {
+        Algorithm::Magicube
+    }
+}
+
+/// A planned Magicube SpMM: i8, f32 quantized to i8 inside, or integers of other widths as
+/// planes.
 pub(crate) fn spmm<'a, T: Scalar, I: SpIndex>(
     device: &Arc<Device>,
     a: CsrRef<'_, T, I>,
     desc: &SpmmDesc,
+    algorithm: Algorithm,
     clock: PlanClock,
 ) -> Result<Box<dyn SpmmPlan<T> + 'a>> {
     let shape = shape(OpKind::Spmm, desc.precision, desc.block)?;
+    let v = shape.vector();
+    if algorithm == Algorithm::MagicubeS4 {
+        return Ok(Box::new(mixed::plan(
+            device,
+            a,
+            desc,
+            v,
+            PlaneWidth::Nibble,
+            clock,
+        )?));
+    }
     if desc.precision == Precision::F32_VIA_I8 {
         return Ok(Box::new(quantized::plan(device, a, desc, shape, clock)?));
     }
     // Operands stored in i8 (`i4`, `l8-r4`) are multiplied whole, by the i8 kernels; wider
     // ones are split into 8-bit planes.
     if matches!(desc.precision.compute, Compute::IntBits { .. }) && T::DTYPE != DType::I8 {
-        return Ok(Box::new(mixed::plan(device, a, desc, shape, clock)?));
+        return Ok(Box::new(mixed::plan(
+            device,
+            a,
+            desc,
+            v,
+            PlaneWidth::Byte,
+            clock,
+        )?));
     }
     Ok(Box::new(spmm_plan(device, a, desc, shape, clock)?))
 }
@@ -604,7 +693,8 @@ pub(crate) struct SddmmFamily<T: Scalar> {
     scale_by_values: bool,
 }
 
-/// i8 operands go to the tensor cores whole; i16 ones as 8-bit planes.
+/// i8 operands go to the tensor cores whole, or as 4-bit planes (`magicube-s4`); i16 ones as
+/// 8-bit planes.
 enum SddmmKernel<T: Scalar> {
     Whole(Kernel<McSddmm<T>>),
     Planes(Box<mixed::SddmmPlanes<T>>),
@@ -615,12 +705,18 @@ pub(crate) fn sddmm_plan<T: Scalar, I: SpIndex>(
     device: &Arc<Device>,
     s: CsrRef<'_, T, I>,
     desc: &SddmmDesc,
+    algorithm: Algorithm,
     clock: PlanClock,
 ) -> Result<CudaPlan<T, SddmmFamily<T>>> {
     let shape = shape(OpKind::Sddmm, desc.precision, desc.block)?;
-    let info = desc.info(Algorithm::Magicube);
-    let (base, mut clock, mut kernel) = if T::DTYPE == DType::I16 {
-        let entries = mixed::SddmmPlanes::<T>::entries(shape.vector())?;
+    let info = desc.info(algorithm);
+    let planes = match (T::DTYPE, algorithm) {
+        (DType::I16, _) => Some(mixed::BYTE),
+        (_, Algorithm::MagicubeS4) => Some(mixed::NIBBLE),
+        _ => None,
+    };
+    let (base, mut clock, mut kernel) = if let Some(bits) = planes {
+        let entries = mixed::SddmmPlanes::<T>::entries(shape.vector(), bits)?;
         let (base, clock) = PlanBase::new(
             device,
             s,
@@ -628,7 +724,7 @@ pub(crate) fn sddmm_plan<T: Scalar, I: SpIndex>(
             &[entries.0.spec(), entries.1.spec()],
             clock,
         )?;
-        let planes = mixed::SddmmPlanes::new(device, &entries, (s.rows(), s.cols()))?;
+        let planes = mixed::SddmmPlanes::new(device, &entries, bits, (s.rows(), s.cols()))?;
         (base, clock, SddmmKernel::Planes(Box::new(planes)))
     } else {
         let entry = sddmm_entry::<T>(shape.vector())?;
@@ -641,7 +737,7 @@ pub(crate) fn sddmm_plan<T: Scalar, I: SpIndex>(
     };
     clock.lap(device, Phase::Kernels)?;
     let m = DeviceSrBcrs::build(device, s, shape, &mut clock)?;
-    let tiles = m.chunks(1, false).position_major(&m.host_row_ptr);
+    let tiles = m.chunks(1, false).position_major(&m.host_row_ptr, STRIDE);
     clock.lap(device, Phase::Host)?;
     let tiles = DeviceChunks::upload(device, &tiles)?;
     clock.lap(device, Phase::Transfer)?;
@@ -735,6 +831,28 @@ mod tests {
     }
 
     #[test]
+    fn shuffled_columns_interleave_each_block_of_eight() {
+        let cols: Vec<u32> = (0..16).collect();
+        assert_eq!(
+            shuffled(&cols),
+            [0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15]
+        );
+    }
+
+    #[test]
+    fn auto_takes_the_s4_mma_for_four_bit_operands_on_ampere_and_ada_only() {
+        for cc in [(8, 0), (8, 6), (8, 9)] {
+            assert_eq!(auto_algorithm(Precision::I4, cc), Algorithm::MagicubeS4);
+            assert_eq!(auto_algorithm(Precision::L8_R4, cc), Algorithm::MagicubeS4);
+            assert_eq!(auto_algorithm(Precision::I8, cc), Algorithm::Magicube);
+            assert_eq!(auto_algorithm(Precision::L16_R4, cc), Algorithm::Magicube);
+        }
+        for cc in [(9, 0), (10, 0), (12, 0)] {
+            assert_eq!(auto_algorithm(Precision::I4, cc), Algorithm::Magicube);
+        }
+    }
+
+    #[test]
     fn lanes_take_wide_runs_only_when_warps_abound() {
         // A 2048-row DLMC layer at V = 8 (256 vector-rows) on 132 multiprocessors.
         assert_eq!(spmm_run_bytes(256, 128, 132), 4);
@@ -748,18 +866,18 @@ mod tests {
     fn work_units_cover_every_group_of_every_vector_row() {
         // Vector-rows of 40 real vectors (64 stored), none, and 3 (32 stored).
         let row_ptr = [0, 40, 64, 64, 64, 67];
-        let tiles = chunks_of(&row_ptr, 96, 1, false);
+        let tiles = chunks_of(&row_ptr, 96, STRIDE, 1, false);
         assert_eq!((tiles.vrow, tiles.start), (vec![0, 0, 2], vec![0, 32, 64]));
-        let whole = chunks_of(&row_ptr, 96, 4, true);
+        let whole = chunks_of(&row_ptr, 96, STRIDE, 4, true);
         assert_eq!(whole.vrow, [0, 1, 2]);
         assert_eq!(
             (whole.start, whole.end),
             (vec![0, 64, 64], vec![64, 64, 96])
         );
-        assert!(!chunks_of(&row_ptr, 96, 2, true).split());
-        assert!(chunks_of(&row_ptr, 96, 1, true).split());
+        assert!(!chunks_of(&row_ptr, 96, STRIDE, 2, true).split());
+        assert!(chunks_of(&row_ptr, 96, STRIDE, 1, true).split());
         // The first groups of vector-rows 0 and 2, then the second of vector-row 0.
-        let by_place = chunks_of(&row_ptr, 96, 1, false).position_major(&row_ptr);
+        let by_place = chunks_of(&row_ptr, 96, STRIDE, 1, false).position_major(&row_ptr, STRIDE);
         assert_eq!(
             (by_place.vrow, by_place.start),
             (vec![0, 2, 0], vec![0, 64, 32])

@@ -49,6 +49,8 @@ const INTEGER: &[Precision] = &[Precision::I8];
 /// Every integer precision with widths: i8 storage runs the i8 kernels, i16 storage 8-bit
 /// planes on the same MMAs.
 const INTEGER_WIDTHS: &[Precision] = &Precision::WITH_WIDTHS;
+/// 4-bit operands of i8 storage: what the s4 MMAs take, an 8-bit sparse operand as two planes.
+const INT4: &[Precision] = &[Precision::I4, Precision::L8_R4];
 /// f32 quantized to i8 inside the plan, dequantized in the kernel's epilogue.
 const QUANTIZED: &[Precision] = &[Precision::F32_VIA_I8];
 
@@ -105,10 +107,12 @@ const TABLE: &[&[Registration]] = &[
         (INTEGER, Magicube, true),
         (QUANTIZED, Magicube, true),
         (INTEGER_WIDTHS, Magicube, true),
+        (INT4, MagicubeS4, true),
     ),
     rows!(Magicube, Sddmm, SrBcrs:
         (INTEGER, Magicube, true),
         (INTEGER_WIDTHS, Magicube, true),
+        (INT4, MagicubeS4, true),
     ),
 ];
 

@@ -1,5 +1,7 @@
 //! The cuda backend's Magicube SpMM and SDDMM in the integer precisions with widths (`i4` and the mixed
-//! modes `l8-r4 l12-r4 l16-r4 l16-r8 l16-r16`): exactly the CPU backend's i32 results (the
+//! modes `l8-r4 l12-r4 l16-r4 l16-r8 l16-r16`), by every Magicube algorithm that takes them
+//! (`magicube`, and `magicube-s4` on the s4 MMAs for `i4` and `l8-r4`, which an H100 emulates
+//! slowly but exactly): exactly the CPU backend's i32 results (the
 //! oracle, wrapping on overflow as the kernels do) for every vector length on odd shapes, a
 //! vector-row of thousands of vectors (cut into chunks that add with atomics), vector-sparse
 //! layers, a power-law graph and every `dlmc_*` corpus matrix; values over each side's whole
@@ -15,7 +17,7 @@ mod common;
 
 use common::{available, collect, corpus_matrices, run_spmm, Failures};
 use sparse_core::{
-    Algorithm, BackendKind, BlockShape, Dense, Executor, Format, Layout, Precision, Scalar,
+    Algorithm, BackendKind, BlockShape, Dense, Executor, Format, Layout, OpKind, Precision, Scalar,
     SddmmDesc, SpmmDesc, SpmmPlan,
 };
 use sparse_cpu::CpuBackend;
@@ -84,11 +86,20 @@ fn matrices(corpus: bool) -> Vec<(String, Csr<f64>)> {
     list
 }
 
-fn desc(precision: Precision, v: usize) -> SpmmDesc {
+fn desc(precision: Precision, algorithm: Algorithm, v: usize) -> SpmmDesc {
     SpmmDesc::new(precision)
         .format(Format::SrBcrs)
+        .algorithm(algorithm)
         .block(BlockShape::new(v, 32))
         .max_width(512)
+}
+
+/// The Magicube algorithms the backend offers for `op` in `precision`.
+fn algorithms(b: &CudaBackend, op: OpKind, precision: Precision) -> Vec<Algorithm> {
+    b.algorithms(op, Format::SrBcrs, precision)
+        .into_iter()
+        .map(|o| o.algorithm)
+        .collect()
 }
 
 /// A run: N, the layouts of B and C, alpha and beta.
@@ -163,23 +174,25 @@ fn every_mode<T: Scalar<Out = i32, Acc = i32>>(
             } else {
                 &[2, 4, 8]
             };
-            for &v in vectors {
-                let what = format!("{precision} {name} V={v}");
-                let mut plan = match b.plan_spmm(a.as_ref(), &desc(precision, v)) {
-                    Ok(p) => p,
-                    Err(e) => {
-                        failures.error(&format!("planning {what}"), e);
-                        continue;
+            for algorithm in algorithms(b, OpKind::Spmm, precision) {
+                for &v in vectors {
+                    let what = format!("{precision} {algorithm} {name} V={v}");
+                    let mut plan = match b.plan_spmm(a.as_ref(), &desc(precision, algorithm, v)) {
+                        Ok(p) => p,
+                        Err(e) => {
+                            failures.error(&format!("planning {what}"), e);
+                            continue;
+                        }
+                    };
+                    assert_eq!(plan.info().algorithm, algorithm);
+                    let runs: &[RunOf] = if name.starts_with("dlmc") {
+                        &RUNS[2..3]
+                    } else {
+                        &RUNS
+                    };
+                    for &run in runs {
+                        check(b, plan.as_mut(), &a, precision, &what, run, failures);
                     }
-                };
-                assert_eq!(plan.info().algorithm, Algorithm::Magicube);
-                let runs: &[RunOf] = if name.starts_with("dlmc") {
-                    &RUNS[2..3]
-                } else {
-                    &RUNS
-                };
-                for &run in runs {
-                    check(b, plan.as_mut(), &a, precision, &what, run, failures);
                 }
             }
         }
@@ -208,11 +221,11 @@ fn every_mode_is_exact_on_the_dlmc_corpus() {
 fn check_sddmm<T: Scalar<Out = i32, Acc = i32>>(
     b: &CudaBackend,
     s: &Csr<T>,
-    precision: Precision,
+    (precision, algorithm): (Precision, Algorithm),
     (v, k, scaled): (usize, usize, bool),
     failures: &mut Failures,
 ) {
-    let what = format!("sddmm {precision} V={v} k={k} scaled {scaled}");
+    let what = format!("sddmm {precision} {algorithm} V={v} k={k} scaled {scaled}");
     let (rows, cols) = s.shape();
     let x = Dense::from_fn(rows, k, Layout::RowMajor, |i, j| {
         T::from_f64(value(precision, false, i + 2, j))
@@ -222,9 +235,10 @@ fn check_sddmm<T: Scalar<Out = i32, Acc = i32>>(
     });
     let desc = SddmmDesc::new(precision)
         .format(Format::SrBcrs)
+        .algorithm(algorithm)
         .block(BlockShape::new(v, 32))
         .scale_by_values(scaled)
-        .max_width(256);
+        .max_width(512);
     let got = (|| -> sparse_core::Result<(Vec<i32>, sparse_core::ValueOrder)> {
         let mut plan = b.plan_sddmm(s.as_ref(), &desc)?;
         let order = plan.value_order().expect("a slot order").clone();
@@ -256,7 +270,7 @@ fn check_sddmm<T: Scalar<Out = i32, Acc = i32>>(
             s.as_ref(),
             &SddmmDesc::new(precision)
                 .scale_by_values(scaled)
-                .max_width(256),
+                .max_width(512),
         )
         .and_then(|mut p| p.run(-2, x.as_ref(), y.as_ref(), 1, want.as_mut()));
     if let Err(e) = oracle {
@@ -283,9 +297,11 @@ fn every_sddmm_mode<T: Scalar<Out = i32, Acc = i32>>(b: &CudaBackend, failures: 
     {
         for (_, pattern) in matrices(false) {
             let s = with_values::<T>(&pattern, precision);
-            for v in [2, 4, 8] {
-                for (k, scaled) in [(19, false), (64, true), (100, false)] {
-                    check_sddmm(b, &s, precision, (v, k, scaled), failures);
+            for algorithm in algorithms(b, OpKind::Sddmm, precision) {
+                for v in [2, 4, 8] {
+                    for (k, scaled) in [(19, false), (64, true), (100, false), (257, false)] {
+                        check_sddmm(b, &s, (precision, algorithm), (v, k, scaled), failures);
+                    }
                 }
             }
         }
@@ -314,37 +330,67 @@ fn new_values_give_what_a_new_plan_gives() {
                 .for_each(|(e, v)| {
                     *v = value(precision, false, e, 5) as i16;
                 });
-            let what = format!("{precision} after update_values");
-            let outcome = b
-                .plan_spmm(first.as_ref(), &desc(precision, 8))
-                .and_then(|mut plan| {
-                    let values = b.upload(
-                        Dense::from_vec(
-                            second.values().to_vec(),
-                            second.nnz(),
-                            1,
-                            second.nnz(),
-                            Layout::ColMajor,
-                        )?
-                        .as_ref(),
-                    )?;
-                    plan.update_values(values.as_ref())?;
-                    check(
-                        b,
-                        plan.as_mut(),
-                        &second,
-                        precision,
-                        &what,
-                        RUNS[1],
-                        failures,
-                    );
-                    Ok(())
-                });
-            if let Err(e) = outcome {
-                failures.error(&what, e);
-            }
+            update_and_check(
+                b,
+                (&first, &second),
+                precision,
+                Algorithm::Magicube,
+                failures,
+            );
+        }
+        // Values within 4 bits (one plane), then past them (two), and back.
+        let small = with_values::<i8>(&pattern, Precision::I4);
+        let wide = with_values::<i8>(&pattern, Precision::L8_R4);
+        for (first, second) in [(&small, &wide), (&wide, &small)] {
+            update_and_check(
+                b,
+                (first, second),
+                Precision::L8_R4,
+                Algorithm::MagicubeS4,
+                failures,
+            );
         }
     });
+}
+
+/// Plans on `first`, moves `second`'s values in and checks the plan against the oracle on
+/// `second`.
+fn update_and_check<T: Scalar<Out = i32, Acc = i32>>(
+    b: &CudaBackend,
+    (first, second): (&Csr<T>, &Csr<T>),
+    precision: Precision,
+    algorithm: Algorithm,
+    failures: &mut Failures,
+) {
+    let what = format!("{precision} {algorithm} after update_values");
+    let outcome = b
+        .plan_spmm(first.as_ref(), &desc(precision, algorithm, 8))
+        .and_then(|mut plan| {
+            let values = b.upload(
+                Dense::from_vec(
+                    second.values().to_vec(),
+                    second.nnz(),
+                    1,
+                    second.nnz(),
+                    Layout::ColMajor,
+                )?
+                .as_ref(),
+            )?;
+            plan.update_values(values.as_ref())?;
+            check(
+                b,
+                plan.as_mut(),
+                second,
+                precision,
+                &what,
+                RUNS[1],
+                failures,
+            );
+            Ok(())
+        });
+    if let Err(e) = outcome {
+        failures.error(&what, e);
+    }
 }
 
 #[test]
@@ -353,24 +399,29 @@ fn values_past_a_mode_width_are_still_exact() {
         let pattern = generate::vector_sparse(64, 64, 8, 0.3, 3).unwrap();
         let mut whole = with_values::<i8>(&pattern, Precision::I4);
         whole.values_mut()[7] = 100;
-        match b.plan_spmm(whole.as_ref(), &desc(Precision::I4, 8)) {
-            // B drawn over i8, past 4 bits too.
-            Ok(mut plan) => check(
-                b,
-                plan.as_mut(),
-                &whole,
-                Precision::I8,
-                "i4",
-                RUNS[1],
-                failures,
-            ),
-            Err(e) => failures.error("planning i4 with an A value of 100", e),
+        for algorithm in [Algorithm::Magicube, Algorithm::MagicubeS4] {
+            match b.plan_spmm(whole.as_ref(), &desc(Precision::I4, algorithm, 8)) {
+                // B drawn over i8, past 4 bits too.
+                Ok(mut plan) => check(
+                    b,
+                    plan.as_mut(),
+                    &whole,
+                    Precision::I8,
+                    &format!("i4 {algorithm}"),
+                    RUNS[1],
+                    failures,
+                ),
+                Err(e) => failures.error(
+                    &format!("planning i4 {algorithm} with an A value of 100"),
+                    e,
+                ),
+            }
         }
         let mut wide = with_values::<i16>(&pattern, Precision::L12_R4);
         wide.values_mut()[7] = 30000;
         // A past 12 bits, and B drawn over 16 bits: the plans promised 12 and 4, and 8.
         for promised in [Precision::L12_R4, Precision::L16_R8] {
-            match b.plan_spmm(wide.as_ref(), &desc(promised, 8)) {
+            match b.plan_spmm(wide.as_ref(), &desc(promised, Algorithm::Magicube, 8)) {
                 Ok(mut plan) => {
                     let what = format!("{promised} with 16-bit values");
                     let run = RUNS[1];

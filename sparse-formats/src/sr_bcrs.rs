@@ -3,13 +3,14 @@
 //! Rows are cut into vector-rows of `V` rows (2, 4 or 8). A vector-row's nonzero vectors — the
 //! `V x 1` column slices holding at least one entry — are listed in increasing column order and
 //! their count is padded up to a multiple of the stride, the k of the integer MMA (16 for int8
-//! m8n8k16, 32 for int4 m8n8k32; 8 is also accepted, the k of the 16-bit m16n8k8 MMA). Each
+//! m8n8k16, 32 for int4 m8n8k32 and int8 m16n8k32, 64 for int4 m16n8k64; 8 is also accepted,
+//! the k of the 16-bit m16n8k8 MMA). Each
 //! group of `stride` consecutive vectors is stored as one `V x stride` row-major tile: row `r`
 //! of the group is a contiguous run of `stride` values, exactly one row of the MMA's A fragment,
 //! so a warp loads it without rearranging.
 //!
 //! ```text
-//! V = 2 and, to keep the drawing small, stride 4 (real strides are 8, 16, 32):
+//! V = 2 and, to keep the drawing small, stride 4 (real strides are 8 to 64):
 //!
 //!   column    0 1 2 3 4 5 6 7
 //!   row 0     a . b . . c . d        vector-row 0: vectors at columns 0 2 3 5 | 7
@@ -67,16 +68,16 @@ pub struct SrBcrsShape {
 
 impl SrBcrsShape {
     /// Vectors of `vector` rows (2, 4 or 8: at most the MMA's m = 8) and vector counts padded
-    /// to a multiple of `stride` (8, 16 or 32); anything else is refused.
+    /// to a multiple of `stride` (8, 16, 32 or 64); anything else is refused.
     pub fn new(vector: usize, stride: usize) -> Result<Self> {
         if !matches!(vector, 2 | 4 | 8) {
             return Err(Error::invalid(format!(
                 "SR-BCRS vectors are 2, 4 or 8 rows long, not {vector}"
             )));
         }
-        if !matches!(stride, 8 | 16 | 32) {
+        if !matches!(stride, 8 | 16 | 32 | 64) {
             return Err(Error::invalid(format!(
-                "the SR-BCRS stride is 8, 16 or 32, not {stride}"
+                "the SR-BCRS stride is 8, 16, 32 or 64, not {stride}"
             )));
         }
         Ok(SrBcrsShape { vector, stride })

@@ -134,9 +134,10 @@ impl Bench {
             median(timer, || plan.run(1, b.as_ref(), 0, c.as_mut()))
         };
         // The precisions with widths: A's values and B's within each side's width.
-        let mode = |precision: Precision, kernel: &'static str| -> Timed {
+        let mode = |precision: Precision, algorithm: Algorithm, kernel: &'static str| -> Timed {
             let desc = SpmmDesc::new(precision)
                 .format(Format::SrBcrs)
+                .algorithm(algorithm)
                 .block(BlockShape::new(8, 32))
                 .max_width(n);
             let time = match precision.storage {
@@ -234,7 +235,7 @@ impl Bench {
             noted("cusparse blocked-ell i8", blocked_ell()),
             record("cublas i8 dense", gemm()),
         ];
-        times.extend(MODE_KERNELS.iter().map(|&(p, k)| mode(p, k)));
+        times.extend(MODE_KERNELS.iter().map(|&(p, alg, k)| mode(p, alg, k)));
         times
     }
 
@@ -315,14 +316,17 @@ const KERNELS: [&str; 6] = [
     "cublas i8 dense",
 ];
 
-/// The SpMM of the integer precisions with widths, timed beside i8.
-const MODE_KERNELS: [(Precision, &str); 6] = [
-    (Precision::I4, "magicube i4"),
-    (Precision::L8_R4, "magicube l8-r4"),
-    (Precision::L12_R4, "magicube l12-r4"),
-    (Precision::L16_R4, "magicube l16-r4"),
-    (Precision::L16_R8, "magicube l16-r8"),
-    (Precision::L16_R16, "magicube l16-r16"),
+/// The SpMM of the integer precisions with widths, timed beside i8: by `magicube`, and the
+/// 4-bit ones by `magicube-s4` too (s4 MMAs, which sm_90 runs at a fraction of the s8 rate).
+const MODE_KERNELS: [(Precision, Algorithm, &str); 8] = [
+    (Precision::I4, Algorithm::Magicube, "magicube i4"),
+    (Precision::L8_R4, Algorithm::Magicube, "magicube l8-r4"),
+    (Precision::L12_R4, Algorithm::Magicube, "magicube l12-r4"),
+    (Precision::L16_R4, Algorithm::Magicube, "magicube l16-r4"),
+    (Precision::L16_R8, Algorithm::Magicube, "magicube l16-r8"),
+    (Precision::L16_R16, Algorithm::Magicube, "magicube l16-r16"),
+    (Precision::I4, Algorithm::MagicubeS4, "magicube-s4 i4"),
+    (Precision::L8_R4, Algorithm::MagicubeS4, "magicube-s4 l8-r4"),
 ];
 
 /// The median time of a Magicube SpMM in `desc`'s precision, A's values small integers and B's
@@ -422,7 +426,7 @@ fn report(lines: &[Line], device: &str, rates: &str) -> (String, String) {
     md.push_str(
         "\n## The precisions with widths against i8 (SpMM time over magicube i8's, geomean)\n\n",
     );
-    for (_, kernel) in MODE_KERNELS {
+    for (_, _, kernel) in MODE_KERNELS {
         let logs: Vec<f64> = lines
             .iter()
             .filter(|l| l.op == "spmm")
