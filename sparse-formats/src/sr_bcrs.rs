@@ -450,7 +450,8 @@ mod tests {
             SrBcrsShape::new(8, 16).unwrap()
         );
         assert_eq!(SrBcrsShape::int4(2).unwrap().stride(), 32);
-        for (v, s) in [(1, 16), (16, 16), (3, 16), (8, 4), (8, 64), (8, 0)] {
+        assert_eq!(SrBcrsShape::new(2, 64).unwrap().stride(), 64);
+        for (v, s) in [(1, 16), (16, 16), (3, 16), (8, 4), (8, 128), (8, 0)] {
             assert!(
                 matches!(SrBcrsShape::new(v, s), Err(Error::InvalidArgument { .. })),
                 "{v}x{s}"

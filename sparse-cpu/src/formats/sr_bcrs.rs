@@ -19,7 +19,7 @@ mod tests {
     fn kernels_match_the_reference_for_every_shape() {
         for (name, a) in matrices() {
             for v in [2, 4, 8] {
-                for stride in [8, 16, 32] {
+                for stride in [8, 16, 32, 64] {
                     let m = sr(&a, SrBcrsShape::new(v, stride).unwrap());
                     let what = format!("{name}, SR-BCRS {v}x{stride}");
                     check_kernels(&a, &m, &m.value_order(), &what);
