@@ -1,8 +1,8 @@
 //! SpMV for ELL, parallel over blocks of rows. A block walks the column-major slabs in order,
 //! so each slab's slots for the block are contiguous; a row's sum takes its entries in column
 //! order and stops at its padding, and the block stops at the first slab that is padding in all
-//! its rows. A slab with no padding in the block is summed without looking at each slot's
-//! column for the marker. Each row is written once by the task of its block: results are
+//! its rows. The leading slabs with no padding in the block are summed without looking at each
+//! slot's column for the marker, four at a time per row. Each row is written once by the task of its block: results are
 //! bit-identical from run to run.
 
 use std::ops::Range;
@@ -15,6 +15,8 @@ use crate::kernels::{update, SpmvOperands};
 
 /// Rows summed together by one task: their sums stay in registers or L1.
 pub(crate) const ROW_BLOCK: usize = 64;
+/// Slabs without padding whose sums a row keeps in a register before storing it.
+const SLABS: usize = 4;
 
 /// `y = alpha*A*x + beta*y`. The caller has checked shapes and that `alpha != 0`.
 pub(crate) fn spmv<T: Scalar>(
@@ -46,16 +48,39 @@ pub(crate) fn spmv_then<T: Scalar>(
             let block_rows = first..rows.min(first + ROW_BLOCK);
             let mut sums = [T::Acc::ZERO; ROW_BLOCK];
             let sums = &mut sums[..block_rows.len()];
-            for k in 0..a.width() {
-                let slab = a.slot(block_rows.start, k)..a.slot(block_rows.end, k);
-                let (cols, values) = (&a.col_idx()[slab.clone()], &a.values()[slab]);
-                // A fold rather than a search, so that the scan is vectorised.
-                let padded = cols
-                    .iter()
-                    .fold(false, |p, &col| p | (col == Ell::<T>::PADDING));
-                // SAFETY (both loops): a validated ELL holds real columns < cols = x.rows(),
-                // and x spans its rows.
-                if !padded {
+            let slab = |k: usize| {
+                let range = a.slot(block_rows.start, k)..a.slot(block_rows.end, k);
+                (&a.col_idx()[range.clone()], &a.values()[range])
+            };
+            // A fold rather than a search, so that the scan is vectorised.
+            let padded = |cols: &[u32]| {
+                cols.iter()
+                    .fold(false, |p, &col| p | (col == Ell::<T>::PADDING))
+            };
+            let full = (0..a.width())
+                .position(|k| padded(slab(k).0))
+                .unwrap_or(a.width());
+            // The slabs without padding in the block, SLABS at a time: each row's sum stays in
+            // a register over them, rather than going to memory after every slab.
+            let mut k = 0;
+            while k + SLABS <= full {
+                let group: [_; SLABS] = std::array::from_fn(|j| slab(k + j));
+                for (r, sum) in sums.iter_mut().enumerate() {
+                    for (cols, values) in &group {
+                        // SAFETY: r is below the block's rows, each slab's length; a validated
+                        // ELL holds real columns < cols = x.rows(), and x spans its rows.
+                        let (col, v) =
+                            unsafe { (*cols.get_unchecked(r), *values.get_unchecked(r)) };
+                        let xv = unsafe { *xs.get_unchecked(col as usize * incx) };
+                        *sum = sum.madd(v.to_acc(), xv.to_acc());
+                    }
+                }
+                k += SLABS;
+            }
+            for k in k..a.width() {
+                let (cols, values) = slab(k);
+                // SAFETY (both loops): as above.
+                if k < full {
                     for ((sum, &col), &v) in sums.iter_mut().zip(cols).zip(values) {
                         let xv = unsafe { *xs.get_unchecked(col as usize * incx) };
                         *sum = sum.madd(v.to_acc(), xv.to_acc());
