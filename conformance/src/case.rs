@@ -4,7 +4,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use sparse_blas::{Algorithm, Csr, Layout, OpKind, Precision};
+use sparse_blas::{Algorithm, AttentionDesc, Csr, Layout, OpKind, Precision};
 
 use crate::generators::Rng;
 
@@ -141,7 +141,7 @@ impl fmt::Display for Strides {
 ///
 /// Dense operands: SpMV reads x (cols x 1) and updates y (rows x 1); SpMM reads B (cols x width)
 /// and updates C (rows x width); SDDMM reads X (rows x width) and Y (cols x width) and updates
-/// C (nnz x 1); attention reads Q, K (width wide) and V (width wide) and writes O.
+/// C (nnz x 1); attention reads Q, K and V (heads x width wide) and writes O.
 #[derive(Clone, Debug)]
 pub struct Case {
     /// What is special about the case, e.g. `beta=0 with NaN in y`.
@@ -156,8 +156,12 @@ pub struct Case {
     pub output_layout: Layout,
     /// The leading dimensions of the dense operands.
     pub strides: Strides,
-    /// N of SpMM, K of SDDMM, d (= dv) of attention; SpMV ignores it.
+    /// N of SpMM, K of SDDMM, d (= dv) of one attention head; SpMV ignores it.
     pub width: usize,
+    /// Attention heads, side by side in the columns of Q, K and V.
+    pub heads: usize,
+    /// Attention adds A's values to the scores (an edge bias).
+    pub bias: bool,
     /// The suite may scale alpha by a power of two so that the result fits the output type
     /// (see `suite`); attention has no alpha or beta.
     pub alpha: f64,
@@ -186,6 +190,8 @@ impl Case {
             output_layout: Layout::RowMajor,
             strides: Strides::Tight,
             width: 1,
+            heads: 1,
+            bias: false,
             alpha: 1.0,
             beta: 0.0,
             inputs: Fill::Uniform,
@@ -193,6 +199,13 @@ impl Case {
             scale_by_values: false,
             seed: 0,
         }
+    }
+
+    /// The attention descriptor of the case in `precision` (its heads and bias).
+    pub fn attention_desc(&self, precision: Precision) -> AttentionDesc {
+        AttentionDesc::new(precision)
+            .heads(self.heads)
+            .bias_from_values(self.bias)
     }
 
     /// The case's parameters in one line (the matrix is named apart).
@@ -211,7 +224,14 @@ impl Case {
             layout(self.output_layout),
             self.strides
         ));
-        if self.op != OpKind::Attention {
+        if self.op == OpKind::Attention {
+            if self.heads != 1 {
+                parts.push(format!("{} heads", self.heads));
+            }
+            if self.bias {
+                parts.push("bias".to_string());
+            }
+        } else {
             parts.push(format!("alpha={} beta={}", self.alpha, self.beta));
         }
         parts.push(format!("values {}", self.inputs));

@@ -212,6 +212,10 @@ pub fn patterns() -> Vec<(&'static str, Csr<f64>)> {
 /// The dense widths the cases use: 1 and sizes that are not multiples of 8.
 pub const WIDTHS: [usize; 4] = [1, 7, 33, 67];
 
+/// The head widths attention cases use in place of [`WIDTHS`], at the same places: 1, 3, a
+/// warp and one, past four warps.
+pub const HEAD_WIDTHS: [usize; 4] = [1, 3, 33, 130];
+
 /// (inputs, output) layouts the cases rotate through.
 const LAYOUTS: [(Layout, Layout); 4] = [
     (Layout::RowMajor, Layout::RowMajor),
@@ -328,12 +332,26 @@ pub fn cases(profile: Profile) -> Vec<Case> {
                 }
                 for c in combinations(op, profile, k) {
                     let (width, (input_layout, output_layout), strides) = combination(c);
+                    let width = match op {
+                        OpKind::Spmv => 1,
+                        OpKind::Attention => HEAD_WIDTHS[c % WIDTHS.len()],
+                        _ => width,
+                    };
+                    // Attention: three heads on every other case of narrow heads, the edge
+                    // bias on every third.
+                    let heads = if op == OpKind::Attention && k % 2 == 1 && width <= 33 {
+                        3
+                    } else {
+                        1
+                    };
                     cases.push(Case {
                         label: variant.label.to_string(),
                         input_layout,
                         output_layout,
                         strides,
-                        width: if op == OpKind::Spmv { 1 } else { width },
+                        width,
+                        heads,
+                        bias: op == OpKind::Attention && k % 3 == 1,
                         alpha: variant.alpha,
                         beta: variant.beta,
                         inputs: variant.inputs.clone(),

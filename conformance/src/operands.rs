@@ -192,7 +192,10 @@ impl<T: Scalar> Operands<T> {
             OpKind::Spmv => (vec![(cols, 1)], (rows, 1)),
             OpKind::Spmm => (vec![(cols, w)], (rows, w)),
             OpKind::Sddmm => (vec![(rows, w), (cols, w)], (nnz, 1)),
-            _ => (vec![(rows, w), (cols, w), (cols, w)], (rows, w)),
+            _ => {
+                let w = case.heads * w;
+                (vec![(rows, w), (cols, w), (cols, w)], (rows, w))
+            }
         };
         let mut rng = Rng::new(case.seed);
         let inputs = inputs

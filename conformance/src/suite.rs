@@ -213,6 +213,8 @@ fn refusal_problem<T: Scalar>(
         precision,
         algorithm: Algorithm::Auto,
         scale_by_values: false,
+        heads: 1,
+        bias: false,
         max_width: None,
     };
     let planned = Plan::new(backend, a.as_ref(), &request).map(drop);
@@ -282,6 +284,9 @@ struct PlanRequest {
     precision: Precision,
     algorithm: Algorithm,
     scale_by_values: bool,
+    /// Attention's heads and edge bias.
+    heads: usize,
+    bias: bool,
     /// The `max_width` of an SpMM or SDDMM descriptor (`None`: the default).
     max_width: Option<usize>,
 }
@@ -333,7 +338,9 @@ impl<'a, T: Scalar> Plan<'a, T> {
                     a,
                     &AttentionDesc::new(r.precision)
                         .format(r.format)
-                        .algorithm(r.algorithm),
+                        .algorithm(r.algorithm)
+                        .heads(r.heads)
+                        .bias_from_values(r.bias),
                 )?,
             ),
             other => {
@@ -509,6 +516,8 @@ impl CaseRun<'_> {
                     precision: self.precision,
                     algorithm,
                     scale_by_values: self.case.scale_by_values,
+                    heads: self.case.heads,
+                    bias: self.case.bias,
                     max_width,
                 };
                 let outcome = catch_unwind(AssertUnwindSafe(|| self.check(&prepared, &request)))
@@ -681,39 +690,44 @@ impl CaseRun<'_> {
             &operands.inputs[1],
             &operands.inputs[2],
         );
-        let (d, dv) = (q.shape().1, v.shape().1);
-        let shape = AttentionDesc::new(self.precision).shape(d, dv)?;
-        let scale = shape.scale;
+        let shape = self
+            .case
+            .attention_desc(self.precision)
+            .shape(q.shape().1, v.shape().1)?;
+        let (heads, d, dv, scale) = (shape.heads, shape.d, shape.dv, shape.scale);
         let values = reference::attention(a.as_ref(), q.view()?, k.view()?, v.view()?, &shape)?
             .into_host_vec()?;
-        let scores = reference::sddmm(
-            a.as_ref(),
-            1.0,
-            q.abs().view()?,
-            k.abs().view()?,
-            0.0,
-            None,
-            false,
-        )?;
         let a = a.as_ref();
         let mut bounds = Vec::with_capacity(values.len());
         for i in 0..a.rows() {
             let range = a.row_range(i);
-            let score_magnitude = scale.abs()
-                * scores[range.clone()]
-                    .iter()
-                    .fold(0.0, |m: f64, &s| m.max(s));
-            for t in 0..dv {
-                let v_max = range.clone().fold(0.0, |m: f64, e| {
-                    m.max(v.get(a.col_idx()[e] as usize, t).to_f64().abs())
+            for h in 0..heads {
+                let columns = h * d..(h + 1) * d;
+                let score_magnitude = range.clone().fold(0.0, |m: f64, e| {
+                    let c = a.col_idx()[e] as usize;
+                    let dot: f64 = columns
+                        .clone()
+                        .map(|t| (q.get(i, t).to_f64() * k.get(c, t).to_f64()).abs())
+                        .sum();
+                    let bias = if shape.bias {
+                        a.values()[e].to_f64().abs()
+                    } else {
+                        0.0
+                    };
+                    m.max(scale.abs() * dot + bias)
                 });
-                let terms = AttentionTerms {
-                    entries: range.len(),
-                    width: d,
-                    score_magnitude,
-                    v_max,
-                };
-                bounds.push(model.attention(terms, values[i * dv + t]));
+                for t in h * dv..(h + 1) * dv {
+                    let v_max = range.clone().fold(0.0, |m: f64, e| {
+                        m.max(v.get(a.col_idx()[e] as usize, t).to_f64().abs())
+                    });
+                    let terms = AttentionTerms {
+                        entries: range.len(),
+                        width: d,
+                        score_magnitude,
+                        v_max,
+                    };
+                    bounds.push(model.attention(terms, values[i * heads * dv + t]));
+                }
             }
         }
         Ok(Expectation {
@@ -932,7 +946,10 @@ impl CaseRun<'_> {
         };
         let second = once()?;
         let o_host = HostDense::from_dense(backend.download(&o)?)?;
-        let shape = AttentionDesc::new(self.precision).shape(q.shape().1, width)?;
+        let shape = self
+            .case
+            .attention_desc(self.precision)
+            .shape(q.shape().1, width)?;
         let expected = bound::attention_backward(
             p.a.as_ref(),
             self.precision,
@@ -1359,6 +1376,8 @@ mod tests {
             precision: Precision::F64,
             algorithm,
             scale_by_values: false,
+            heads: 1,
+            bias: false,
             max_width: None,
         };
         let mut vendor = PlanInfo::new(
