@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The attention conformance with heads (1 and 3), the edge bias and head widths 1, 3, 33 and
+# 130, forward and backward: the generators, then the 15 graph and GNN corpus matrices.
+set -uo pipefail
+export SPARSE_KERNEL_CACHE_DIR=/tmp/kc SPARSE_REQUIRE_GPU=1
+B=/tmp/bin; O=$OUT/rG4; mkdir -p $B $O
+for f in devrun/bin/*.gz; do gunzip -c $f > $B/$(basename $f .gz); chmod +x $B/$(basename $f .gz); done
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; date -u; } > $O/device.txt 2>&1
+t0=$SECONDS
+step() { local name=$1 limit=$2; shift 2; timeout $limit "$@" > $O/$name.log 2>&1; echo "$name rc=$? $((SECONDS-t0))s" | tee -a $O/steps.txt; }
+step conformance-attention 120 $B/conformance --backend cuda --quick --no-corpus --op attention --markdown $O/conformance-attention.md
+step conformance-attention-graphs 400 $B/conformance --backend cuda --quick --corpus devrun/graphs --op attention --markdown $O/conformance-attention-graphs.md
+cd $OUT && tar czf rG4.tgz rG4 && rm -rf rG4
