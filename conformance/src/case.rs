@@ -63,6 +63,12 @@ pub enum Fill {
     SomeNan,
     /// The given values in turn (proptest chooses and shrinks them); 0 when empty.
     Cycle(Arc<[f64]>),
+    /// Reals uniform in [low, high].
+    Between(f64, f64),
+    /// Attention's Q in [0.5, 1], K in [-400, -200] and V uniform, so that every score is
+    /// below -100: a softmax whose running maximum starts at 0 underflows to 0 / 0. Uniform
+    /// for the other operations.
+    NegativeScores,
 }
 
 impl Fill {
@@ -77,6 +83,17 @@ impl Fill {
             Fill::SomeNan => rng.range(-1.0, 1.0),
             Fill::Cycle(values) if values.is_empty() => 0.0,
             Fill::Cycle(values) => values[index % values.len()],
+            Fill::Between(low, high) => rng.range(*low, *high),
+            Fill::NegativeScores => rng.range(-1.0, 1.0),
+        }
+    }
+
+    /// How dense input number `input` (x; B; X, Y; Q, K, V) is filled.
+    pub fn of_input(&self, op: OpKind, input: usize) -> Fill {
+        match (self, op, input) {
+            (Fill::NegativeScores, OpKind::Attention, 0) => Fill::Between(0.5, 1.0),
+            (Fill::NegativeScores, OpKind::Attention, 1) => Fill::Between(-400.0, -200.0),
+            _ => self.clone(),
         }
     }
 }
@@ -90,6 +107,8 @@ impl fmt::Display for Fill {
             Fill::Nan => f.write_str("NaN"),
             Fill::SomeNan => f.write_str("some NaN"),
             Fill::Cycle(values) => write!(f, "{values:?}"),
+            Fill::Between(low, high) => write!(f, "in [{low}, {high}]"),
+            Fill::NegativeScores => f.write_str("all scores negative"),
         }
     }
 }

@@ -234,6 +234,8 @@ struct Variant {
     beta: f64,
     /// Attention has no alpha, beta or prior output, so only the value variants apply.
     attention: bool,
+    /// The variant applies to SpMV, SpMM and SDDMM.
+    linear: bool,
     /// SDDMM multiplies by S's values.
     scaled: bool,
 }
@@ -247,6 +249,7 @@ fn variants() -> Vec<Variant> {
         alpha: 1.0,
         beta: 0.0,
         attention: true,
+        linear: true,
         scaled: false,
     };
     vec![
@@ -281,6 +284,10 @@ fn variants() -> Vec<Variant> {
             attention: false,
             scaled: true,
             ..base("beta=1 with NaN in y", Fill::Uniform)
+        },
+        Variant {
+            linear: false,
+            ..base("all scores negative", Fill::NegativeScores)
         },
     ]
 }
@@ -327,7 +334,12 @@ pub fn cases(profile: Profile) -> Vec<Case> {
                 matrix: Arc::new(with_values(&pattern, &variant.matrix, seed)),
             };
             for &op in OpKind::ALL {
-                if op == OpKind::Attention && !variant.attention {
+                let applies = if op == OpKind::Attention {
+                    variant.attention
+                } else {
+                    variant.linear
+                };
+                if !applies {
                     continue;
                 }
                 for c in combinations(op, profile, k) {

@@ -203,8 +203,9 @@ impl<T: Scalar> Operands<T> {
             .enumerate()
             .map(|(index, shape)| {
                 let right = !(case.op == OpKind::Sddmm && index == 0);
+                let fill = case.inputs.of_input(case.op, index);
                 HostDense::new(shape, case.input_layout, case.strides, |k| {
-                    tested_value(case.inputs.sample(&mut rng, k), precision, right)
+                    tested_value(fill.sample(&mut rng, k), precision, right)
                 })
             })
             .collect();

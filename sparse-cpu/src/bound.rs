@@ -10,8 +10,8 @@
 //! the same rounded values the kernel reads. Integer arithmetic (u = 0) must be exact.
 
 use sparse_core::{
-    AttentionShape, CsrRef, DType, Dense, DenseRef, Error, Layout, Precision, Result, Scalar,
-    SpIndex,
+    AttentionShape, Compute, CsrRef, DType, Dense, DenseRef, Error, Layout, Precision, Result,
+    Scalar, SpIndex,
 };
 
 use crate::reference;
@@ -367,6 +367,12 @@ pub fn attention_backward<T: Scalar, I: SpIndex>(
     let AttentionShape { heads, d, dv, .. } = *shape;
     let u = precision.compute.unit_roundoff();
     let u_out = output_roundoff::<T::Out>();
+    // Weights and products below the accumulator's smallest normal number (scores far apart)
+    // lose up to half its smallest subnormal each, whatever their size.
+    let tiny = smallest_subnormal(match precision.compute {
+        Compute::F64 => DType::F64,
+        _ => DType::F32,
+    }) / 2.0;
     let (aq, ak, av) = (abs_dense(q)?, abs_dense(k)?, abs_dense(v)?);
     let ado = abs_dense(d_o)?;
     let ao = abs_dense(o)?;
@@ -432,19 +438,22 @@ pub fn attention_backward<T: Scalar, I: SpIndex>(
             for (m, &c) in cols.iter().enumerate() {
                 let j = c.to_usize();
                 let ds = p[m] * (dp[m] - mean);
-                let ds_err =
-                    rel_p * p[m] * (dp[m].abs() + mean.abs()) + p[m] * (dp_err[m] + mean_err);
+                let ds_err = rel_p * p[m] * (dp[m].abs() + mean.abs())
+                    + p[m] * (dp_err[m] + mean_err)
+                    + tiny * (1.0 + dp[m].abs() + mean.abs());
                 let row_terms = ds_err + gamma(n + 2, u) * ds.abs();
                 let col_terms = ds_err + gamma(col_len[j] + 2, u) * ds.abs();
                 for t in 0..d {
                     let col = h * d + t;
-                    tol_q[i * heads * d + col] += shape.scale.abs() * row_terms * ak.at(j, col);
-                    tol_k[j * heads * d + col] += shape.scale.abs() * col_terms * aq.at(i, col);
+                    tol_q[i * heads * d + col] +=
+                        shape.scale.abs() * row_terms * ak.at(j, col) + tiny;
+                    tol_k[j * heads * d + col] +=
+                        shape.scale.abs() * col_terms * aq.at(i, col) + tiny;
                 }
                 for t in 0..dv {
                     let col = h * dv + t;
                     tol_v[j * heads * dv + col] +=
-                        (rel_p + gamma(col_len[j] + 2, u)) * p[m] * ado.at(i, col);
+                        (rel_p + gamma(col_len[j] + 2, u)) * p[m] * ado.at(i, col) + tiny;
                 }
                 if shape.bias {
                     tol_b[entries.start + m] += ds_err + gamma(heads + 1, u) * ds.abs();
