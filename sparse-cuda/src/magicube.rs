@@ -35,7 +35,7 @@ mod probe;
 mod quantized;
 
 pub use attention::quantized_attention;
-pub(crate) use mixed::PlaneWidth;
+use mixed::PlaneWidth;
 pub use probe::{mma_rates, MmaRates};
 
 use std::sync::Arc;

@@ -115,7 +115,7 @@ pub(super) const BYTE: u32 = 8;
 pub(super) const NIBBLE: u32 = 4;
 
 /// The SpMM kernel of `sparse_planes` planes of A of `bits` bits each.
-pub(super) fn planes_entry(
+fn planes_entry(
     vector: usize,
     run: u32,
     bits: u32,
@@ -128,7 +128,7 @@ pub(super) fn planes_entry(
     )
 }
 
-pub(super) fn split_entry<T: Scalar>(bits: u32) -> Result<Entry<McSplit<T>>> {
+fn split_entry<T: Scalar>(bits: u32) -> Result<Entry<McSplit<T>>> {
     Entry::new(
         &SOURCE,
         "mc_split_dense",
@@ -463,7 +463,7 @@ impl<T: Scalar> SpmmPlan<T> for PlanesSpmm<T> {
 
 /// A dense operand split into its two planes on the device at each run (a workspace grown
 /// with the reserved width).
-pub(super) struct DensePlanes {
+struct DensePlanes {
     /// Rows of the operand.
     rows: usize,
     /// Bits of a plane's values.
@@ -472,7 +472,7 @@ pub(super) struct DensePlanes {
 }
 
 impl DensePlanes {
-    pub(super) fn new(rows: usize, bits: u32) -> Self {
+    fn new(rows: usize, bits: u32) -> Self {
         DensePlanes {
             rows,
             bits,
@@ -496,7 +496,7 @@ impl DensePlanes {
             .ok_or_else(|| Error::overflow::<usize>("a dense plane", width))
     }
 
-    pub(super) fn grow(&mut self, device: &Device, width: usize) -> Result<usize> {
+    fn grow(&mut self, device: &Device, width: usize) -> Result<usize> {
         let len = self
             .plane_len(width)?
             .checked_mul(2)
@@ -520,7 +520,7 @@ impl DensePlanes {
     }
 
     /// [`DensePlanes::split`] with its own width flag, cleared first.
-    pub(super) fn split_with_flag<T: Scalar>(
+    fn split_with_flag<T: Scalar>(
         &self,
         device: &Device,
         kernel: &Kernel<McSplit<T>>,
