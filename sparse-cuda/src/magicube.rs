@@ -26,8 +26,11 @@
 //! - f32 at the edges ([`Precision::F32_VIA_I8`], SpMM): A quantized per row at plan time, B
 //!   per column at each run, the sums dequantized in the kernel's epilogue ([`quantized`]).
 //! - [`quantized_attention`]: an attention block from the i8 SDDMM and SpMM, softmax in f32.
+//! - Other widths as planes ([`mixed`]): 16-bit storage as 8-bit planes, and `magicube-s4`,
+//!   `i4` and `l8-r4` as 4-bit planes on `mma.m16n8k64` (stride 64, column indices shuffled).
+//! - [`auto_algorithm`]: `magicube-s4` where the s4 MMA outruns the s8 one (sm_80 to sm_89).
 //! - [`mma_rates`]: the device's s8 and s4 MMA rates, measured (sm_90 has no 4-bit tensor
-//!   cores; the registry offers no int4 kernel).
+//!   cores and emulates the s4 MMA at about 5% of the s8 rate).
 
 mod attention;
 mod mixed;
