@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Where the fused attention backward's time goes at d = 128 (issue 18's backward target):
+# forward alone and forward + backward on the R-MAT graph of docs/attention.md, ncu on the
+# backward's row and column kernels and on the forward, and the kernels' register use.
+set -uo pipefail
+export SPARSE_KERNEL_CACHE_DIR=/tmp/kc SPARSE_REQUIRE_GPU=1
+B=/tmp/bin; O=$OUT/rG7; mkdir -p $B $O
+for f in devrun/bin/*.gz; do gunzip -c $f > $B/$(basename $f .gz); chmod +x $B/$(basename $f .gz); done
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; date -u; } > $O/device.txt 2>&1
+t0=$SECONDS
+step() { local name=$1 limit=$2; shift 2; timeout $limit "$@" > $O/$name.log 2>&1; echo "$name rc=$? $((SECONDS-t0))s" | tee -a $O/steps.txt; }
+S="$B/spbench --backend cuda --no-corpus --large 147 --generators rmat --ops attention --precisions f32 --algorithms fused"
+
+
+step ncu 450 /usr/local/cuda/bin/ncu --kernel-name regex:"attention_(backward_rows|backward_cols|fused)" --launch-count 6 --section SpeedOfLight --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis --section WarpStateStats $S --k 128 --backward --runs 1 --warmup-ms 1 --out $O/ncu-run
+
+cd $OUT && tar czf rG7.tgz rG7 && rm -rf rG7
