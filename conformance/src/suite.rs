@@ -694,28 +694,16 @@ impl CaseRun<'_> {
             .case
             .attention_desc(self.precision)
             .shape(q.shape().1, v.shape().1)?;
-        let (heads, d, dv, scale) = (shape.heads, shape.d, shape.dv, shape.scale);
+        let (heads, d, dv) = (shape.heads, shape.d, shape.dv);
         let values = reference::attention(a.as_ref(), q.view()?, k.view()?, v.view()?, &shape)?
             .into_host_vec()?;
         let a = a.as_ref();
+        let magnitudes = bound::score_magnitudes(a, q.view()?, k.view()?, &shape)?;
         let mut bounds = Vec::with_capacity(values.len());
         for i in 0..a.rows() {
             let range = a.row_range(i);
             for h in 0..heads {
-                let columns = h * d..(h + 1) * d;
-                let score_magnitude = range.clone().fold(0.0, |m: f64, e| {
-                    let c = a.col_idx()[e] as usize;
-                    let dot: f64 = columns
-                        .clone()
-                        .map(|t| (q.get(i, t).to_f64() * k.get(c, t).to_f64()).abs())
-                        .sum();
-                    let bias = if shape.bias {
-                        a.values()[e].to_f64().abs()
-                    } else {
-                        0.0
-                    };
-                    m.max(scale.abs() * dot + bias)
-                });
+                let score_magnitude = magnitudes[i * heads + h];
                 for t in h * dv..(h + 1) * dv {
                     let v_max = range.clone().fold(0.0, |m: f64, e| {
                         m.max(v.get(a.col_idx()[e] as usize, t).to_f64().abs())

@@ -275,6 +275,43 @@ pub fn sddmm<T: Scalar, I: SpIndex>(
     })
 }
 
+/// The largest score magnitude of each (row, head) of an attention, row major:
+/// `max_j (|scale| * sum_t |q_t k_jt| + |b_j|)` over the row's entries j, the head's columns t,
+/// with the bias b from A's values when the shape has one. A score's rounding error is this
+/// times the dot product's gamma.
+pub fn score_magnitudes<T: Scalar, I: SpIndex>(
+    a: CsrRef<'_, T, I>,
+    q: DenseRef<'_, T>,
+    k: DenseRef<'_, T>,
+    shape: &AttentionShape,
+) -> Result<Vec<f64>> {
+    let (aq, ak) = (abs_dense(q)?, abs_dense(k)?);
+    let AttentionShape { heads, d, .. } = *shape;
+    let mut out = Vec::with_capacity(a.rows() * heads);
+    for i in 0..a.rows() {
+        let (cols, vals) = a.row(i);
+        for h in 0..heads {
+            let largest = cols
+                .iter()
+                .zip(vals)
+                .map(|(&c, &value)| {
+                    let dot: f64 = (0..d)
+                        .map(|t| aq.at(i, h * d + t) * ak.at(c.to_usize(), h * d + t))
+                        .sum();
+                    let bias = if shape.bias {
+                        value.to_f64().abs()
+                    } else {
+                        0.0
+                    };
+                    dot * shape.scale.abs() + bias
+                })
+                .fold(0.0, f64::max);
+            out.push(largest);
+        }
+    }
+    Ok(out)
+}
+
 /// Expected sparse attention, rows x heads*dv, row-major.
 ///
 /// A score s_j = scale*<q, k_j> (+ bias b_j) computed with d products errs by at most
@@ -291,29 +328,15 @@ pub fn attention<T: Scalar, I: SpIndex>(
     shape: &AttentionShape,
 ) -> Result<Expectation> {
     let values = reference::attention(a, q, k, v, shape)?.into_host_vec()?;
-    let (aq, ak, av) = (abs_dense(q)?, abs_dense(k)?, abs_dense(v)?);
+    let magnitudes = score_magnitudes(a, q, k, shape)?;
+    let av = abs_dense(v)?;
     let AttentionShape { heads, d, dv, .. } = *shape;
     let u = precision.compute.unit_roundoff();
     let mut tolerance = Vec::with_capacity(values.len());
     for i in 0..a.rows() {
-        let (cols, vals) = a.row(i);
+        let cols = a.row(i).0;
         for h in 0..heads {
-            let score_error = cols
-                .iter()
-                .zip(vals)
-                .map(|(&c, &value)| {
-                    let dot: f64 = (0..d)
-                        .map(|t| aq.at(i, h * d + t) * ak.at(c.to_usize(), h * d + t))
-                        .sum();
-                    let bias = if shape.bias {
-                        value.to_f64().abs()
-                    } else {
-                        0.0
-                    };
-                    dot * shape.scale.abs() + bias
-                })
-                .fold(0.0, f64::max)
-                * gamma(d + 3, u);
+            let score_error = magnitudes[i * heads + h] * gamma(d + 3, u);
             let spread = (2.0 * score_error).exp_m1() + gamma(2 * cols.len() + 4, u);
             for t in 0..dv {
                 let vmax = cols
@@ -384,28 +407,14 @@ pub fn attention_backward<T: Scalar, I: SpIndex>(
     let mut tol_k = vec![0.0; a.cols() * heads * d];
     let mut tol_v = vec![0.0; a.cols() * heads * dv];
     let mut tol_b = vec![0.0; a.nnz()];
+    let magnitudes = score_magnitudes(a, q, k, shape)?;
     for i in 0..a.rows() {
-        let (cols, vals) = a.row(i);
+        let cols = a.row(i).0;
         let entries = a.row_range(i);
         let n = cols.len();
         for h in 0..heads {
             let p = reference::attention_probabilities(a, q, k, shape, i, h);
-            let score_error = cols
-                .iter()
-                .zip(vals)
-                .map(|(&c, &value)| {
-                    let dot: f64 = (0..d)
-                        .map(|t| aq.at(i, h * d + t) * ak.at(c.to_usize(), h * d + t))
-                        .sum();
-                    let bias = if shape.bias {
-                        value.to_f64().abs()
-                    } else {
-                        0.0
-                    };
-                    dot * shape.scale.abs() + bias
-                })
-                .fold(0.0, f64::max)
-                * gamma(d + 3, u);
+            let score_error = magnitudes[i * heads + h] * gamma(d + 3, u);
             let rel_p = (2.0 * score_error).exp_m1() + gamma(2 * n + 4, u);
             let dp: Vec<f64> = cols
                 .iter()
