@@ -236,10 +236,11 @@ __device__ __forceinline__ void attn_sum_parts(float (&acc)[CH], u32 warp, u32 l
     __syncthreads();
 }
 
-// attention_backward_rows<T, CH, WPI>: WPI warps per (row, head). Scores and dP of a tile of 32 entries
-// as in the forward (lanes across the head, a butterfly per entry, kept by the entry's lane),
-// then P and dS per entry into `probs` and `dscores` ((entry, head), entry major) for the
-// column pass, and dQ accumulated across the tile's K rows.
+// attention_backward_rows<T, CH, WPI>: WPI warps per (row, head). The row statistics give each
+// entry's P as soon as its score is known, so one gather of an entry's K and V rows serves it
+// all: the score and dP (lanes across the head, a butterfly each, the totals in every lane), then
+// P and dS, and dQ accumulated from the K row still in registers. P and dS go side by side to
+// `prob_grads` ((entry, head), entry major) for the column pass, stored by the entry's lane.
 template <typename T, int CH, int WPI>
 __global__ void __launch_bounds__(ATTN_BLOCK) attention_backward_rows(const AttentionGrad<T> p) {
     const u32 warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -273,43 +274,39 @@ __global__ void __launch_bounds__(ATTN_BLOCK) attention_backward_rows(const Atte
     for (u32 base = begin + warp % WPI * 32; base < end; base += 32 * WPI) {
         const u32 chunk = end - base < 32 ? end - base : 32;
         const u32 col = lane < chunk ? load(p.col_idx + base + lane) : 0;
-        float score = 0.0f, dp = 0.0f;
+        const float bias = p.bias && lane < chunk ? to_acc(load(p.values + base + lane)) : 0.0f;
+        float prob = 0.0f, ds = 0.0f;
+        // Unrolled so that several entries' gathers are in flight before their reductions.
 #pragma unroll 4
         for (u32 e = 0; e < chunk; ++e) {
             const u64 j = __shfl_sync(0xffffffffu, col, e);
             const T* k_row = p.k + j * p.k_rs + k_head;
             const T* v_row = p.v + j * p.v_rs + v_head;
+            float k_reg[CH];
             float qk = 0.0f, dov = 0.0f;
 #pragma unroll
             for (int c = 0; c < CH; ++c) {
                 const u32 t = lane + 32 * c;
-                if (t < p.d) qk += q_reg[c] * to_acc(load(k_row + (u64)t * p.k_cs));
+                k_reg[c] = t < p.d ? to_acc(load(k_row + (u64)t * p.k_cs)) : 0.0f;
+                qk += q_reg[c] * k_reg[c];
                 if (t < p.dv) dov += do_reg[c] * to_acc(load(v_row + (u64)t * p.v_cs));
             }
             qk = subwarp_allsum<32>(0xffffffffu, qk);
             dov = subwarp_allsum<32>(0xffffffffu, dov);
+            const float score = qk * p.scale + __shfl_sync(0xffffffffu, bias, e);
+            const float pe = expf(score - max) * inv_sum;
+            const float dse = pe * (dov - mean);
             if (lane == e) {
-                score = qk * p.scale;
-                dp = dov;
+                prob = pe;
+                ds = dse;
             }
+            const float w = dse * p.scale;
+#pragma unroll
+            for (int c = 0; c < CH; ++c) acc[c] += w * k_reg[c];
         }
-        if (p.bias && lane < chunk) score += to_acc(load(p.values + base + lane));
-        const float prob = lane < chunk ? expf(score - max) * inv_sum : 0.0f;
-        const float ds = prob * (dp - mean);
         if (lane < chunk) {
             const u64 slot = (u64)(base + lane) * p.heads + head;
-            p.probs[slot] = prob;
-            p.dscores[slot] = ds;
-        }
-#pragma unroll 4
-        for (u32 e = 0; e < chunk; ++e) {
-            const float w = __shfl_sync(0xffffffffu, ds, e) * p.scale;
-            const T* k_row = p.k + (u64)__shfl_sync(0xffffffffu, col, e) * p.k_rs + k_head;
-#pragma unroll
-            for (int c = 0; c < CH; ++c) {
-                const u32 t = lane + 32 * c;
-                if (t < p.d) acc[c] += w * to_acc(load(k_row + (u64)t * p.k_cs));
-            }
+            reinterpret_cast<float2*>(p.prob_grads)[slot] = make_float2(prob, ds);
         }
     }
     if constexpr (WPI > 1) attn_sum_parts<CH, WPI>(acc, warp, lane);
@@ -324,7 +321,7 @@ __global__ void __launch_bounds__(ATTN_BLOCK) attention_backward_rows(const Atte
 
 // attention_backward_cols<T, CH, WPI>: WPI warps per (column, head) over the transposed pattern (each
 // column's entries with their rows and CSR positions, rows ascending): dK_j and dV_j from the
-// dS and P the row pass left.
+// P and dS the row pass left (one 8-byte load per entry).
 template <typename T, int CH, int WPI>
 __global__ void __launch_bounds__(ATTN_BLOCK) attention_backward_cols(const AttentionGrad<T> p) {
     const u32 warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -347,8 +344,9 @@ __global__ void __launch_bounds__(ATTN_BLOCK) attention_backward_cols(const Atte
         if (lane < chunk) {
             row = load(p.t_row + base + lane);
             const u64 slot = (u64)load(p.t_entry + base + lane) * p.heads + head;
-            ds = p.dscores[slot] * p.scale;
-            prob = p.probs[slot];
+            const float2 pd = reinterpret_cast<const float2*>(p.prob_grads)[slot];
+            prob = pd.x;
+            ds = pd.y * p.scale;
         }
 #pragma unroll 4
         for (u32 e = 0; e < chunk; ++e) {
@@ -387,6 +385,6 @@ __global__ void __launch_bounds__(ATTN_BLOCK) attention_backward_bias(const Atte
     if (e >= p.nnz) return;
     float sum = 0.0f;
     if (p.bias)
-        for (u32 h = 0; h < p.heads; ++h) sum += p.dscores[e * p.heads + h];
+        for (u32 h = 0; h < p.heads; ++h) sum += p.prob_grads[2 * (e * p.heads + h) + 1];
     p.gb[e * p.gb_inc] = from_acc<T>(sum);
 }

@@ -218,8 +218,7 @@ kernel_params! {
         gb: out(T),
         gb_inc: u32,
         stats: ptr(f32),
-        probs: out(f32),
-        dscores: out(f32),
+        prob_grads: out(f32),
     }
 }
 
@@ -403,8 +402,8 @@ struct Backward<T: Scalar> {
     t_ptr: CudaSlice<u32>,
     t_row: CudaSlice<u32>,
     t_entry: CudaSlice<u32>,
-    probs: CudaSlice<f32>,
-    dscores: CudaSlice<f32>,
+    /// P and dS of each (entry, head), side by side, so that the column pass gathers both at once.
+    prob_grads: CudaSlice<f32>,
     rows: Vec<Kernel<AttentionGrad<T>>>,
     cols: Vec<Kernel<AttentionGrad<T>>>,
     bias: Kernel<AttentionGrad<T>>,
@@ -412,7 +411,7 @@ struct Backward<T: Scalar> {
 
 impl<T: Scalar> Backward<T> {
     fn bytes(&self) -> usize {
-        (self.stats.len() + self.probs.len() + self.dscores.len()) * size_of::<f32>()
+        (self.stats.len() + self.prob_grads.len()) * size_of::<f32>()
             + (self.t_ptr.len()
                 + self.t_row.len()
                 + self.t_entry.len()
@@ -486,8 +485,10 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
         t_ptr: to_u32s(&transposed.col_ptr)?,
         t_row: to_u32s(&transposed.row)?,
         t_entry: to_u32s(&transposed.entry)?,
-        probs: device.alloc_zeros(per_head(a.nnz())?, "attention weights")?,
-        dscores: device.alloc_zeros(per_head(a.nnz())?, "attention score gradients")?,
+        prob_grads: device.alloc_zeros(
+            per_head(2 * a.nnz())?,
+            "attention weights and score gradients",
+        )?,
         rows: load_all(&grads.rows)?,
         cols: load_all(&grads.cols)?,
         bias: device.kernel(&grads.bias)?,
@@ -666,8 +667,7 @@ impl<T: Scalar> AttentionKernels<T> for FusedAttention<T> {
             gb: ops.dbias.map_or(MutPtr::NULL, |d| d.output()),
             gb_inc: ops.dbias.map_or(0, |d| d.increment()),
             stats: Ptr::of(&b.stats, device),
-            probs: MutPtr::of(&b.probs, device),
-            dscores: MutPtr::of(&b.dscores, device),
+            prob_grads: MutPtr::of(&b.prob_grads, device),
         };
         // The row pass by the forward's row lists, the column pass by the plan's column lists.
         let passes = [
