@@ -459,6 +459,15 @@ pub(crate) struct CsrRows<T: Scalar> {
 }
 
 impl<T: Scalar> CsrRows<T> {
+    /// `scalar`: one thread a row.
+    pub(crate) fn scalar(device: &Arc<Device>) -> Result<Self> {
+        Ok(CsrRows {
+            kernel: device.kernel(&Entries::<T>::new()?.scalar)?,
+            lanes: 1,
+            long: None,
+        })
+    }
+
     /// `vector-split` over the CSR whose row pointers (on the host) are `row_ptr`.
     pub(crate) fn vector_split(device: &Arc<Device>, row_ptr: &[u32]) -> Result<Self> {
         let rows = row_ptr.len().saturating_sub(1);

@@ -105,6 +105,12 @@ pub(crate) fn column_span<T, I: SpIndex>(a: CsrRef<'_, T, I>) -> f64 {
     }
 }
 
+/// Whether one thread a row streams these rows best: a mean below 1.5, or a large, regular
+/// matrix whose rows span few columns (x reused from L1).
+pub(crate) fn scalar_streams(stats: &RowStats, nnz: usize, span: impl FnOnce() -> f64) -> bool {
+    stats.mean < 1.5 || (nnz >= LARGE_NNZ && stats.cv <= REGULAR_CV && span() <= LOCAL_SPAN)
+}
+
 /// The rule's choice for a CSR matrix of `rows` rows and `nnz` entries with these row statistics
 /// and column span (asked for only where it decides).
 pub(crate) fn csr_choice(
@@ -132,9 +138,7 @@ pub(crate) fn csr_choice(
         }
     } else if stats.mean >= LONG_MEAN {
         Choice::Cuda(Format::Csr, Algorithm::Vector)
-    } else if stats.mean < 1.5
-        || (nnz >= LARGE_NNZ && stats.cv <= REGULAR_CV && span() <= LOCAL_SPAN)
-    {
+    } else if scalar_streams(stats, nnz, span) {
         Choice::Cuda(Format::Csr, Algorithm::Scalar)
     } else {
         Choice::Cuda(Format::Csr, Algorithm::Vector)

@@ -1,10 +1,11 @@
 //! TileSpMV plans (Niu et al., IPDPS'21) on Tiled16: `tilespmv.cu` has the kernels and says how
 //! a warp walks its tiles. A plan converts the CSR to Tiled16 on the device ([`build`]: the same
-//! tiles as the format crate's conversion, so both backends store the same tiles for the same
-//! descriptor), with each CSR entry's slot in the values (value updates scatter through it), and
-//! cuts tile rows of more than [`segment_tiles`] tiles into segments of that many tiles, one warp
-//! each. Deferred very sparse tiles are a CSR that spmv's `vector-split` kernels add after the
-//! tile pass, with beta = 1 (a hub row's many deferred entries are cut into segments too).
+//! tiles as the format crate's conversion for the same selection; [`gpu_selection`] says which),
+//! with each CSR entry's slot in the values (value updates scatter through it), and cuts tile
+//! rows of more than [`segment_tiles`] tiles into segments of that many tiles, one warp each.
+//! Deferred very sparse tiles are a CSR that spmv's `scalar` or `vector-split` kernels add after
+//! the tile pass, with beta = 1 (`vector-split` cuts a hub row's many deferred entries into
+//! segments too).
 
 use std::sync::Arc;
 
@@ -13,7 +14,7 @@ use sparse_core::{
     Accumulator, Algorithm, BackendKind, CsrRef, Error, Format, OpKind, PlanInfo, Precision,
     Result, Scalar, SpIndex, SpmvDesc, SpmvPlan,
 };
-use sparse_formats::{FillLimit, TileSelection, Tiled16, TILED16_TILE};
+use sparse_formats::{DeferredCoo, FillLimit, TileSelection, Tiled16, TILED16_TILE};
 
 use crate::device::Device;
 use crate::executor::CudaBackend;
@@ -27,6 +28,7 @@ use crate::plan::{
 };
 use crate::registry;
 use crate::spmv::{self, CsrRows};
+use crate::spmv_auto::{column_span, scalar_streams};
 use build::{BuildEntries, DeviceTiled16, TileBuild, TileRule};
 
 mod build;
@@ -38,6 +40,10 @@ const SEGMENT_TILES: std::ops::RangeInclusive<u32> = 2..=16;
 const TARGET_WARPS: usize = 1 << 16;
 /// Rows (and columns) of a tile.
 const TILE: u32 = TILED16_TILE as u32;
+/// [`gpu_selection`]'s thresholds.
+const SPARSE_TILE_MEAN: f64 = 16.0;
+const DEFER_FROM_NNZ: usize = 1 << 17;
+const SPARSE_TILE_MAX: usize = 32;
 
 kernel_params! {
     /// A Tiled16 matrix on the device as the kernels read it (`tile_format` one byte per tile,
@@ -250,12 +256,12 @@ pub(crate) struct TileFamily<T: Scalar> {
     /// Tiles per segment, and the most a tile row holds without being cut.
     segment_tiles: u32,
     segments: Option<DeviceSegments<T>>,
-    /// `vector-split` over the deferred entries.
+    /// `scalar` or `vector-split` over the deferred entries.
     deferred: Option<CsrRows<T>>,
 }
 
-/// A planned TileSpMV for `desc`: the tiles the CPU backend converts to, by
-/// [`TileSelection::default`]; Tiled16 has no block shape to ask for.
+/// A planned TileSpMV for `desc`, its tiles chosen by [`gpu_selection`]; Tiled16 has no block
+/// shape to ask for.
 pub(crate) fn plan<T: Scalar, I: SpIndex>(
     device: &Arc<Device>,
     a: CsrRef<'_, T, I>,
@@ -268,7 +274,49 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
             Format::Tiled16
         )));
     }
-    plan_with(device, a, desc.precision, &TileSelection::default(), clock)
+    plan_with(device, a, desc.precision, &gpu_selection(a), clock)
+}
+
+/// The paper's selection, except that a matrix of sparse tiles (fewer than [`SPARSE_TILE_MEAN`]
+/// entries a tile on average) with at least [`DEFER_FROM_NNZ`] entries defers its tiles of at
+/// most [`SPARSE_TILE_MAX`] entries to the CSR pass at any size. On the GPU each tile costs a chain
+/// of dependent loads whatever it holds, so the scattered entries of meshes and graphs run faster
+/// as CSR rows; below that size the second launch costs more than the tiles it removes, and
+/// matrices of fuller tiles (stencils, FEM blocks) keep them.
+fn gpu_selection<T, I: SpIndex>(a: CsrRef<'_, T, I>) -> TileSelection {
+    let sparse =
+        a.nnz() >= DEFER_FROM_NNZ && (a.nnz() as f64) < SPARSE_TILE_MEAN * tile_count(a) as f64;
+    TileSelection {
+        deferred_coo: if sparse {
+            Some(DeferredCoo {
+                max_tile_nnz: SPARSE_TILE_MAX,
+                min_matrix_nnz: 0,
+            })
+        } else {
+            TileSelection::default().deferred_coo
+        },
+        ..TileSelection::default()
+    }
+}
+
+/// The nonzero 16 x 16 tiles of `a`: per tile row, the distinct tile columns of its entries.
+fn tile_count<T, I: SpIndex>(a: CsrRef<'_, T, I>) -> usize {
+    let tile = TILE as usize;
+    let mut seen = vec![usize::MAX; a.cols().div_ceil(tile)];
+    let mut tiles = 0;
+    for tr in 0..a.rows().div_ceil(tile) {
+        let rows = tr * tile..a.rows().min((tr + 1) * tile);
+        let first = a.row_ptr()[rows.start].to_usize();
+        let end = a.row_ptr()[rows.end].to_usize();
+        for c in &a.col_idx()[first..end] {
+            let tc = c.to_usize() / tile;
+            if seen[tc] != tr {
+                seen[tc] = tr;
+                tiles += 1;
+            }
+        }
+    }
+    tiles
 }
 
 /// A planned TileSpMV of `a` in `precision`, its tiles chosen by `selection`.
@@ -314,8 +362,17 @@ fn plan_with<T: Scalar, I: SpIndex>(
         .map(|d| download(device, &d.row_ptr, dev.rows as usize + 1))
         .transpose()?;
     clock.lap(device, Phase::Transfer)?;
+    // The deferred entries run on the CSR kernel `auto` would give the whole matrix: `scalar`
+    // where it streams the matrix best, else `vector-split`.
+    let scalar = || scalar_streams(&a.row_stats(), a.nnz(), || column_span(a));
     let deferred = deferred_rows
-        .map(|row_ptr| CsrRows::vector_split(device, &row_ptr))
+        .map(|row_ptr| {
+            if scalar() {
+                CsrRows::scalar(device)
+            } else {
+                CsrRows::vector_split(device, &row_ptr)
+            }
+        })
         .transpose()?;
     clock.lap(device, Phase::Kernels)?;
     let segments = DeviceSegments::upload(device, &segments, combine)?;
@@ -457,6 +514,40 @@ impl CudaBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sparse_formats::Csr;
+
+    /// An n x n matrix with `per_row` entries in each row, at columns i, i + step, ... (mod n).
+    fn banded(n: usize, per_row: usize, step: usize) -> Csr<f64> {
+        let mut cols: Vec<Vec<u32>> = (0..n)
+            .map(|i| (0..per_row).map(|k| ((i + k * step) % n) as u32).collect())
+            .collect();
+        cols.iter_mut().for_each(|c| c.sort_unstable());
+        let row_ptr = (0..=n).map(|i| (i * per_row) as u32).collect();
+        Csr::try_new(n, n, row_ptr, cols.concat(), vec![1.0; n * per_row]).unwrap()
+    }
+
+    #[test]
+    fn tiles_are_counted_per_tile_row() {
+        // Columns i and i + 16 of a 32 x 32 matrix: two tiles in each of the two tile rows.
+        assert_eq!(tile_count(banded(32, 2, 16).as_ref()), 4);
+        // The diagonal of 40 rows: 3 tiles.
+        assert_eq!(tile_count(banded(40, 1, 1).as_ref()), 3);
+    }
+
+    #[test]
+    fn only_large_matrices_of_sparse_tiles_defer_them() {
+        let deferred = |a: &Csr<f64>| gpu_selection(a.as_ref()).deferred_max_nnz(a.nnz());
+        // Entries 4099 columns apart: a tile (at most) per entry.
+        assert_eq!(deferred(&banded(1 << 16, 4, 4099)), Some(SPARSE_TILE_MAX));
+        // The same entries in too small a matrix, and a full band of 32 in each tile row, keep
+        // the paper's rule.
+        for a in [banded(1 << 12, 4, 1021), banded(1 << 16, 32, 1)] {
+            assert_eq!(
+                deferred(&a),
+                TileSelection::default().deferred_max_nnz(a.nnz())
+            );
+        }
+    }
 
     #[test]
     fn long_tile_rows_are_cut_into_segments() {
