@@ -202,8 +202,9 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc(const AttentionT
             block_max = fmaxf(block_max, __shfl_xor_sync(0xffffffffu, block_max, 1));
             block_max = fmaxf(block_max, __shfl_xor_sync(0xffffffffu, block_max, 2));
             const float new_max = fmaxf(run_max[r], block_max);
-            // __expf (ex2.approx): off by at most about 2^-18 relative for the weights above 2^-23 of the
-            // row's largest, far below the f16 or bf16 rounding of O; 8% faster than expf at d = 64.
+            // __expf (ex2.approx): off by at most about 2^-18 relative for the weights above 2^-23
+            // of the row's largest, far below the f16 or bf16 rounding of O; 8% faster than expf
+            // at d = 64.
             const float rescale = new_max == ATTN_TC_NEG_INF ? 1.0f : __expf(run_max[r] - new_max);
             float sum = 0.0f;
 #pragma unroll
@@ -218,7 +219,7 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc(const AttentionT
             run_sum[r] = run_sum[r] * rescale + sum;
             run_max[r] = new_max;
             // Most blocks past a row's first few leave every maximum of the warp where it was.
-            if (__any_sync(0xffffffffu, rescale != 1.0f))
+            if (__any_sync(0xffffffffu, rescale != 1.0f)) {
 #pragma unroll
                 for (int c = 0; c < DVC; ++c)
 #pragma unroll
@@ -226,6 +227,7 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc(const AttentionT
                         acc[c][j][2 * r] *= rescale;
                         acc[c][j][2 * r + 1] *= rescale;
                     }
+            }
             if (p.ops.bias) entry[r] += __popc(bits[r]);
         }
 
