@@ -1,5 +1,5 @@
 // CSR and COO SpMV, y = alpha*A*x + beta*y, on CUDA cores. Parameters: SpmvCsr<T>,
-// SpmvSegments<T>, SpmvLongRows<T>, SpmvMerge<T>, SpmvMergeFixup<T>, MergePartition, SpmvCoo<T>,
+// SpmvSegments<T>, SpmvSplit<T>, SpmvMerge<T>, SpmvMergeFixup<T>, MergePartition, SpmvCoo<T>,
 // CooRows (src/spmv.rs), with SpmvDense<T> (src/operand.rs).
 //
 // - scalar: one thread per row; best when rows are very short.
@@ -11,9 +11,12 @@
 //   loads. Rows split between threads are joined by a keyed scan over the block; rows split
 //   between blocks leave partial sums in a workspace that a second kernel adds in block order,
 //   writing each row once, so results are deterministic.
-// - split: the vector kernel for rows up to a length limit; longer rows are cut into segments
-//   of that length, one warp each, whose partial sums one warp per long row adds in order. Skewed
-//   matrices keep the vector kernel's coalesced loads and long rows use the whole GPU.
+// - split: one launch. Rows of up to a few iterations of the vector kernel's W lanes take those
+//   lanes; longer rows are cut into segments of as many iterations of a whole warp, one warp
+//   each, so that no warp walks a long chain of dependent loads. A row of one segment is written by its warp; the segments of a
+//   longer row leave partial sums, and the warp that finishes last (a counter per row, reset by
+//   that warp) adds them in segment order and writes the row. Skewed matrices keep coalesced
+//   loads, long rows use the whole GPU, and results are deterministic.
 // - coo: one thread per entry with atomic adds into y (after y = beta*y); the row of each entry
 //   is written once per plan by coo_rows.
 
@@ -44,11 +47,10 @@ subwarp_row_dot(const u32* col_idx, const T* values, const T* x, u32 incx, u32 f
     return subwarp_sum<W>(sum);
 }
 
-// Rows longer than `long_row` are left to the segment kernels.
+// The row of `thread` on W lanes, unless it is longer than `long_row` (left to whole warps).
 template <typename T, int W>
-__global__ void __launch_bounds__(SPMV_BLOCK) spmv_csr_vector(const SpmvCsr<T> p) {
+__device__ __forceinline__ void vector_row(const SpmvCsr<T>& p, u64 thread) {
     const SpmvDense<T>& o = p.dense;
-    const u64 thread = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     const u64 row = thread / W;
     const u32 lane = thread % W;
     // Lanes past the last row, or on a long row, stay to take part in the shuffles.
@@ -61,6 +63,11 @@ __global__ void __launch_bounds__(SPMV_BLOCK) spmv_csr_vector(const SpmvCsr<T> p
     const typename acc_of<T>::type sum =
         subwarp_row_dot<T, W>(p.col_idx, p.values, o.x, o.incx, live ? from : 0, live ? to : 0, lane);
     if (live && lane == 0) update(o.y + row * o.incy, o.alpha, sum, o.beta);
+}
+
+template <typename T, int W>
+__global__ void __launch_bounds__(SPMV_BLOCK) spmv_csr_vector(const SpmvCsr<T> p) {
+    vector_row<T, W>(p, (u64)blockIdx.x * blockDim.x + threadIdx.x);
 }
 
 // One warp per segment of a long row: partial[s] = sum of the segment's products.
@@ -77,17 +84,46 @@ __global__ void __launch_bounds__(SPMV_BLOCK) spmv_long_segments(const SpmvSegme
     if (lane == 0) p.partial[s] = sum;
 }
 
-// One warp per long row: adds the row's segment partials in a fixed order and writes the row.
-template <typename T>
-__global__ void __launch_bounds__(SPMV_BLOCK) spmv_long_rows(const SpmvLongRows<T> p) {
+// The first `segment_blocks` blocks take a warp per segment of the long rows, the others W lanes
+// per row of the rest (rows longer than csr.long_row are skipped there).
+template <typename T, int W>
+__global__ void __launch_bounds__(SPMV_BLOCK) spmv_csr_split(const SpmvSplit<T> s) {
+    typedef typename acc_of<T>::type A;
+    const SpmvCsr<T>& p = s.csr;
     const SpmvDense<T>& o = p.dense;
-    const u64 r = ((u64)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    if (blockIdx.x >= s.segment_blocks) {
+        vector_row<T, W>(p, (u64)(blockIdx.x - s.segment_blocks) * blockDim.x + threadIdx.x);
+        return;
+    }
+    const u64 seg = ((u64)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const u32 lane = threadIdx.x % 32;
-    if (r >= p.long_rows) return;
-    typename acc_of<T>::type sum = 0;
-    for (u32 s = p.first_segment[r] + lane; s < p.first_segment[r + 1]; s += 32) sum += p.partial[s];
-    sum = subwarp_sum<32>(sum);
-    if (lane == 0) update(o.y + (u64)p.long_row[r] * o.incy, o.alpha, sum, o.beta);
+    if (seg >= s.segments) return;  // whole warps leave together
+    const u32 from = load(s.segment_start + seg), to = load(s.segment_end + seg);
+    const u32 r = load(s.segment_row + seg);
+    const A sum = subwarp_row_dot<T, 32>(p.col_idx, p.values, o.x, o.incx, from, to, lane);
+    const u32 first = load(s.first_segment + r), count = load(s.first_segment + r + 1) - first;
+    const u64 out = (u64)load(s.matrix_row + r) * o.incy;
+    if (count == 1) {
+        if (lane == 0) update(o.y + out, o.alpha, sum, o.beta);
+        return;
+    }
+    // The partial is made visible before the counter moves, so the warp that moves it last
+    // reads every partial of the row from L2.
+    u32 arrived = 0;
+    if (lane == 0) {
+        s.partial[seg] = sum;
+        __threadfence();
+        arrived = atomicAdd(s.arrived + r, 1u);
+    }
+    if (__shfl_sync(0xffffffffu, arrived, 0) != count - 1) return;
+    __threadfence();
+    A total = 0;
+    for (u32 k = first + lane; k < first + count; k += 32) total += __ldcg(s.partial + k);
+    total = subwarp_sum<32>(total);
+    if (lane == 0) {
+        update(o.y + out, o.alpha, total, o.beta);
+        s.arrived[r] = 0;
+    }
 }
 
 // Where diagonal `d` of the merge path of `rows` row ends (row_end(i)) and `entries` entries

@@ -12,6 +12,9 @@
 //! bf16, with this file's backward.
 //!
 //! The `unfused` algorithm (`unfused.rs`): SDDMM, a row softmax and SpMM, the baseline.
+//!
+//! `auto` (`auto.rs`): `fused-tc` in f16 and bf16; in f32 `fused`, or `unfused` for heads wider
+//! than a warp of `fused` holds.
 
 use std::sync::Arc;
 
@@ -31,8 +34,10 @@ use crate::matrix::DeviceCsr;
 use crate::operand::{to_u32, AttentionGradOperands, AttentionOperands};
 use crate::plan::{AttentionKernels, CudaPlan, Phase, PlanBase, PlanClock};
 
+mod auto;
 mod tensor_core;
 mod unfused;
+pub(crate) use auto::AutoAttention;
 use tensor_core::TensorCore;
 pub(crate) use unfused::plan as unfused_plan;
 
@@ -421,10 +426,12 @@ impl<T: Scalar> Backward<T> {
     }
 }
 
-/// `auto`: a fused kernel, on tensor cores in f16 and bf16. Fused kernels read each K and V
-/// row once per (row, head) and write O once, where the unfused pipeline also writes and reads
-/// the scores and the weights (three kernels per head); nothing found so far makes the unfused
-/// pipeline the faster one.
+/// `auto`'s algorithm: a fused kernel, on tensor cores in f16 and bf16. Fused kernels read each
+/// K and V row once per (row, head) and write O once, where the unfused pipeline also writes and
+/// reads the scores and the weights (three kernels per head). In f32 the plan is an
+/// [`AutoAttention`], which takes the unfused pipeline for heads too wide for `fused`; in f16
+/// and bf16 the unfused pipeline widens every head into f32 staging and was 5.7x-7.6x slower
+/// than `fused` even there.
 pub(crate) fn auto_algorithm(precision: Precision) -> Algorithm {
     match precision.storage {
         DType::F16 | DType::BF16 => Algorithm::FusedTensorCore,

@@ -266,6 +266,9 @@ impl Executor for CudaBackend {
             (Family::Attention, Algorithm::Unfused) => {
                 Ok(Box::new(attention::unfused_plan(device, a, desc, clock)?))
             }
+            (Family::Attention, Algorithm::Fused) if desc.algorithm == Algorithm::Auto => Ok(
+                Box::new(attention::AutoAttention::new(device, a, desc, clock)?),
+            ),
             (Family::Attention, _) => Ok(Box::new(attention::plan(
                 device, a, desc, algorithm, clock,
             )?)),

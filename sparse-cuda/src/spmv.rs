@@ -32,9 +32,14 @@ const MERGE_MAX_ROWS: usize = 1 << 30;
 /// Lanes per row the vector kernel is instantiated for (per block row, the BSR kernel).
 pub(crate) const VECTOR_LANES: [u32; 5] = [2, 4, 8, 16, 32];
 
-/// Rows longer than this are split into segments of this length by `vector-split`: a warp
-/// then loops at most 32 times over one row.
+/// Rows longer than this are skewed for `auto`, and HYB cuts its overflow rows into segments of
+/// this length: a warp then loops at most 32 times over one row.
 pub const LONG_ROW: u32 = 1024;
+/// Iterations over its row a lane of `vector-split` takes at most: rows of more entries than
+/// this many per lane are cut into segments of this many iterations of a whole warp.
+const SPLIT_DEPTH: u32 = 8;
+/// Entries of a `vector-split` segment.
+const SPLIT_SEGMENT: u32 = 32 * SPLIT_DEPTH;
 
 kernel_params! {
     /// `spmv_csr_scalar`, `spmv_csr_vector<W>`: rows longer than `long_row` are skipped.
@@ -65,13 +70,23 @@ kernel_params! {
 }
 
 kernel_params! {
-    /// `spmv_long_rows`: one warp per long row adds its segments' partials in order (x unused).
-    pub(crate) struct SpmvLongRows<T> {
-        long_rows: u32,
-        long_row: ptr(u32),
+    /// `spmv_csr_split<W>`: the first `segment_blocks` blocks take the segments of the rows
+    /// longer than `csr.long_row`, a warp each; the others W lanes a row of the rest.
+    pub(crate) struct SpmvSplit<T> {
+        csr: sub(SpmvCsr),
+        segment_blocks: u32,
+        segments: u32,
+        segment_start: ptr(u32),
+        segment_end: ptr(u32),
+        /// Per segment, its long row (an index into `matrix_row`).
+        segment_row: ptr(u32),
+        /// Per long row, its row of the matrix.
+        matrix_row: ptr(u32),
+        /// Per long row, its first segment (long rows + 1).
         first_segment: ptr(u32),
-        partial: ptr(acc),
-        dense: sub(SpmvDense),
+        partial: out(acc),
+        /// Per long row, the segments done in this launch; zero between launches.
+        arrived: out(u32),
     }
 }
 
@@ -137,7 +152,7 @@ pub(crate) const SOURCE: KernelSource = KernelSource {
         <SpmvDense<f32> as KernelParams>::C_DECL,
         <SpmvCsr<f32> as KernelParams>::C_DECL,
         <SpmvSegments<f32> as KernelParams>::C_DECL,
-        <SpmvLongRows<f32> as KernelParams>::C_DECL,
+        <SpmvSplit<f32> as KernelParams>::C_DECL,
         <MergePartition as KernelParams>::C_DECL,
         <SpmvMerge<f32> as KernelParams>::C_DECL,
         <SpmvMergeFixup<f32> as KernelParams>::C_DECL,
@@ -156,8 +171,9 @@ struct Entries<T: Scalar> {
     scalar: Entry<SpmvCsr<T>>,
     /// One per [`VECTOR_LANES`].
     vector: Vec<Entry<SpmvCsr<T>>>,
+    /// One per [`VECTOR_LANES`].
+    split: Vec<Entry<SpmvSplit<T>>>,
     segments: Entry<SpmvSegments<T>>,
-    long_rows: Entry<SpmvLongRows<T>>,
     partition: Entry<MergePartition>,
     merge: Entry<SpmvMerge<T>>,
     fixup: Entry<SpmvMergeFixup<T>>,
@@ -174,8 +190,11 @@ impl<T: Scalar> Entries<T> {
                 .iter()
                 .map(|lanes| Entry::new(&SOURCE, "spmv_csr_vector", &[&t, lanes]))
                 .collect::<Result<_>>()?,
+            split: VECTOR_LANES
+                .iter()
+                .map(|lanes| Entry::new(&SOURCE, "spmv_csr_split", &[&t, lanes]))
+                .collect::<Result<_>>()?,
             segments: segments_entry()?,
-            long_rows: Entry::new(&SOURCE, "spmv_long_rows", &[&t])?,
             partition: Entry::over_params(&SOURCE, "spmv_merge_partition")?,
             merge: Entry::new(&SOURCE, "spmv_csr_merge", &[&t])?,
             fixup: Entry::new(&SOURCE, "spmv_merge_fixup", &[&t])?,
@@ -185,11 +204,11 @@ impl<T: Scalar> Entries<T> {
     }
 
     fn vector(&self, lanes: u32) -> Result<&Entry<SpmvCsr<T>>> {
-        VECTOR_LANES
-            .iter()
-            .position(|&l| l == lanes)
-            .map(|i| &self.vector[i])
-            .ok_or_else(|| Error::internal(format!("no vector SpMV of {lanes} lanes")))
+        Ok(&self.vector[lanes_index(lanes)?])
+    }
+
+    fn split(&self, lanes: u32) -> Result<&Entry<SpmvSplit<T>>> {
+        Ok(&self.split[lanes_index(lanes)?])
     }
 
     /// Every entry of storage type `T` (the COO kernel only where atomics add `T`), with the
@@ -198,11 +217,11 @@ impl<T: Scalar> Entries<T> {
         let mut specs = vec![
             self.scalar.spec(),
             self.segments.spec(),
-            self.long_rows.spec(),
             self.merge.spec(),
             self.fixup.spec(),
         ];
         specs.extend(self.vector.iter().map(Entry::spec));
+        specs.extend(self.split.iter().map(Entry::spec));
         if coo_atomics(T::DTYPE) {
             specs.push(self.coo.spec());
         }
@@ -211,6 +230,14 @@ impl<T: Scalar> Entries<T> {
         }
         specs.into_iter().cloned().collect()
     }
+}
+
+/// Where `lanes` is in [`VECTOR_LANES`].
+fn lanes_index(lanes: u32) -> Result<usize> {
+    VECTOR_LANES
+        .iter()
+        .position(|&l| l == lanes)
+        .ok_or_else(|| Error::internal(format!("no vector SpMV of {lanes} lanes")))
 }
 
 /// `spmv_long_segments` of storage type `T`, which HYB also runs on its overflow entries.
@@ -261,42 +288,90 @@ pub(crate) fn grid(items: u64) -> Result<LaunchConfig> {
     })
 }
 
-/// Long rows of `vector-split`: each cut into segments of [`LONG_ROW`] entries.
-struct LongRows<T: Scalar> {
-    segments: DeviceSegments<T>,
-    rows: u32,
-    long_row: CudaSlice<u32>,
-    segment_kernel: Kernel<SpmvSegments<T>>,
-    row_kernel: Kernel<SpmvLongRows<T>>,
+/// The rows `vector-split` gives whole warps (those of more than [`SPLIT_DEPTH`] entries a
+/// lane), cut into segments of [`SPLIT_SEGMENT`] entries, with a partial sum per segment and a
+/// counter per row.
+struct SplitRows {
+    segments: u32,
+    start: CudaSlice<u32>,
+    end: CudaSlice<u32>,
+    segment_row: CudaSlice<u32>,
+    matrix_row: CudaSlice<u32>,
+    first_segment: CudaSlice<u32>,
+    partial: CudaSlice<u8>,
+    arrived: CudaSlice<u32>,
 }
 
-impl<T: Scalar> LongRows<T> {
-    /// The segments of every row longer than [`LONG_ROW`], or `None` when there is none.
-    fn new(
+/// [`SplitRows`] on the host.
+#[derive(Debug, PartialEq)]
+struct SplitSegments {
+    start: Vec<u32>,
+    end: Vec<u32>,
+    segment_row: Vec<u32>,
+    matrix_row: Vec<u32>,
+    first_segment: Vec<u32>,
+}
+
+impl SplitSegments {
+    /// The segments of the rows of more than `long_row` entries.
+    fn of(rows: usize, row_range: impl Fn(usize) -> Range<usize>, long_row: u32) -> Result<Self> {
+        let mut s = SplitSegments {
+            start: Vec::new(),
+            end: Vec::new(),
+            segment_row: Vec::new(),
+            matrix_row: Vec::new(),
+            first_segment: vec![0],
+        };
+        for i in (0..rows).filter(|&i| row_range(i).len() > long_row as usize) {
+            let range = row_range(i);
+            for from in range.clone().step_by(SPLIT_SEGMENT as usize) {
+                s.start.push(to_u32("entry index", from)?);
+                s.end.push(to_u32(
+                    "entry index",
+                    range.end.min(from + SPLIT_SEGMENT as usize),
+                )?);
+                s.segment_row
+                    .push(to_u32("long row count", s.matrix_row.len())?);
+            }
+            s.matrix_row.push(to_u32("row index", i)?);
+            s.first_segment
+                .push(to_u32("segment count", s.start.len())?);
+        }
+        Ok(s)
+    }
+}
+
+impl SplitRows {
+    /// The segments of the rows longer than `long_row` entries, for accumulation type `A`.
+    fn new<A>(
         device: &Arc<Device>,
-        entries: &Entries<T>,
         rows: usize,
         row_range: impl Fn(usize) -> Range<usize>,
-    ) -> Result<Option<Self>> {
-        let long_row: Vec<u32> = (0..rows)
-            .filter(|&i| row_range(i).len() > LONG_ROW as usize)
-            .map(|i| to_u32("row index", i))
-            .collect::<Result<_>>()?;
-        if long_row.is_empty() {
-            return Ok(None);
-        }
-        let segments = Segments::of(long_row.iter().map(|&i| (i, row_range(i as usize))))?;
-        Ok(Some(LongRows {
-            segments: segments.upload::<T>(device)?,
-            rows: to_u32("long row count", long_row.len())?,
-            long_row: device.upload_converted(&long_row, 0, |&i| i)?,
-            segment_kernel: device.kernel(&entries.segments)?,
-            row_kernel: device.kernel(&entries.long_rows)?,
-        }))
+        long_row: u32,
+    ) -> Result<Self> {
+        let s = SplitSegments::of(rows, row_range, long_row)?;
+        let upload = |v: &[u32]| device.upload_converted(v, 0, |&i| i);
+        Ok(SplitRows {
+            segments: to_u32("segment count", s.start.len())?,
+            start: upload(&s.start)?,
+            end: upload(&s.end)?,
+            segment_row: upload(&s.segment_row)?,
+            matrix_row: upload(&s.matrix_row)?,
+            first_segment: upload(&s.first_segment)?,
+            partial: device.alloc_zeros::<u8>(
+                s.start.len() * size_of::<A>(),
+                "allocating segment partials",
+            )?,
+            arrived: device
+                .alloc_zeros::<u32>(s.matrix_row.len(), "allocating segment counters")?,
+        })
     }
 
     fn bytes(&self) -> usize {
-        self.segments.bytes() + self.rows as usize * 4
+        self.start.len() * 12
+            + self.matrix_row.len() * 8
+            + self.first_segment.len() * 4
+            + self.partial.len()
     }
 }
 
@@ -449,41 +524,58 @@ impl<T: Scalar> MergePath<T> {
     }
 }
 
-/// CSR rows on the scalar or vector kernel (`lanes` per row), with the rows longer than
-/// [`LONG_ROW`] cut into segments when `long` is given: what `scalar`, `vector` and
-/// `vector-split` run, and what other families run a CSR part of theirs with.
+/// CSR rows on the scalar, vector or split kernel (`lanes` per row): what `scalar`, `vector`
+/// and `vector-split` run, and what other families run a CSR part of theirs with.
 pub(crate) struct CsrRows<T: Scalar> {
-    kernel: Kernel<SpmvCsr<T>>,
     lanes: u32,
-    long: Option<LongRows<T>>,
+    kernel: RowsKernel<T>,
+}
+
+enum RowsKernel<T: Scalar> {
+    /// `scalar` or `vector`: every row on `lanes` lanes.
+    Rows(Kernel<SpmvCsr<T>>),
+    /// `vector-split`: the long rows' segments on whole warps, in the same launch.
+    Split(Kernel<SpmvSplit<T>>, Box<SplitRows>),
 }
 
 impl<T: Scalar> CsrRows<T> {
     /// `scalar`: one thread a row.
     pub(crate) fn scalar(device: &Arc<Device>) -> Result<Self> {
+        Self::rows(device, &Entries::<T>::new()?.scalar, 1)
+    }
+
+    fn rows(device: &Arc<Device>, entry: &Entry<SpmvCsr<T>>, lanes: u32) -> Result<Self> {
         Ok(CsrRows {
-            kernel: device.kernel(&Entries::<T>::new()?.scalar)?,
-            lanes: 1,
-            long: None,
+            lanes,
+            kernel: RowsKernel::Rows(device.kernel(entry)?),
         })
     }
 
-    /// `vector-split` over the CSR whose row pointers (on the host) are `row_ptr`.
-    pub(crate) fn vector_split(device: &Arc<Device>, row_ptr: &[u32]) -> Result<Self> {
-        let rows = row_ptr.len().saturating_sub(1);
-        let range = |i: usize| row_ptr[i] as usize..row_ptr[i + 1] as usize;
-        let lanes = split_width(rows, range);
-        let entries = Entries::<T>::new()?;
+    /// `vector-split` over the CSR of `rows` rows whose entries `row_range` gives.
+    pub(crate) fn vector_split(
+        device: &Arc<Device>,
+        rows: usize,
+        row_range: impl Fn(usize) -> Range<usize>,
+    ) -> Result<Self> {
+        let lanes = split_width(rows, &row_range);
+        let long = Box::new(SplitRows::new::<T::Acc>(
+            device,
+            rows,
+            row_range,
+            split_limit(lanes),
+        )?);
         Ok(CsrRows {
-            kernel: device.kernel(entries.vector(lanes)?)?,
             lanes,
-            long: LongRows::new(device, &entries, rows, range)?,
+            kernel: RowsKernel::Split(device.kernel(Entries::<T>::new()?.split(lanes)?)?, long),
         })
     }
 
     /// Bytes held on the device.
     pub(crate) fn bytes(&self) -> usize {
-        self.long.as_ref().map_or(0, LongRows::bytes)
+        match &self.kernel {
+            RowsKernel::Rows(_) => 0,
+            RowsKernel::Split(_, long) => long.bytes(),
+        }
     }
 
     /// `y = alpha*A*x + beta*y` by `dense`, A the CSR of `rows` rows that `csr` points to.
@@ -499,44 +591,58 @@ impl<T: Scalar> CsrRows<T> {
         dense: SpmvDense<T>,
     ) -> Result<()> {
         let (row_ptr, col_idx, values) = csr;
-        let params = SpmvCsr {
+        let params = |long_row| SpmvCsr {
             rows,
             row_ptr,
             col_idx,
             values,
             dense,
-            long_row: if self.long.is_some() {
-                LONG_ROW
-            } else {
-                u32::MAX
+            long_row,
+        };
+        let row_threads = u64::from(rows) * u64::from(self.lanes);
+        match &self.kernel {
+            // SAFETY: the CSR is canonical with columns < cols; x spans cols elements at stride
+            // incx and y rows at stride incy (the caller's contract); `lanes` lanes per row.
+            RowsKernel::Rows(kernel) => unsafe {
+                kernel.launch(grid(row_threads)?, &params(u32::MAX))
             },
-        };
-        // SAFETY: the CSR is canonical with columns < cols; x spans cols elements at stride
-        // incx and y rows at stride incy (the caller's contract); W lanes per row.
-        unsafe {
-            self.kernel
-                .launch(grid(u64::from(rows) * u64::from(self.lanes))?, &params)?
-        };
-        let Some(l) = &self.long else {
-            return Ok(());
-        };
-        l.segments.launch(&l.segment_kernel, device, csr, dense)?;
-        let params = SpmvLongRows {
-            long_rows: l.rows,
-            long_row: Ptr::of(&l.long_row, device),
-            first_segment: Ptr::of(&l.segments.first, device),
-            partial: Ptr::of_bytes(&l.segments.partial, device),
-            dense,
-        };
-        // SAFETY: first_segment holds rows + 1 offsets into the partials written above
-        // (stream order); long rows are rows of y.
-        unsafe { l.row_kernel.launch(grid(u64::from(l.rows) * 32)?, &params) }
+            RowsKernel::Split(kernel, long) => {
+                let segment_threads = u64::from(long.segments) * 32;
+                let segment_blocks = to_u32(
+                    "number of thread blocks",
+                    segment_threads.div_ceil(u64::from(BLOCK)) as usize,
+                )?;
+                let mut config = grid(row_threads)?;
+                config.grid_dim.0 = config
+                    .grid_dim
+                    .0
+                    .checked_add(segment_blocks)
+                    .ok_or_else(|| Error::internal("vector-split grid overflows u32"))?;
+                let params = SpmvSplit {
+                    csr: params(split_limit(self.lanes)),
+                    segment_blocks,
+                    segments: long.segments,
+                    segment_start: Ptr::of(&long.start, device),
+                    segment_end: Ptr::of(&long.end, device),
+                    segment_row: Ptr::of(&long.segment_row, device),
+                    matrix_row: Ptr::of(&long.matrix_row, device),
+                    first_segment: Ptr::of(&long.first_segment, device),
+                    partial: MutPtr::of_bytes(&long.partial, device),
+                    arrived: MutPtr::of(&long.arrived, device),
+                };
+                // SAFETY: as above; the segments cover exactly the rows of this CSR longer than
+                // `long_row` (which the row blocks skip), each inside its row; partial holds one
+                // value a segment, arrived one zeroed counter a long row, which the launch
+                // leaves zeroed.
+                unsafe { kernel.launch(config, &params) }
+            }
+        }
     }
 }
 
 enum Kind<T: Scalar> {
     Csr(CsrRows<T>),
-    Merge(MergePath<T>),
+    Merge(Box<MergePath<T>>),
     Coo {
         kernel: Kernel<SpmvCoo<T>>,
         row_idx: CudaSlice<u32>,
@@ -566,13 +672,11 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
     let mut specs = Vec::new();
     let csr_entry = match (format, algorithm) {
         (Format::Csr, Algorithm::Scalar) => Some(&entries.scalar),
-        (Format::Csr, Algorithm::Vector | Algorithm::VectorSplit) => Some(entries.vector(lanes)?),
+        (Format::Csr, Algorithm::Vector) => Some(entries.vector(lanes)?),
         _ => None,
     };
     let others: Vec<&KernelSpec> = match (format, algorithm) {
-        (Format::Csr, Algorithm::VectorSplit) => {
-            vec![entries.segments.spec(), entries.long_rows.spec()]
-        }
+        (Format::Csr, Algorithm::VectorSplit) => vec![entries.split(lanes)?.spec()],
         (Format::Csr, Algorithm::MergePath) => vec![
             entries.partition.spec(),
             entries.merge.spec(),
@@ -601,17 +705,12 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
     let dev = DeviceCsr::upload(device, a)?;
     clock.lap(device, Phase::Transfer)?;
     let kind = match csr_entry {
-        Some(entry) => Kind::Csr(CsrRows {
-            kernel: device.kernel(entry)?,
-            lanes,
-            long: if algorithm == Algorithm::VectorSplit {
-                LongRows::new(device, &entries, a.rows(), |i| a.row_range(i))?
-            } else {
-                None
-            },
-        }),
+        Some(entry) => Kind::Csr(CsrRows::rows(device, entry, lanes)?),
+        None if algorithm == Algorithm::VectorSplit => {
+            Kind::Csr(CsrRows::vector_split(device, a.rows(), |i| a.row_range(i))?)
+        }
         None if algorithm == Algorithm::MergePath => {
-            Kind::Merge(MergePath::new(device, &entries, &dev)?)
+            Kind::Merge(Box::new(MergePath::new(device, &entries, &dev)?))
         }
         None => {
             let row_idx = device.alloc_zeros::<u32>(a.nnz(), "allocating COO row indices")?;
@@ -643,11 +742,16 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
     Ok(base.into_plan(clock, bytes, SpmvFamily { a: dev, kind }))
 }
 
-/// Lanes per row of `vector-split`: for the mean length of the rows up to [`LONG_ROW`].
+/// The longest row `vector-split` leaves on `lanes` lanes: [`SPLIT_DEPTH`] iterations.
+fn split_limit(lanes: u32) -> u32 {
+    SPLIT_DEPTH * lanes
+}
+
+/// Lanes per row of `vector-split`: for the mean length of the rows of up to one segment.
 fn split_width(rows: usize, row_range: impl Fn(usize) -> Range<usize>) -> u32 {
     let (short_rows, short_entries) = (0..rows)
         .map(|i| row_range(i).len())
-        .filter(|&n| n <= LONG_ROW as usize)
+        .filter(|&n| n <= SPLIT_SEGMENT as usize)
         .fold((0, 0), |(rows, entries), n| (rows + 1, entries + n));
     vector_width(short_entries as f64 / short_rows.max(1) as f64)
 }
@@ -720,5 +824,46 @@ impl<T: Scalar> SpmvKernels<T> for SpmvFamily<T> {
 impl<T: Scalar> Kernels<T> for SpmvFamily<T> {
     fn values(&self) -> Values<'_, T> {
         Values::csr_order(&self.a.values)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_cuts_only_rows_past_the_limit_into_whole_segments() {
+        let lengths = [3usize, 0, 17, 16, 600, 256, 257];
+        let ptr: Vec<usize> = std::iter::once(0)
+            .chain(lengths.iter().scan(0, |end, n| {
+                *end += n;
+                Some(*end)
+            }))
+            .collect();
+        let s = SplitSegments::of(lengths.len(), |i| ptr[i]..ptr[i + 1], 16).unwrap();
+        let seg = SPLIT_SEGMENT;
+        let (r2, r4, r5, r6) = (ptr[2] as u32, ptr[4] as u32, ptr[5] as u32, ptr[6] as u32);
+        assert_eq!(s.matrix_row, [2, 4, 5, 6]);
+        assert_eq!(s.first_segment, [0, 1, 4, 5, 7]);
+        assert_eq!(s.segment_row, [0, 1, 1, 1, 2, 3, 3]);
+        assert_eq!(s.start, [r2, r4, r4 + seg, r4 + 2 * seg, r5, r6, r6 + seg]);
+        assert_eq!(
+            s.end,
+            [
+                r2 + 17,
+                r4 + seg,
+                r4 + 2 * seg,
+                r4 + 600,
+                r5 + 256,
+                r6 + seg,
+                r6 + 257
+            ]
+        );
+    }
+
+    #[test]
+    fn split_width_ignores_rows_longer_than_a_segment() {
+        let lengths = [2usize, 2, 2, 2, 5000];
+        assert_eq!(split_width(lengths.len(), |i| 0..lengths[i]), 2);
     }
 }

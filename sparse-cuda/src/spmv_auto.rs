@@ -12,9 +12,12 @@
 //!   entries; the whole product lasts about as long as that one row otherwise;
 //! - skewed rows (one longer than [`LONG_ROW`] entries, or a coefficient of variation of the
 //!   row lengths above [`SKEWED_CV`]), and in f64 and f32 also a longest row whose iterations
-//!   outlast the stream of the whole matrix by more than [`CHAIN_EXCESS_US`]: cuSPARSE's COO
-//!   SpMV in f64 and f32, within 5% of the fastest on every such matrix; our merge-path in f16,
-//!   where it was the fastest (cuSPARSE's f16 SpMV is slower than our `vector` even there);
+//!   outlast the stream of the whole matrix by more than [`CHAIN_EXCESS_US`]: below
+//!   [`SPLIT_MAX_NNZ`] entries, `vector-split`, which gives the long rows whole warps in
+//!   segments within its one launch (in f64 and f32 only with a mean under [`LONG_MEAN`]:
+//!   pruned layers, whose every row it would cut and join, run faster on cuSPARSE); otherwise
+//!   cuSPARSE's COO SpMV in f64 and f32, which balances entries over threads, and our
+//!   merge-path in f16 (cuSPARSE's f16 SpMV is slower than our `vector` even there);
 //! - long rows (a mean of [`LONG_MEAN`] entries or more): `vector`, 32 lanes a row;
 //! - large, regular and local matrices (stencils, FEM: at least [`LARGE_NNZ`] entries, a
 //!   coefficient of variation at most [`REGULAR_CV`] and rows whose columns span at most
@@ -39,6 +42,11 @@ pub const SKEWED_CV: f64 = 1.5;
 pub const LONG_MEAN: f64 = 24.0;
 /// Matrices from this many entries on stream past the L2 enough for `scalar` to pay.
 pub const LARGE_NNZ: usize = 500_000;
+/// Skewed matrices of fewer entries run on `vector-split`: there launches and chains of
+/// dependent loads set the time, and one launch with short chains wins; on larger ones the
+/// stream does, and cuSPARSE's COO SpMV streams a power-law matrix better (on R-MAT of 34M
+/// entries `vector-split` was 0.72x-0.81x of it).
+pub const SPLIT_MAX_NNZ: usize = 1 << 20;
 /// Row lengths regular enough for one thread a row.
 pub const REGULAR_CV: f64 = 0.5;
 /// Rows local enough for `scalar`: their columns span at most this fraction of the columns on
@@ -131,7 +139,9 @@ pub(crate) fn csr_choice(
         || stats.cv > SKEWED_CV
         || (wide && walk_outlasts_stream)
     {
-        if wide {
+        if nnz < SPLIT_MAX_NNZ && (stats.mean < LONG_MEAN || !wide) {
+            Choice::Cuda(Format::Csr, Algorithm::VectorSplit)
+        } else if wide {
             Choice::Vendor(Format::Coo, Algorithm::VendorDefault)
         } else {
             Choice::Cuda(Format::Csr, Algorithm::MergePath)
@@ -287,19 +297,27 @@ mod tests {
         let vendor = Choice::Vendor(Format::Coo, Algorithm::VendorDefault);
         let scalar = Choice::Cuda(Format::Csr, Algorithm::Scalar);
         let vector = Choice::Cuda(Format::Csr, Algorithm::Vector);
+        let split = Choice::Cuda(Format::Csr, Algorithm::VectorSplit);
         let merge_path = Choice::Cuda(Format::Csr, Algorithm::MergePath);
         let atomic = Choice::Cuda(Format::Coo, Algorithm::Atomic);
         // Skewed graphs.
+        for p in [f64, f32, f16] {
+            assert_eq!(pick(stats(15.0, 9458, 5.3), 37_700, 578_006, 0.1, p), split);
+        }
+        assert_eq!(pick(stats(12.5, 893, 3.2), 8_297, 103_689, 0.1, f32), split);
+        // Skewed with long rows on average: cuSPARSE, but our split in f16.
         assert_eq!(
-            pick(stats(15.0, 9458, 5.3), 37_700, 578_006, 0.1, f64),
+            pick(stats(100.6, 2_000, 1.6), 496, 49_920, 0.9, f64),
+            vendor
+        );
+        assert_eq!(pick(stats(100.6, 2_000, 1.6), 496, 49_920, 0.9, f16), split);
+        // A large power-law graph.
+        assert_eq!(
+            pick(stats(16.0, 40_000, 3.0), 1 << 21, 34_000_000, 0.9, f32),
             vendor
         );
         assert_eq!(
-            pick(stats(12.5, 893, 3.2), 8_297, 103_689, 0.1, f32),
-            vendor
-        );
-        assert_eq!(
-            pick(stats(15.0, 9458, 5.3), 37_700, 578_006, 0.1, f16),
+            pick(stats(16.0, 40_000, 3.0), 1 << 21, 34_000_000, 0.9, f16),
             merge_path
         );
         // A 3D Poisson stencil, and the same rows with random columns.

@@ -370,7 +370,10 @@ fn plan_with<T: Scalar, I: SpIndex>(
             if scalar() {
                 CsrRows::scalar(device)
             } else {
-                CsrRows::vector_split(device, &row_ptr)
+                let rows = row_ptr.len() - 1;
+                CsrRows::vector_split(device, rows, |i| {
+                    row_ptr[i] as usize..row_ptr[i + 1] as usize
+                })
             }
         })
         .transpose()?;

@@ -7,7 +7,8 @@
 //! checked the same way against the oracle's backward bound. The graph and GNN matrices of the
 //! corpus (`kind` graph or gnn in its MANIFEST.tsv; `$SPARSE_CORPUS`, else ../shared/matrices)
 //! run forward and backward too, with two heads and the bias. Skips without a GPU (fails under
-//! `SPARSE_REQUIRE_GPU=1`).
+//! `SPARSE_REQUIRE_GPU=1`). `auto` in f32 must take `fused` for heads of up to 256 columns and
+//! the unfused pipeline past them, forward and backward.
 
 mod common;
 
@@ -331,6 +332,43 @@ fn every_case<T: Scalar<Out = T>>(
             run.check_backward(backend, &what, f);
         }
     }
+}
+
+#[test]
+fn auto_in_f32_takes_unfused_past_the_columns_fused_holds() {
+    let backend = available(BackendKind::Cuda, CudaBackend::new(0));
+    collect(backend, |b, f| {
+        let (name, a) = matrices().swap_remove(0);
+        let a: Csr<f32> = a.cast();
+        for (width, heads, expected) in [
+            (256, 1, Algorithm::Fused),
+            (257, 1, Algorithm::Unfused),
+            (300, 2, Algorithm::Unfused),
+        ] {
+            let desc = AttentionDesc::new(Precision::F32)
+                .heads(heads)
+                .bias_from_values(true);
+            let run = Run::new(&a, desc, (width, width), Scores::Mixed, width);
+            let what = format!("auto f32 on {name}: d {width} heads {heads}");
+            run.check(b, &what, f);
+            run.check_backward(b, &what, f);
+            let ran = || -> Result<Algorithm, Error> {
+                let mut plan = b.plan_attention(a.as_ref(), &desc)?;
+                let up = |h: &Host<f32>| b.upload(h.view());
+                let (q, k, v) = (up(&run.q)?, up(&run.k)?, up(&run.v)?);
+                let mut o = up(&run.o)?;
+                plan.run(q.as_ref(), k.as_ref(), v.as_ref(), o.as_mut())?;
+                Ok(plan.info().algorithm)
+            };
+            match ran() {
+                Ok(algorithm) if algorithm == expected => {}
+                Ok(algorithm) => {
+                    f.0.push(format!("{what}: ran {algorithm}, expected {expected}"))
+                }
+                Err(e) => f.error(&what, e),
+            }
+        }
+    });
 }
 
 #[test]

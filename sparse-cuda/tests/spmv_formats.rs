@@ -1,8 +1,9 @@
-//! SpMV on ELL, HYB and BSR against the oracle (`sparse_cpu::bound`, built on the reference):
-//! the cuda backend's `scalar` (ELL, HYB) and `vector` (BSR) kernels and cuSPARSE's BSR SpMV, in
+//! SpMV against the oracle (`sparse_cpu::bound`, built on the reference): the cuda backend's
+//! CSR kernels, `scalar` (ELL, HYB) and `vector` (BSR) kernels and cuSPARSE's BSR SpMV, in
 //! f64, f32 and f16, on matrices with empty rows, a dense row of more than 1,024 entries (HYB
-//! overflow spread over several segments), rows of mixed length, sizes no block shape divides,
-//! and no entries at all; BSR blocks 1x1 to 16x16, square and not. x and y in both layouts,
+//! overflow spread over several segments), rows of mixed length, short rows among rows just
+//! under, at and over `vector-split`'s whole-warp limits, sizes no block shape divides, and no
+//! entries at all; BSR blocks 1x1 to 16x16, square and not. x and y in both layouts,
 //! tight or strided; `beta == 0` over NaN, `beta != 0`, `alpha == 0`. The plan contract: runs
 //! repeat bit for bit, `update_values` gives what a fresh plan of the new values gives, `auto`
 //! picks the table's algorithm, and block shapes a backend cannot run are typed refusals.
@@ -70,7 +71,9 @@ fn csr<T: Scalar>(rows: usize, cols: usize, lengths: impl Fn(usize) -> usize) ->
 /// The matrices every format runs on, named: 300 x 2100 with rows 0 and 3 empty, row 14 dense
 /// over 1,100 columns and the rest 0 to 40 entries; 45 x 37 (no block size divides either) with
 /// row 3 empty, row 10 full and the rest about one entry in four; many overflowing rows of
-/// 60 entries among rows of 1; a 5 x 4 matrix without entries; and one without rows.
+/// 60 entries among rows of 1; rows of 2 entries with every tenth one of 17 to 3,000 (one
+/// segment of `vector-split` and up to 12); a 5 x 4 matrix without entries; and one without
+/// rows.
 fn matrices<T: Scalar>() -> Vec<(&'static str, Csr<T>)> {
     vec![
         (
@@ -92,6 +95,17 @@ fn matrices<T: Scalar>() -> Vec<(&'static str, Csr<T>)> {
         (
             "overflowing rows",
             csr(200, 300, |i| if i % 7 == 2 { 60 } else { 1 }),
+        ),
+        (
+            "split rows",
+            csr(120, 3100, |i| {
+                const LONG: [usize; 12] = [17, 32, 33, 64, 65, 255, 256, 257, 512, 513, 1100, 3000];
+                if i % 10 == 9 {
+                    LONG[i / 10]
+                } else {
+                    2
+                }
+            }),
         ),
         ("no entries", Csr::zeros(5, 4)),
         ("no rows", Csr::zeros(0, 4)),
@@ -215,6 +229,20 @@ fn check_update<T: Scalar<Out = T>, B: Executor>(
     }
 }
 
+fn csr_kernels<T: Scalar<Out = T>>(b: &CudaBackend, precision: Precision, failures: &mut Failures) {
+    for (name, a) in matrices::<T>() {
+        for algorithm in [
+            Algorithm::Scalar,
+            Algorithm::Vector,
+            Algorithm::VectorSplit,
+            Algorithm::MergePath,
+        ] {
+            let desc = SpmvDesc::new(precision).algorithm(algorithm);
+            check_plan(b, (name, &a), desc, algorithm, failures);
+        }
+    }
+}
+
 fn ell_and_hyb<T: Scalar<Out = T>>(b: &CudaBackend, precision: Precision, failures: &mut Failures) {
     for (name, a) in matrices::<T>() {
         for format in [Format::Ell, Format::Hyb] {
@@ -267,6 +295,15 @@ fn refusals<B: Executor>(b: &B, failures: &mut Failures) {
             Ok(_) => failures.0.push(format!("{} {what}: planned", b.kind())),
         }
     }
+}
+
+#[test]
+fn csr_kernels_match_the_oracle() {
+    collect(cuda(), |b, failures| {
+        csr_kernels::<f64>(b, Precision::F64, failures);
+        csr_kernels::<f32>(b, Precision::F32, failures);
+        csr_kernels::<half::f16>(b, Precision::F16, failures);
+    });
 }
 
 #[test]

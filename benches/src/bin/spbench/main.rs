@@ -465,15 +465,6 @@ impl Bench {
             ""
         };
         let mut row = Row::without_timing(key, kernel, cost, Status::Ok, note.to_string());
-        if let Some(info) = prepared.runner.info() {
-            row.chosen = Some(info.algorithm);
-            row.plan_bytes = Some(info.bytes);
-            row.deterministic = Some(info.deterministic);
-            row.plan_time = Some(info.plan_time);
-            if (info.backend.name(), info.format.name()) != (kernel.backend(), kernel.format()) {
-                row.note = format!("ran on {} {}", info.backend, info.format);
-            }
-        }
         row.plan = Some(prepared.plan);
         row.upload = Some(prepared.upload);
 
@@ -482,6 +473,17 @@ impl Bench {
             .run()
             .and_then(|()| runner.output())
             .and_then(|got| oracle.check(&got));
+        // After the first run: a plan that picks its kernel by the operands (attention's
+        // `auto`) reports the one that ran.
+        if let Some(info) = runner.info() {
+            row.chosen = Some(info.algorithm);
+            row.plan_bytes = Some(info.bytes);
+            row.deterministic = Some(info.deterministic);
+            row.plan_time = Some(info.plan_time);
+            if (info.backend.name(), info.format.name()) != (kernel.backend(), kernel.format()) {
+                row.note = format!("ran on {} {}", info.backend, info.format);
+            }
+        }
         let verdict = match verdict {
             Ok(v) => v,
             Err(e) => {
