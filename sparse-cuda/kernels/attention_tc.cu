@@ -104,33 +104,43 @@ __device__ __forceinline__ void tc_store16(T* out, u32 first, u32 len, u32 cs, b
         if (first + e < len) out[(u64)(first + e) * cs] = from_acc<T>(x[e]);
 }
 
-// attention_tc<T, KC, DVC>: a warp per (item, head, slice of 64*DVC columns of dv); d <= 32*KC.
-// Each slice recomputes the scores; the slices of an item are neighbouring warps of one block,
-// so the K rows one loads are in L1 for the others.
-template <typename T, int KC, int DVC>
+// attention_tc<T, KC, DVC, KS>: a warp per (item, head, slice of 64*DVC columns of dv);
+// d <= 32*KC. The slices of an item are neighbouring warps of one block. With KS = 1 each slice
+// computes all the scores (the K rows one loads are in L1 for the others). With KS = 2 there are
+// exactly two slices, and slice w multiplies only chunks w*KC/2 .. of d: the pair adds its two
+// partial scores through shared memory (slice 0's first, in both warps, so they agree bit for
+// bit), which halves each warp's Q and K fragments and so its registers.
+template <typename T, int KC, int DVC, int KS>
 __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc(const AttentionTc<T> p) {
     const int PARTS = tc_type<T>::PARTS;
+    const int KW = KC / KS;  // chunks of d this warp multiplies
     const u32 lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const u64 work = (u64)blockIdx.x * ATTN_TC_WARPS + threadIdx.x / 32;
+    const u32 warp = threadIdx.x / 32;
+    const u64 work = (u64)blockIdx.x * ATTN_TC_WARPS + warp;
     if (work >= (u64)p.items * p.ops.heads * p.slices) return;
     const u32 item = (u32)(work / p.slices / p.ops.heads), head = (u32)(work / p.slices % p.ops.heads);
     const u32 slice = (u32)(work % p.slices);
     const u32 window = load(p.item_window + item), begin = load(p.item_begin + item);
     const u32 end = load(p.item_end + item), piece = load(p.item_piece + item);
     const u32 v_first = slice * 64 * DVC;
+    const u32 k_first = KS == 1 ? 0 : slice * KW;
     const T* k_head = p.ops.k + (u64)head * p.ops.d * p.ops.k_cs;
     const T* v_head = p.ops.v + (u64)head * p.ops.dv * p.ops.v_cs;
 
     // Rows g (r = 0) and g+8 (r = 1) of the window.
-    u32 q_frag[KC][2][4];
+    u32 q_frag[KW][2][4];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         const u32 row = window * 16 + g + 8 * r;
         const bool live = row < p.rows;
         const T* q_row = p.ops.q + (u64)(live ? row : 0) * p.ops.q_rs + (u64)head * p.ops.d * p.ops.q_cs;
 #pragma unroll
-        for (int c = 0; c < KC; ++c) load_run<T, 8>(q_row, 32 * c + 8 * t, live ? p.ops.d : 0, p.ops.q_cs, p.q_vec, q_frag[c][r]);
+        for (int c = 0; c < KW; ++c)
+            load_run<T, 8>(q_row, 32 * (k_first + c) + 8 * t, live ? p.ops.d : 0, p.ops.q_cs, p.q_vec, q_frag[c][r]);
     }
+    // Partial scores exchanged by a KS = 2 pair, two buffers used in turn: a warp writes one
+    // while its partner may still read the other, and the barrier between keeps them one apart.
+    __shared__ float exchange[KS == 1 ? 1 : 2][KS == 1 ? 1 : ATTN_TC_WARPS][32][8];
     // acc[c][j][2r + e]: row g + 8r, column 64c + 8(2t + e) + j of the slice.
     float acc[DVC][8][4];
 #pragma unroll
@@ -148,12 +158,13 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc(const AttentionT
 
     for (u32 b = begin; b < end; ++b) {
         const u32* cols = p.blk_col + (u64)b * 16;
-        u32 k_frag[2][KC][4];
+        u32 k_frag[2][KW][4];
 #pragma unroll
         for (int h = 0; h < 2; ++h)
 #pragma unroll
-            for (int c = 0; c < KC; ++c)
-                load_run<T, 8>(k_head + (u64)load(cols + 8 * h + g) * p.ops.k_rs, 32 * c + 8 * t, p.ops.d, p.ops.k_cs, p.k_vec, k_frag[h][c]);
+            for (int c = 0; c < KW; ++c)
+                load_run<T, 8>(k_head + (u64)load(cols + 8 * h + g) * p.ops.k_rs, 32 * (k_first + c) + 8 * t, p.ops.d,
+                               p.ops.k_cs, p.k_vec, k_frag[h][c]);
         // Slots 2t, 2t+1, 2t+8, 2t+9.
         u32 v_run[4][DVC][4];
 #pragma unroll
@@ -173,7 +184,7 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc(const AttentionT
 #pragma unroll
             for (int i = 0; i < 4; ++i) s[h][i] = 0.0f;
 #pragma unroll
-        for (int c = 0; c < KC; ++c)
+        for (int c = 0; c < KW; ++c)
 #pragma unroll
             for (int half = 0; half < 2; ++half) {
                 const u32 a[4] = {q_frag[c][0][2 * half], q_frag[c][1][2 * half], q_frag[c][0][2 * half + 1],
@@ -181,6 +192,16 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc(const AttentionT
 #pragma unroll
                 for (int h = 0; h < 2; ++h) tc_mma<T>(s[h], a, k_frag[h][c][2 * half], k_frag[h][c][2 * half + 1]);
             }
+        if (KS == 2) {
+            float* mine = exchange[b & 1][warp][lane];
+#pragma unroll
+            for (int i = 0; i < 8; ++i) mine[i] = s[i / 4][i % 4];
+            // Named barrier 1 + warp / 2 joins the pair's 64 threads.
+            asm volatile("bar.sync %0, 64;" ::"r"(1 + warp / 2) : "memory");
+            const float* other = exchange[b & 1][warp ^ 1][lane];
+#pragma unroll
+            for (int i = 0; i < 8; ++i) s[i / 4][i % 4] = slice == 0 ? s[i / 4][i % 4] + other[i] : other[i] + s[i / 4][i % 4];
+        }
 
         // The online softmax; s becomes the weights exp(score - running maximum), 0 off the pattern.
 #pragma unroll

@@ -1,9 +1,9 @@
 //! Attention on the `cuda` backend against the oracle's bound: every algorithm of the table in
-//! f32, f16 and bf16, one and three heads, head widths 1, 3, 33 and 130, with and without the
-//! edge bias, on rows with no entry, one entry, past the long-row limit and 100k entries, on
-//! columns past that limit, and on scores that are all far below zero. Operands are padded
-//! (NaN past every leading dimension) and mix layouts; runs are compared bit for bit with a
-//! second run. The backward (dQ, dK, dV, the bias gradient) of every algorithm that has one is
+//! f32, f16 and bf16, one and three heads, head widths 1, 3, 33, 100 (V 120) and 130, with and
+//! without the edge bias, on rows with no entry, one entry, past the long-row limit and 100k
+//! entries, on columns past that limit, and on scores that are all far below zero. Operands are
+//! padded (NaN past every leading dimension) and mix layouts; runs are compared bit for bit with
+//! a second run. The backward (dQ, dK, dV, the bias gradient) of every algorithm that has one is
 //! checked the same way against the oracle's backward bound. The graph and GNN matrices of the
 //! corpus (`kind` graph or gnn in its MANIFEST.tsv; `$SPARSE_CORPUS`, else ../shared/matrices)
 //! run forward and backward too, with two heads and the bias. Skips without a GPU (fails under
@@ -297,7 +297,7 @@ fn every_case<T: Scalar<Out = T>>(
         let long = a.cols() >= 100_000;
         for offer in &algorithms {
             let mut seed = 0;
-            for &(d, dv) in &[(1, 1), (3, 3), (33, 33), (130, 130), (33, 5)] {
+            for &(d, dv) in &[(1, 1), (3, 3), (33, 33), (100, 120), (130, 130), (33, 5)] {
                 for heads in [1, 3] {
                     for bias in [false, true] {
                         seed += 1;

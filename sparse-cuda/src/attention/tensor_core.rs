@@ -8,7 +8,8 @@
 //! device's last warps are short ones. The pieces of a long window leave each row's maximum,
 //! sum and unnormalised sums in a scratch buffer that a second kernel combines in piece order,
 //! so runs are bit-reproducible. Q and K heads up to [`WIDEST_D`] columns; V heads of any
-//! width, in slices of 64 or 128 columns (neighbouring warps of a block).
+//! width, in slices of 64 or 128 columns (neighbouring warps of a block). Heads of 65 to 128
+//! columns take two slices of 64 that share the scores, each multiplying half of d.
 
 use std::cmp::Reverse;
 use std::sync::Arc;
@@ -33,10 +34,19 @@ const SLOTS: usize = 16;
 const PIECE_BLOCKS: usize = 32;
 /// Warps per block (`ATTN_TC_WARPS`).
 const WARPS: u32 = 4;
-/// The (KC, DVC) instantiated: chunks of 32 columns of a Q and K head, chunks of 64 columns of
-/// V per slice; [`v_chunks`] picks one chunk of V for the widest Q heads, whose fragments
-/// already fill the registers.
-const CHUNKS: [(u32, u32); 7] = [(1, 1), (1, 2), (2, 1), (2, 2), (4, 1), (4, 2), (8, 1)];
+/// The (KC, DVC, KS) instantiated: chunks of 32 columns of a Q and K head, chunks of 64
+/// columns of V per slice, and the slices that share the scores' chunks of d ([`chunks`]
+/// picks).
+const CHUNKS: [(u32, u32, u32); 8] = [
+    (1, 1, 1),
+    (1, 2, 1),
+    (2, 1, 1),
+    (2, 2, 1),
+    (4, 1, 1),
+    (4, 1, 2),
+    (4, 2, 1),
+    (8, 1, 1),
+];
 /// The widest Q and K heads the kernels take.
 pub(super) const WIDEST_D: usize = 256;
 /// `item_piece` of an item that is a whole window (`ATTN_TC_WHOLE`).
@@ -85,17 +95,17 @@ pub(crate) const SOURCE: KernelSource = KernelSource {
     defines: &[("ATTN_TC_WARPS", WARPS), ("ATTN_TC_THREADS", WARPS * 32)],
 };
 
-fn entry<T: Scalar>(k_chunks: u32, v_chunks: u32) -> Result<Entry<AttentionTc<T>>> {
+fn entry<T: Scalar>((k, v, split): (u32, u32, u32)) -> Result<Entry<AttentionTc<T>>> {
     Entry::new(
         &SOURCE,
         "attention_tc",
-        &[&c_type(T::DTYPE)?, &k_chunks, &v_chunks],
+        &[&c_type(T::DTYPE)?, &k, &v, &split],
     )
 }
 
-/// Every (KC, DVC) instantiation, in the order of [`CHUNKS`].
+/// Every (KC, DVC, KS) instantiation, in the order of [`CHUNKS`].
 fn entries<T: Scalar>() -> Result<Vec<Entry<AttentionTc<T>>>> {
-    CHUNKS.iter().map(|&(k, v)| entry::<T>(k, v)).collect()
+    CHUNKS.iter().map(|&chunks| entry::<T>(chunks)).collect()
 }
 
 fn combine_entry<T: Scalar>() -> Result<Entry<AttentionTc<T>>> {
@@ -120,15 +130,20 @@ fn k_chunks(d: usize) -> Option<u32> {
     [1, 2, 4, 8].into_iter().find(|&c| 32 * c as usize >= d)
 }
 
-/// DVC for V heads of width `dv` and Q heads of `k_chunks` chunks: two chunks of 64 (one
-/// slice of 128 columns) unless the head fits one, or the Q fragments already fill the
-/// registers.
-fn v_chunks(dv: usize, k_chunks: u32) -> u32 {
-    if dv > 64 && k_chunks <= 4 {
-        2
+/// (KC, DVC, KS) for heads of widths `d` and `dv`, or `None` past [`WIDEST_D`]. DVC is two
+/// chunks of 64 (one slice of 128 columns) unless the head fits one, or the Q fragments already
+/// fill the registers. Heads of 65 to 128 columns in Q and in V run as two slices of 64 that
+/// share the scores (KS = 2): a warp then holds half the fragments, and twice as many warps fit
+/// a multiprocessor.
+fn chunks(d: usize, dv: usize) -> Option<(u32, u32, u32)> {
+    let k = k_chunks(d)?;
+    Some(if k == 4 && (65..=128).contains(&dv) {
+        (4, 1, 2)
+    } else if dv > 64 && k <= 4 {
+        (k, 2, 1)
     } else {
-        1
-    }
+        (k, 1, 1)
+    })
 }
 
 /// A's row windows: block b's slots are the columns `col[16 b .. 16 b + 16]` and its bitmaps
@@ -293,7 +308,7 @@ pub(super) struct TensorCore<T: Scalar> {
     split_piece: CudaSlice<u32>,
     col: CudaSlice<u32>,
     bits: CudaSlice<u16>,
-    /// By (KC, DVC), in the order of [`CHUNKS`].
+    /// By (KC, DVC, KS), in the order of [`CHUNKS`].
     kernels: Vec<Kernel<AttentionTc<T>>>,
     combine: Kernel<AttentionTc<T>>,
     part_acc: CudaSlice<f32>,
@@ -373,13 +388,12 @@ impl<T: Scalar> TensorCore<T> {
         stats: &CudaSlice<f32>,
     ) -> Result<()> {
         let device = &base.device;
-        let kc = k_chunks(shape.d).ok_or_else(|| {
+        let (kc, dvc, split) = chunks(shape.d, shape.dv).ok_or_else(|| {
             Error::internal(format!(
                 "no tensor-core attention kernel for d = {}",
                 shape.d
             ))
         })?;
-        let dvc = v_chunks(shape.dv, kc);
         let slices = to_u32(
             "attention column slices",
             shape.dv.div_ceil(64 * dvc as usize),
@@ -426,7 +440,7 @@ impl<T: Scalar> TensorCore<T> {
         };
         let kernel = CHUNKS
             .iter()
-            .position(|&pair| pair == (kc, dvc))
+            .position(|&chunks| chunks == (kc, dvc, split))
             .and_then(|i| self.kernels.get(i))
             .ok_or_else(|| Error::internal("an uninstantiated tensor-core attention kernel"))?;
         // SAFETY: the items' blocks lie inside the window layout (16 columns and 16 bitmaps a
@@ -524,9 +538,28 @@ mod tests {
         assert_eq!(k_chunks(64), Some(2));
         assert_eq!(k_chunks(130), Some(8));
         assert_eq!(k_chunks(WIDEST_D + 1), None);
-        assert_eq!(
-            (v_chunks(64, 2), v_chunks(65, 4), v_chunks(128, 8)),
-            (1, 2, 1)
-        );
+        assert_eq!(chunks(64, 64), Some((2, 1, 1)));
+        assert_eq!(chunks(64, 128), Some((2, 2, 1)));
+        assert_eq!(chunks(128, 128), Some((4, 1, 2)));
+        assert_eq!(chunks(100, 65), Some((4, 1, 2)));
+        assert_eq!(chunks(128, 64), Some((4, 1, 1)));
+        assert_eq!(chunks(128, 129), Some((4, 2, 1)));
+        assert_eq!(chunks(130, 128), Some((8, 1, 1)));
+        assert_eq!(chunks(WIDEST_D + 1, 64), None);
+        for c in [
+            (1, 1),
+            (64, 64),
+            (64, 128),
+            (128, 128),
+            (128, 64),
+            (128, 129),
+            (256, 300),
+        ] {
+            let chunks = chunks(c.0, c.1).unwrap();
+            assert!(
+                CHUNKS.contains(&chunks),
+                "{c:?}: {chunks:?} not instantiated"
+            );
+        }
     }
 }
