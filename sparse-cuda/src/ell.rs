@@ -22,7 +22,7 @@ use crate::kernel::{c_type, kernel_params, Entry, Kernel, KernelParams, KernelSo
 use crate::matrix::FormatValues;
 use crate::operand::{to_u32, Run, SpmvDense, SpmvOperands};
 use crate::plan::{CudaPlan, Kernels, Phase, PlanBase, PlanClock, SpmvKernels, Values};
-use crate::spmv::{grid, segments_entry, DeviceSegments, Segments, SpmvSegments, BLOCK};
+use crate::spmv::{grid, segments_entry, DeviceSegments, Segments, SpmvSegments, BLOCK, LONG_ROW};
 
 kernel_params! {
     /// `ell_spmv`: rows whose bit is set in `skip` (null for ELL) are left to the HYB overflow
@@ -112,10 +112,13 @@ impl<T: Scalar> Overflow<T> {
             return Ok(None);
         }
         let (row, row_ptr, skip) = overflow_rows(hyb)?;
-        let segments = Segments::of((0..row.len()).map(|i| {
-            // Fits: at most the overflow entry count, which fits u32 (checked above).
-            (i as u32, row_ptr[i] as usize..row_ptr[i + 1] as usize)
-        }))?;
+        let segments = Segments::of(
+            (0..row.len()).map(|i| {
+                // Fits: at most the overflow entry count, which fits u32 (checked above).
+                (i as u32, row_ptr[i] as usize..row_ptr[i + 1] as usize)
+            }),
+            LONG_ROW,
+        )?;
         let upload = |v: &[u32]| device.upload_converted(v, 0, |&i| i);
         Ok(Some(Overflow {
             rows: to_u32("overflow rows", row.len())?,

@@ -293,6 +293,8 @@ pub(crate) fn grid(items: u64) -> Result<LaunchConfig> {
 /// counter per row.
 struct SplitRows {
     segments: u32,
+    /// Thread blocks of the segments: a warp each.
+    blocks: u32,
     start: CudaSlice<u32>,
     end: CudaSlice<u32>,
     segment_row: CudaSlice<u32>,
@@ -302,42 +304,42 @@ struct SplitRows {
     arrived: CudaSlice<u32>,
 }
 
-/// [`SplitRows`] on the host.
+/// [`SplitRows`] on the host: the long rows' [`Segments`] (their `row` an index into
+/// `matrix_row`), where each segment ends, and each long row's row of the matrix.
 #[derive(Debug, PartialEq)]
 struct SplitSegments {
-    start: Vec<u32>,
+    segments: Segments,
     end: Vec<u32>,
-    segment_row: Vec<u32>,
     matrix_row: Vec<u32>,
-    first_segment: Vec<u32>,
 }
 
 impl SplitSegments {
     /// The segments of the rows of more than `long_row` entries.
     fn of(rows: usize, row_range: impl Fn(usize) -> Range<usize>, long_row: u32) -> Result<Self> {
-        let mut s = SplitSegments {
-            start: Vec::new(),
-            end: Vec::new(),
-            segment_row: Vec::new(),
-            matrix_row: Vec::new(),
-            first_segment: vec![0],
-        };
-        for i in (0..rows).filter(|&i| row_range(i).len() > long_row as usize) {
-            let range = row_range(i);
-            for from in range.clone().step_by(SPLIT_SEGMENT as usize) {
-                s.start.push(to_u32("entry index", from)?);
-                s.end.push(to_u32(
-                    "entry index",
-                    range.end.min(from + SPLIT_SEGMENT as usize),
-                )?);
-                s.segment_row
-                    .push(to_u32("long row count", s.matrix_row.len())?);
-            }
-            s.matrix_row.push(to_u32("row index", i)?);
-            s.first_segment
-                .push(to_u32("segment count", s.start.len())?);
-        }
-        Ok(s)
+        let matrix_row: Vec<u32> = (0..rows)
+            .filter(|&i| row_range(i).len() > long_row as usize)
+            .map(|i| to_u32("row index", i))
+            .collect::<Result<_>>()?;
+        let long_range = |k: u32| row_range(matrix_row[k as usize] as usize);
+        // Fits: k counts long rows, fewer than the rows, whose indices fit u32 (checked above).
+        let long = (0..matrix_row.len() as u32).map(|k| (k, long_range(k)));
+        let segments = Segments::of(long, SPLIT_SEGMENT)?;
+        let end = segments
+            .start
+            .iter()
+            .zip(&segments.row)
+            .map(|(&start, &k)| {
+                let end = long_range(k)
+                    .end
+                    .min(start as usize + SPLIT_SEGMENT as usize);
+                to_u32("entry index", end)
+            })
+            .collect::<Result<_>>()?;
+        Ok(SplitSegments {
+            segments,
+            end,
+            matrix_row,
+        })
     }
 }
 
@@ -349,21 +351,29 @@ impl SplitRows {
         row_range: impl Fn(usize) -> Range<usize>,
         long_row: u32,
     ) -> Result<Self> {
-        let s = SplitSegments::of(rows, row_range, long_row)?;
+        let SplitSegments {
+            segments,
+            end,
+            matrix_row,
+        } = SplitSegments::of(rows, row_range, long_row)?;
+        let count = to_u32("segment count", segments.start.len())?;
         let upload = |v: &[u32]| device.upload_converted(v, 0, |&i| i);
         Ok(SplitRows {
-            segments: to_u32("segment count", s.start.len())?,
-            start: upload(&s.start)?,
-            end: upload(&s.end)?,
-            segment_row: upload(&s.segment_row)?,
-            matrix_row: upload(&s.matrix_row)?,
-            first_segment: upload(&s.first_segment)?,
+            segments: count,
+            blocks: to_u32(
+                "number of thread blocks",
+                (u64::from(count) * 32).div_ceil(u64::from(BLOCK)) as usize,
+            )?,
+            start: upload(&segments.start)?,
+            end: upload(&end)?,
+            segment_row: upload(&segments.row)?,
+            matrix_row: upload(&matrix_row)?,
+            first_segment: upload(&segments.first)?,
             partial: device.alloc_zeros::<u8>(
-                s.start.len() * size_of::<A>(),
+                segments.start.len() * size_of::<A>(),
                 "allocating segment partials",
             )?,
-            arrived: device
-                .alloc_zeros::<u32>(s.matrix_row.len(), "allocating segment counters")?,
+            arrived: device.alloc_zeros::<u32>(matrix_row.len(), "allocating segment counters")?,
         })
     }
 
@@ -375,25 +385,29 @@ impl SplitRows {
     }
 }
 
-/// Rows cut into segments of at most [`LONG_ROW`] entries, one warp each (`spmv_long_segments`):
-/// the row and first entry of each segment, and where each row's segments start.
+/// Rows cut into segments of at most `length` entries, one warp each (`spmv_long_segments`,
+/// `spmv_csr_split`): the row and first entry of each segment, and where each row's segments
+/// start.
+#[derive(Debug, PartialEq)]
 pub(crate) struct Segments {
+    length: u32,
     row: Vec<u32>,
     start: Vec<u32>,
     first: Vec<u32>,
 }
 
 impl Segments {
-    /// The segments of `rows`, each a row index (into the row pointers the segment kernel
-    /// reads) with its entries.
-    pub fn of(rows: impl Iterator<Item = (u32, Range<usize>)>) -> Result<Self> {
+    /// The segments of `length` entries of `rows`, each a row index (into the row pointers the
+    /// segment kernel reads) with its entries.
+    pub fn of(rows: impl Iterator<Item = (u32, Range<usize>)>, length: u32) -> Result<Self> {
         let mut s = Segments {
+            length,
             row: Vec::new(),
             start: Vec::new(),
             first: vec![0],
         };
         for (i, range) in rows {
-            for start in range.step_by(LONG_ROW as usize) {
+            for start in range.step_by(length as usize) {
                 s.row.push(i);
                 s.start.push(to_u32("entry index", start)?);
             }
@@ -407,6 +421,7 @@ impl Segments {
         let upload = |v: &[u32]| device.upload_converted(v, 0, |&i| i);
         Ok(DeviceSegments {
             count: to_u32("segment count", self.row.len())?,
+            length: self.length,
             row: upload(&self.row)?,
             start: upload(&self.start)?,
             first: upload(&self.first)?,
@@ -422,6 +437,7 @@ impl Segments {
 /// [`Segments`] on the device, with their partial sums.
 pub(crate) struct DeviceSegments<T> {
     pub count: u32,
+    length: u32,
     row: CudaSlice<u32>,
     start: CudaSlice<u32>,
     pub first: CudaSlice<u32>,
@@ -440,7 +456,7 @@ impl<T: Scalar> DeviceSegments<T> {
     ) -> Result<()> {
         let params = SpmvSegments {
             segments: self.count,
-            segment_length: LONG_ROW,
+            segment_length: self.length,
             segment_row: Ptr::of(&self.row, device),
             segment_start: Ptr::of(&self.start, device),
             row_ptr,
@@ -607,20 +623,14 @@ impl<T: Scalar> CsrRows<T> {
                 kernel.launch(grid(row_threads)?, &params(u32::MAX))
             },
             RowsKernel::Split(kernel, long) => {
-                let segment_threads = u64::from(long.segments) * 32;
-                let segment_blocks = to_u32(
-                    "number of thread blocks",
-                    segment_threads.div_ceil(u64::from(BLOCK)) as usize,
-                )?;
                 let mut config = grid(row_threads)?;
-                config.grid_dim.0 = config
-                    .grid_dim
-                    .0
-                    .checked_add(segment_blocks)
-                    .ok_or_else(|| Error::internal("vector-split grid overflows u32"))?;
+                config.grid_dim.0 =
+                    config.grid_dim.0.checked_add(long.blocks).ok_or_else(|| {
+                        Error::overflow::<u32>("vector-split thread blocks", long.blocks as usize)
+                    })?;
                 let params = SpmvSplit {
                     csr: params(split_limit(self.lanes)),
-                    segment_blocks,
+                    segment_blocks: long.blocks,
                     segments: long.segments,
                     segment_start: Ptr::of(&long.start, device),
                     segment_end: Ptr::of(&long.end, device),
@@ -844,9 +854,12 @@ mod tests {
         let seg = SPLIT_SEGMENT;
         let (r2, r4, r5, r6) = (ptr[2] as u32, ptr[4] as u32, ptr[5] as u32, ptr[6] as u32);
         assert_eq!(s.matrix_row, [2, 4, 5, 6]);
-        assert_eq!(s.first_segment, [0, 1, 4, 5, 7]);
-        assert_eq!(s.segment_row, [0, 1, 1, 1, 2, 3, 3]);
-        assert_eq!(s.start, [r2, r4, r4 + seg, r4 + 2 * seg, r5, r6, r6 + seg]);
+        assert_eq!(s.segments.first, [0, 1, 4, 5, 7]);
+        assert_eq!(s.segments.row, [0, 1, 1, 1, 2, 3, 3]);
+        assert_eq!(
+            s.segments.start,
+            [r2, r4, r4 + seg, r4 + 2 * seg, r5, r6, r6 + seg]
+        );
         assert_eq!(
             s.end,
             [
