@@ -34,6 +34,9 @@
 // (attention_tc_combine): runs are bit-reproducible.
 
 #define ATTN_TC_NEG_INF __int_as_float(0xff800000)
+#define ATTN_TC_INF __int_as_float(0x7f800000)
+// The shift of a row of attention_tc_gather before its first nonzero weight.
+#define ATTN_TC_NO_SHIFT 0x7fffffff
 // item_piece of an item that is a whole window.
 #define ATTN_TC_WHOLE 0xffffffffu
 
@@ -104,6 +107,156 @@ __device__ __forceinline__ void tc_store16(T* out, u32 first, u32 len, u32 cs, b
         if (first + e < len) out[(u64)(first + e) * cs] = from_acc<T>(x[e]);
 }
 
+// The operand loads and the two products, shared by the forward and the backward. Lane (g, t);
+// a head's operand is `head` (its first column) with row stride rs, column stride cs and `len`
+// columns; `vec`: it takes 16-byte loads.
+
+// Rows g (r = 0) and g + 8 (r = 1) of a window as the A operand of the scores' MMA: chunks
+// k_first .. of 32 columns, in the permuted k order. Rows past `rows` read as zeros.
+template <typename T, int KW>
+__device__ __forceinline__ void tc_load_window(const T* head, u32 rs, u32 cs, u32 len, bool vec, u32 window, u32 rows,
+                                               u32 k_first, u32 g, u32 t, u32 (&frag)[KW][2][4]) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const u32 row = window * 16 + g + 8 * r;
+        const bool live = row < rows;
+        const T* at = head + (u64)(live ? row : 0) * rs;
+#pragma unroll
+        for (int c = 0; c < KW; ++c) load_run<T, 8>(at, 32 * (k_first + c) + 8 * t, live ? len : 0, cs, vec, frag[c][r]);
+    }
+}
+
+// The rows of a block's slots g (h = 0) and 8 + g (h = 1) as the B operand of the scores' MMA.
+template <typename T, int KW>
+__device__ __forceinline__ void tc_load_slots(const T* head, u32 rs, u32 cs, u32 len, bool vec, const u32* cols, u32 k_first,
+                                              u32 g, u32 t, u32 (&frag)[2][KW][4]) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int c = 0; c < KW; ++c)
+            load_run<T, 8>(head + (u64)load(cols + 8 * h + g) * rs, 32 * (k_first + c) + 8 * t, len, cs, vec, frag[h][c]);
+}
+
+// s += A B^T (16 rows x 16 slots) over KW chunks of 32 columns; s[h][2r + e] is row g + 8r,
+// slot 8h + 2t + e.
+template <typename T, int KW>
+__device__ __forceinline__ void tc_scores(float (&s)[2][4], const u32 (&a)[KW][2][4], const u32 (&b)[2][KW][4]) {
+#pragma unroll
+    for (int c = 0; c < KW; ++c)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const u32 frag[4] = {a[c][0][2 * half], a[c][1][2 * half], a[c][0][2 * half + 1], a[c][1][2 * half + 1]};
+#pragma unroll
+            for (int h = 0; h < 2; ++h) tc_mma<T>(s[h], frag, b[h][c][2 * half], b[h][c][2 * half + 1]);
+        }
+}
+
+// The rows of a block's slots 2t, 2t+1, 2t+8, 2t+9 (i = 0..3) as the B operand of the weighted
+// sum: 8 columns at first + 64c + 8g of each.
+template <typename T, int DVC>
+__device__ __forceinline__ void tc_load_sum_rows(const T* head, u32 rs, u32 cs, u32 len, bool vec, const u32* cols, u32 first,
+                                                 u32 g, u32 t, u32 (&run)[4][DVC][4]) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int c = 0; c < DVC; ++c)
+            load_run<T, 8>(head + (u64)load(cols + 2 * t + (i & 1) + 8 * (i >> 1)) * rs, first + 64 * c + 8 * g, len, cs, vec,
+                           run[i][c]);
+}
+
+// acc += W X for a block: W (16 rows x 16 slots) in the scores' C layout in s (0 where a row
+// lacks the slot), X the slots' rows, columns first .. of the head, loaded into `run`.
+// acc[c][j][2r + e] is row g + 8r, column first + 64c + 8(2t + e) + j. A block whose X rows
+// hold a non-finite value is summed on CUDA cores instead (see the top of the file).
+template <typename T, int DVC>
+__device__ __forceinline__ void tc_weighted_sum(float (&acc)[DVC][8][4], const float (&s)[2][4], const u32 (&run)[4][DVC][4],
+                                                const u32 (&bits)[2], const T* head, u32 rs, u32 cs, u32 len, const u32* cols,
+                                                u32 first, u32 g, u32 t) {
+    const int PARTS = tc_type<T>::PARTS;
+    u32 nonfinite = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int c = 0; c < DVC; ++c)
+#pragma unroll
+            for (int w = 0; w < 4; ++w) nonfinite |= tc_nonfinite_bits<T>(run[i][c][w]);
+    if (!__any_sync(0xffffffffu, tc_nonfinite_found(nonfinite))) {
+        // a_q for q = 2h + r: row g + 8r, slots 8h + 2t, 8h + 2t + 1.
+        u32 w_frag[PARTS][4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            u32 lo[PARTS], hi[PARTS];
+            tc_split<T>(s[q / 2][2 * (q % 2)], lo);
+            tc_split<T>(s[q / 2][2 * (q % 2) + 1], hi);
+#pragma unroll
+            for (int part = 0; part < PARTS; ++part) w_frag[part][q] = lo[part] | hi[part] << 16;
+        }
+#pragma unroll
+        for (int c = 0; c < DVC; ++c)
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {
+                const u32 select = j % 2 ? 0x7632 : 0x5410;
+                const u32 b0 = __byte_perm(run[0][c][j / 2], run[1][c][j / 2], select);
+                const u32 b1 = __byte_perm(run[2][c][j / 2], run[3][c][j / 2], select);
+#pragma unroll
+                for (int part = 0; part < PARTS; ++part) tc_mma<T>(acc[c][j], w_frag[part], b0, b1);
+            }
+        return;
+    }
+    // Lane (g, t) adds, for rows g and g+8, the slots each row has times its columns 16t ..
+    // 16t+15 of each chunk, read element by element. A slot's weights are in lane
+    // (g, (slot % 8) / 2), in s[slot / 8][2r + slot % 2].
+#pragma unroll 1
+    for (u32 slot = 0; slot < 16; ++slot) {
+        const u32 from = 4 * g + slot % 8 / 2;
+        float w[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const float lo = slot < 8 ? s[0][2 * r] : s[1][2 * r];
+            const float hi = slot < 8 ? s[0][2 * r + 1] : s[1][2 * r + 1];
+            w[r] = __shfl_sync(0xffffffffu, slot % 2 ? hi : lo, from);
+        }
+        const T* x_row = head + (u64)load(cols + slot) * rs;
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            if (!(bits[r] >> slot & 1)) continue;
+#pragma unroll
+            for (int c = 0; c < DVC; ++c)
+#pragma unroll
+                for (int x = 0; x < 16; ++x) {
+                    const u32 col = first + 64 * c + 16 * t + x;
+                    if (col < len) acc[c][x % 8][2 * r + x / 8] += w[r] * to_acc(load(x_row + (u64)col * cs));
+                }
+        }
+    }
+}
+
+// Row g + 8r of acc times `inv` into out_row (columns first .. of a head of `len`); its
+// columns 16t .. 16t+15 of each chunk of 64 are this lane's.
+template <typename T, int DVC>
+__device__ __forceinline__ void tc_store_row(const float (&acc)[DVC][8][4], int r, float inv, T* out_row, u32 first, u32 len,
+                                             u32 cs, bool vec, u32 t) {
+#pragma unroll
+    for (int c = 0; c < DVC; ++c) {
+        float x[16];
+#pragma unroll
+        for (int e = 0; e < 16; ++e) x[e] = acc[c][e % 8][2 * r + e / 8] * inv;
+        tc_store16<T>(out_row, first + 64 * c + 16 * t, len, cs, vec, x);
+    }
+}
+
+// Row g + 8r of acc, unnormalised, into a piece's scratch row `part` of `len` floats.
+template <int DVC>
+__device__ __forceinline__ void tc_store_piece(const float (&acc)[DVC][8][4], int r, float* part, u32 first, u32 len, u32 t) {
+#pragma unroll
+    for (int c = 0; c < DVC; ++c)
+#pragma unroll
+        for (int e = 0; e < 16; ++e) {
+            const u32 col = first + 64 * c + 16 * t + e;
+            if (col < len) part[col] = acc[c][e % 8][2 * r + e / 8];
+        }
+}
+
 // attention_tc<T, KC, DVC, KS>: a warp per (item, head, slice of 64*DVC columns of dv);
 // d <= 32*KC. The slices of an item are neighbouring warps of one block. With KS = 1 each slice
 // computes all the scores (the K rows one loads are in L1 for the others). With KS = 2 there are
@@ -112,36 +265,26 @@ __device__ __forceinline__ void tc_store16(T* out, u32 first, u32 len, u32 cs, b
 // bit), which halves each warp's Q and K fragments and so its registers.
 template <typename T, int KC, int DVC, int KS>
 __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc(const AttentionTc<T> p) {
-    const int PARTS = tc_type<T>::PARTS;
     const int KW = KC / KS;  // chunks of d this warp multiplies
     const u32 lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const u32 warp = threadIdx.x / 32;
     const u64 work = (u64)blockIdx.x * ATTN_TC_WARPS + warp;
-    if (work >= (u64)p.items * p.ops.heads * p.slices) return;
+    if (work >= (u64)p.win.items * p.ops.heads * p.slices) return;
     const u32 item = (u32)(work / p.slices / p.ops.heads), head = (u32)(work / p.slices % p.ops.heads);
     const u32 slice = (u32)(work % p.slices);
-    const u32 window = load(p.item_window + item), begin = load(p.item_begin + item);
-    const u32 end = load(p.item_end + item), piece = load(p.item_piece + item);
+    const u32 window = load(p.win.item_window + item), begin = load(p.win.item_begin + item);
+    const u32 end = load(p.win.item_end + item), piece = load(p.win.item_piece + item);
     const u32 v_first = slice * 64 * DVC;
     const u32 k_first = KS == 1 ? 0 : slice * KW;
     const T* k_head = p.ops.k + (u64)head * p.ops.d * p.ops.k_cs;
     const T* v_head = p.ops.v + (u64)head * p.ops.dv * p.ops.v_cs;
 
-    // Rows g (r = 0) and g+8 (r = 1) of the window.
     u32 q_frag[KW][2][4];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        const u32 row = window * 16 + g + 8 * r;
-        const bool live = row < p.rows;
-        const T* q_row = p.ops.q + (u64)(live ? row : 0) * p.ops.q_rs + (u64)head * p.ops.d * p.ops.q_cs;
-#pragma unroll
-        for (int c = 0; c < KW; ++c)
-            load_run<T, 8>(q_row, 32 * (k_first + c) + 8 * t, live ? p.ops.d : 0, p.ops.q_cs, p.q_vec, q_frag[c][r]);
-    }
+    tc_load_window<T, KW>(p.ops.q + (u64)head * p.ops.d * p.ops.q_cs, p.ops.q_rs, p.ops.q_cs, p.ops.d, p.q_vec, window,
+                          p.win.rows, k_first, g, t, q_frag);
     // Partial scores exchanged by a KS = 2 pair, two buffers used in turn: a warp writes one
     // while its partner may still read the other, and the barrier between keeps them one apart.
     __shared__ float exchange[KS == 1 ? 1 : 2][KS == 1 ? 1 : ATTN_TC_WARPS][32][8];
-    // acc[c][j][2r + e]: row g + 8r, column 64c + 8(2t + e) + j of the slice.
     float acc[DVC][8][4];
 #pragma unroll
     for (int c = 0; c < DVC; ++c)
@@ -154,44 +297,20 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc(const AttentionT
     u32 entry[2] = {0, 0};
     if (p.ops.bias)
 #pragma unroll
-        for (int r = 0; r < 2; ++r) entry[r] = load(p.item_entry + (u64)item * 16 + g + 8 * r);
+        for (int r = 0; r < 2; ++r) entry[r] = load(p.win.item_entry + (u64)item * 16 + g + 8 * r);
 
     for (u32 b = begin; b < end; ++b) {
-        const u32* cols = p.blk_col + (u64)b * 16;
+        const u32* cols = p.win.blk_col + (u64)b * 16;
         u32 k_frag[2][KW][4];
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-#pragma unroll
-            for (int c = 0; c < KW; ++c)
-                load_run<T, 8>(k_head + (u64)load(cols + 8 * h + g) * p.ops.k_rs, 32 * (k_first + c) + 8 * t, p.ops.d,
-                               p.ops.k_cs, p.k_vec, k_frag[h][c]);
-        // Slots 2t, 2t+1, 2t+8, 2t+9.
+        tc_load_slots<T, KW>(k_head, p.ops.k_rs, p.ops.k_cs, p.ops.d, p.k_vec, cols, k_first, g, t, k_frag);
         u32 v_run[4][DVC][4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-#pragma unroll
-            for (int c = 0; c < DVC; ++c)
-                load_run<T, 8>(v_head + (u64)load(cols + 2 * t + (i & 1) + 8 * (i >> 1)) * p.ops.v_rs, v_first + 64 * c + 8 * g, p.ops.dv,
-                               p.ops.v_cs, p.v_vec, v_run[i][c]);
+        tc_load_sum_rows<T, DVC>(v_head, p.ops.v_rs, p.ops.v_cs, p.ops.dv, p.v_vec, cols, v_first, g, t, v_run);
         u32 bits[2];
 #pragma unroll
-        for (int r = 0; r < 2; ++r) bits[r] = __ldg(p.blk_bits + (u64)b * 16 + g + 8 * r);
+        for (int r = 0; r < 2; ++r) bits[r] = __ldg(p.win.blk_bits + (u64)b * 16 + g + 8 * r);
 
-        // s[h][2r + e]: row g + 8r, slot 8h + 2t + e.
-        float s[2][4];
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) s[h][i] = 0.0f;
-#pragma unroll
-        for (int c = 0; c < KW; ++c)
-#pragma unroll
-            for (int half = 0; half < 2; ++half) {
-                const u32 a[4] = {q_frag[c][0][2 * half], q_frag[c][1][2 * half], q_frag[c][0][2 * half + 1],
-                                  q_frag[c][1][2 * half + 1]};
-#pragma unroll
-                for (int h = 0; h < 2; ++h) tc_mma<T>(s[h], a, k_frag[h][c][2 * half], k_frag[h][c][2 * half + 1]);
-            }
+        float s[2][4] = {};
+        tc_scores<T, KW>(s, q_frag, k_frag);
         if (KS == 2) {
             float* mine = exchange[b & 1][warp][lane];
 #pragma unroll
@@ -251,63 +370,7 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc(const AttentionT
             }
             if (p.ops.bias) entry[r] += __popc(bits[r]);
         }
-
-        u32 nonfinite = 0;
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-#pragma unroll
-            for (int c = 0; c < DVC; ++c)
-#pragma unroll
-                for (int w = 0; w < 4; ++w) nonfinite |= tc_nonfinite_bits<T>(v_run[i][c][w]);
-        if (!__any_sync(0xffffffffu, tc_nonfinite_found(nonfinite))) {
-            // a_q for q = 2h + r: row g + 8r, slots 8h + 2t, 8h + 2t + 1.
-            u32 p_frag[PARTS][4];
-#pragma unroll
-            for (int q = 0; q < 4; ++q) {
-                u32 lo[PARTS], hi[PARTS];
-                tc_split<T>(s[q / 2][2 * (q % 2)], lo);
-                tc_split<T>(s[q / 2][2 * (q % 2) + 1], hi);
-#pragma unroll
-                for (int part = 0; part < PARTS; ++part) p_frag[part][q] = lo[part] | hi[part] << 16;
-            }
-#pragma unroll
-            for (int c = 0; c < DVC; ++c)
-#pragma unroll
-                for (int j = 0; j < 8; ++j) {
-                    const u32 select = j % 2 ? 0x7632 : 0x5410;
-                    const u32 b0 = __byte_perm(v_run[0][c][j / 2], v_run[1][c][j / 2], select);
-                    const u32 b1 = __byte_perm(v_run[2][c][j / 2], v_run[3][c][j / 2], select);
-#pragma unroll
-                    for (int part = 0; part < PARTS; ++part) tc_mma<T>(acc[c][j], p_frag[part], b0, b1);
-                }
-        } else {
-            // Lane (g, t) adds, for rows g and g+8, the slots each row has times its columns
-            // 16t .. 16t+15 of each chunk, read element by element. A slot's weights are in lane
-            // (g, (slot % 8) / 2), in s[slot / 8][2r + slot % 2].
-#pragma unroll 1
-            for (u32 slot = 0; slot < 16; ++slot) {
-                const u32 from = 4 * g + slot % 8 / 2;
-                float w[2];
-#pragma unroll
-                for (int r = 0; r < 2; ++r) {
-                    const float lo = slot < 8 ? s[0][2 * r] : s[1][2 * r];
-                    const float hi = slot < 8 ? s[0][2 * r + 1] : s[1][2 * r + 1];
-                    w[r] = __shfl_sync(0xffffffffu, slot % 2 ? hi : lo, from);
-                }
-                const T* v_row = v_head + (u64)load(cols + slot) * p.ops.v_rs;
-#pragma unroll
-                for (int r = 0; r < 2; ++r) {
-                    if (!(bits[r] >> slot & 1)) continue;
-#pragma unroll
-                    for (int c = 0; c < DVC; ++c)
-#pragma unroll
-                        for (int x = 0; x < 16; ++x) {
-                            const u32 col = v_first + 64 * c + 16 * t + x;
-                            if (col < p.ops.dv) acc[c][x % 8][2 * r + x / 8] += w[r] * to_acc(load(v_row + (u64)col * p.ops.v_cs));
-                        }
-                }
-            }
-        }
+        tc_weighted_sum<T, DVC>(acc, s, v_run, bits, v_head, p.ops.v_rs, p.ops.v_cs, p.ops.dv, cols, v_first, g, t);
     }
 
 #pragma unroll
@@ -318,7 +381,7 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc(const AttentionT
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         const u32 row = window * 16 + g + 8 * r;
-        if (row >= p.rows) continue;
+        if (row >= p.win.rows) continue;
         if (piece == ATTN_TC_WHOLE) {
             if (slice == 0 && t == 0) {
                 p.stats[2 * ((u64)row * p.ops.heads + head)] = run_max[r];
@@ -326,13 +389,7 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc(const AttentionT
             }
             const float inv = run_sum[r] == 0.0f ? 0.0f : 1.0f / run_sum[r];
             T* o_row = p.ops.o + (u64)row * p.ops.o_rs + (u64)head * p.ops.dv * p.ops.o_cs;
-#pragma unroll
-            for (int c = 0; c < DVC; ++c) {
-                float x[16];
-#pragma unroll
-                for (int e = 0; e < 16; ++e) x[e] = acc[c][e % 8][2 * r + e / 8] * inv;
-                tc_store16<T>(o_row, v_first + 64 * c + 16 * t, p.ops.dv, p.ops.o_cs, p.o_vec, x);
-            }
+            tc_store_row<T, DVC>(acc, r, inv, o_row, v_first, p.ops.dv, p.ops.o_cs, p.o_vec, t);
         } else {
             // A piece: its maximum, sum and unnormalised sums, for attention_tc_combine.
             const u64 at = ((u64)piece * p.ops.heads + head) * 16 + g + 8 * r;
@@ -340,13 +397,7 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc(const AttentionT
                 p.part_stats[2 * at] = run_max[r];
                 p.part_stats[2 * at + 1] = run_sum[r];
             }
-#pragma unroll
-            for (int c = 0; c < DVC; ++c)
-#pragma unroll
-                for (int e = 0; e < 16; ++e) {
-                    const u32 col = v_first + 64 * c + 16 * t + e;
-                    if (col < p.ops.dv) p.part_acc[at * p.ops.dv + col] = acc[c][e % 8][2 * r + e / 8];
-                }
+            tc_store_piece<DVC>(acc, r, p.part_acc + at * p.ops.dv, v_first, p.ops.dv, t);
         }
     }
 }
@@ -357,11 +408,11 @@ template <typename T>
 __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc_combine(const AttentionTc<T> p) {
     const u32 lane = threadIdx.x % 32;
     const u64 work = (u64)blockIdx.x * ATTN_TC_WARPS + threadIdx.x / 32;
-    if (work >= (u64)p.windows * 16 * p.ops.heads) return;
+    if (work >= (u64)p.win.windows * 16 * p.ops.heads) return;
     const u32 split = (u32)(work / (16 * p.ops.heads)), r = (u32)(work / p.ops.heads % 16), head = (u32)(work % p.ops.heads);
-    const u32 row = load(p.split_window + split) * 16 + r;
-    if (row >= p.rows) return;
-    const u32 first = load(p.split_piece + split), last = load(p.split_piece + split + 1);
+    const u32 row = load(p.win.split_window + split) * 16 + r;
+    if (row >= p.win.rows) return;
+    const u32 first = load(p.win.split_piece + split), last = load(p.win.split_piece + split + 1);
     const auto at = [&](u32 piece) { return ((u64)piece * p.ops.heads + head) * 16 + r; };
     float max = ATTN_TC_NEG_INF;
     for (u32 piece = first; piece < last; ++piece) max = fmaxf(max, p.part_stats[2 * at(piece)]);
@@ -382,5 +433,214 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc_combine(const At
         float x = 0.0f;
         for (u32 piece = first; piece < last; ++piece) x += factor(piece) * p.part_acc[at(piece) * p.ops.dv + col];
         o_row[(u64)col * p.ops.o_cs] = from_acc<T>(x * inv);
+    }
+}
+
+// The backward on tensor cores, from the forward's row statistics (m, l) of each (row, head):
+// P = exp(s - m) / l, dP_ij = dO_i . V_j, D_i = dO_i . O_i and dS = P (dP - D) give
+// dQ = scale dS K, dK = scale dS^T Q, dV = P^T dO and the bias gradient, dS summed over the
+// heads. attention_tc_grad_scores forms P and dS of each (entry, head) from two score MMAs
+// over A's windows and leaves them side by side in prob_grads ((entry, head), entry major);
+// attention_tc_gather then makes each gradient as a weighted sum over a window layout: dQ over
+// A's windows (weights scale dS, rows of K), dK and dV over A^T's (scale dS with Q's rows, P
+// with dO's), a long window's pieces added in piece order by attention_tc_gather_combine.
+// Every output is written once, in a fixed order: runs are bit-reproducible.
+
+// The dot product of two words of two elements of T each.
+template <typename T>
+__device__ __forceinline__ float tc_word_dot(u32 a, u32 b) {
+    T a_lo, a_hi, b_lo, b_hi;
+    a_lo.bits = (unsigned short)a;
+    a_hi.bits = (unsigned short)(a >> 16);
+    b_lo.bits = (unsigned short)b;
+    b_hi.bits = (unsigned short)(b >> 16);
+    return to_acc(a_lo) * to_acc(b_lo) + to_acc(a_hi) * to_acc(b_hi);
+}
+
+// attention_tc_grad_scores<T, KC>: a warp per (item, head) of A's windows; d, dv <= 32*KC.
+// Q's and dO's fragments of the window stay in registers; per block S = Q K^T and
+// dP = dO V^T on the MMA, then each entry's P and dS.
+template <typename T, int KC>
+__global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc_grad_scores(const AttentionTcScores<T> p) {
+    const AttentionGrad<T>& a = p.grad;
+    const u32 lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const u64 work = (u64)blockIdx.x * ATTN_TC_WARPS + threadIdx.x / 32;
+    if (work >= (u64)p.win.items * a.heads) return;
+    const u32 item = (u32)(work / a.heads), head = (u32)(work % a.heads);
+    const u32 window = load(p.win.item_window + item), begin = load(p.win.item_begin + item);
+    const u32 end = load(p.win.item_end + item);
+    const T* k_head = a.k + (u64)head * a.d * a.k_cs;
+    const T* v_head = a.v + (u64)head * a.dv * a.v_cs;
+    u32 q_frag[KC][2][4], do_frag[KC][2][4];
+    tc_load_window<T, KC>(a.q + (u64)head * a.d * a.q_cs, a.q_rs, a.q_cs, a.d, p.q_vec, window, a.rows, 0, g, t, q_frag);
+    tc_load_window<T, KC>(a.d_o + (u64)head * a.dv * a.do_cs, a.do_rs, a.do_cs, a.dv, p.do_vec, window, a.rows, 0, g, t,
+                          do_frag);
+    // D of rows g and g + 8: this lane's columns of dO times O's, then the row's four lanes.
+    float mean[2] = {0.0f, 0.0f};
+    {
+        u32 o_frag[KC][2][4];
+        tc_load_window<T, KC>(a.o + (u64)head * a.dv * a.o_cs, a.o_rs, a.o_cs, a.dv, p.o_vec, window, a.rows, 0, g, t,
+                              o_frag);
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+#pragma unroll
+            for (int c = 0; c < KC; ++c)
+#pragma unroll
+                for (int w = 0; w < 4; ++w) mean[r] += tc_word_dot<T>(do_frag[c][r][w], o_frag[c][r][w]);
+            mean[r] += __shfl_xor_sync(0xffffffffu, mean[r], 1);
+            mean[r] += __shfl_xor_sync(0xffffffffu, mean[r], 2);
+        }
+    }
+    float max[2], inv_sum[2];
+    u32 entry[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const u32 row = window * 16 + g + 8 * r;
+        // A row past A's rows has no entries: its statistics are never used.
+        const u64 at = 2 * ((u64)(row < a.rows ? row : 0) * a.heads + head);
+        max[r] = load(a.stats + at);
+        inv_sum[r] = 1.0f / load(a.stats + at + 1);
+        entry[r] = load(p.win.item_entry + (u64)item * 16 + g + 8 * r);
+    }
+    float2* prob_grads = reinterpret_cast<float2*>(a.prob_grads);
+    for (u32 b = begin; b < end; ++b) {
+        const u32* cols = p.win.blk_col + (u64)b * 16;
+        u32 k_frag[2][KC][4], v_frag[2][KC][4];
+        tc_load_slots<T, KC>(k_head, a.k_rs, a.k_cs, a.d, p.k_vec, cols, 0, g, t, k_frag);
+        tc_load_slots<T, KC>(v_head, a.v_rs, a.v_cs, a.dv, p.v_vec, cols, 0, g, t, v_frag);
+        u32 bits[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) bits[r] = __ldg(p.win.blk_bits + (u64)b * 16 + g + 8 * r);
+        float s[2][4] = {}, dp[2][4] = {};
+        tc_scores<T, KC>(s, q_frag, k_frag);
+        tc_scores<T, KC>(dp, do_frag, v_frag);
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const u32 slot = 8 * h + 2 * t + e;
+                    if (!(bits[r] >> slot & 1)) continue;
+                    const u32 pos = entry[r] + __popc(bits[r] & ((1u << slot) - 1));
+                    float x = s[h][2 * r + e] * a.scale;
+                    if (a.bias) x += to_acc(load(a.values + pos));
+                    const float prob = expf(x - max[r]) * inv_sum[r];
+                    prob_grads[(u64)pos * a.heads + head] = make_float2(prob, prob * (dp[h][2 * r + e] - mean[r]));
+                }
+            entry[r] += __popc(bits[r]);
+        }
+    }
+}
+
+// attention_tc_gather<T>: a warp per (item, head, slice of 64 columns) of a window layout:
+// out = W X, W the `component` of prob_grads (P or dS) times `factor`, X's rows by the slots.
+// An entry's place in prob_grads is its position in the layout's order, through `entry_map`
+// when that is not null (A^T's layout, whose positions are in column order).
+template <typename T>
+__global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc_gather(const AttentionTcGather<T> p) {
+    const u32 lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const u64 work = (u64)blockIdx.x * ATTN_TC_WARPS + threadIdx.x / 32;
+    if (work >= (u64)p.win.items * p.heads * p.slices) return;
+    const u32 item = (u32)(work / p.slices / p.heads), head = (u32)(work / p.slices % p.heads);
+    const u32 first = (u32)(work % p.slices) * 64;
+    const u32 window = load(p.win.item_window + item), begin = load(p.win.item_begin + item);
+    const u32 end = load(p.win.item_end + item), piece = load(p.win.item_piece + item);
+    const T* x_head = p.x + (u64)head * p.width * p.x_cs;
+    u32 entry[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) entry[r] = load(p.win.item_entry + (u64)item * 16 + g + 8 * r);
+    float acc[1][8][4] = {};
+    // Row g + 8r's weights enter the MMA times 2^shift[r], and its sums are kept in units of
+    // 2^-shift[r]: f16 parts of a weight far below 1 (a gradient's weights may all be) would be
+    // subnormal and lose its digits. The shift puts the largest weight seen so far in
+    // [2^14, 2^15); when a block raises it, the row's sums are scaled down by the change. Every
+    // factor is a power of two: runs stay bit-reproducible.
+    int shift[2] = {ATTN_TC_NO_SHIFT, ATTN_TC_NO_SHIFT};
+    for (u32 b = begin; b < end; ++b) {
+        const u32* cols = p.win.blk_col + (u64)b * 16;
+        u32 x_run[4][1][4];
+        tc_load_sum_rows<T, 1>(x_head, p.x_rs, p.x_cs, p.width, p.x_vec, cols, first, g, t, x_run);
+        u32 bits[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) bits[r] = __ldg(p.win.blk_bits + (u64)b * 16 + g + 8 * r);
+        float s[2][4];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const u32 slot = 8 * h + 2 * t + e;
+                    float w = 0.0f;
+                    if (bits[r] >> slot & 1) {
+                        const u32 pos = entry[r] + __popc(bits[r] & ((1u << slot) - 1));
+                        const u64 at = p.entry_map ? load(p.entry_map + pos) : pos;
+                        w = p.factor * load(p.weights + 2 * (at * p.heads + head) + p.component);
+                    }
+                    s[h][2 * r + e] = w;
+                }
+            entry[r] += __popc(bits[r]);
+            float largest = fmaxf(fmaxf(fabsf(s[0][2 * r]), fabsf(s[0][2 * r + 1])), fmaxf(fabsf(s[1][2 * r]), fabsf(s[1][2 * r + 1])));
+            largest = fmaxf(largest, __shfl_xor_sync(0xffffffffu, largest, 1));
+            largest = fmaxf(largest, __shfl_xor_sync(0xffffffffu, largest, 2));
+            // Zero, infinite and NaN maxima leave the shift as it is.
+            if (largest > 0.0f && largest < ATTN_TC_INF) {
+                const int wanted = 14 - ilogbf(largest);
+                if (wanted < shift[r]) {
+                    if (shift[r] != ATTN_TC_NO_SHIFT) {
+#pragma unroll
+                        for (int j = 0; j < 8; ++j) {
+                            acc[0][j][2 * r] = ldexpf(acc[0][j][2 * r], wanted - shift[r]);
+                            acc[0][j][2 * r + 1] = ldexpf(acc[0][j][2 * r + 1], wanted - shift[r]);
+                        }
+                    }
+                    shift[r] = wanted;
+                }
+            }
+            if (shift[r] != ATTN_TC_NO_SHIFT)
+#pragma unroll
+                for (int i = 0; i < 4; ++i) s[i / 2][2 * r + i % 2] = ldexpf(s[i / 2][2 * r + i % 2], shift[r]);
+        }
+        tc_weighted_sum<T, 1>(acc, s, x_run, bits, x_head, p.x_rs, p.x_cs, p.width, cols, first, g, t);
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+        if (shift[r] != ATTN_TC_NO_SHIFT)
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {
+                acc[0][j][2 * r] = ldexpf(acc[0][j][2 * r], -shift[r]);
+                acc[0][j][2 * r + 1] = ldexpf(acc[0][j][2 * r + 1], -shift[r]);
+            }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const u32 row = window * 16 + g + 8 * r;
+        if (row >= p.win.rows) continue;
+        if (piece == ATTN_TC_WHOLE) {
+            T* out_row = p.out + (u64)row * p.out_rs + (u64)head * p.width * p.out_cs;
+            tc_store_row<T, 1>(acc, r, 1.0f, out_row, first, p.width, p.out_cs, p.out_vec, t);
+        } else {
+            const u64 at = ((u64)piece * p.heads + head) * 16 + g + 8 * r;
+            tc_store_piece<1>(acc, r, p.part_acc + at * p.width, first, p.width, t);
+        }
+    }
+}
+
+// attention_tc_gather_combine<T>: a warp per (split window, row, head) adds the window's pieces
+// in piece order.
+template <typename T>
+__global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc_gather_combine(const AttentionTcGather<T> p) {
+    const u32 lane = threadIdx.x % 32;
+    const u64 work = (u64)blockIdx.x * ATTN_TC_WARPS + threadIdx.x / 32;
+    if (work >= (u64)p.win.windows * 16 * p.heads) return;
+    const u32 split = (u32)(work / (16 * p.heads)), r = (u32)(work / p.heads % 16), head = (u32)(work % p.heads);
+    const u32 row = load(p.win.split_window + split) * 16 + r;
+    if (row >= p.win.rows) return;
+    const u32 first = load(p.win.split_piece + split), last = load(p.win.split_piece + split + 1);
+    T* out_row = p.out + (u64)row * p.out_rs + (u64)head * p.width * p.out_cs;
+    for (u32 col = lane; col < p.width; col += 32) {
+        float x = 0.0f;
+        for (u32 piece = first; piece < last; ++piece) x += p.part_acc[(((u64)piece * p.heads + head) * 16 + r) * p.width + col];
+        out_row[(u64)col * p.out_cs] = from_acc<T>(x);
     }
 }

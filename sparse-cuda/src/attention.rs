@@ -8,8 +8,8 @@
 //! order, so runs are bit-reproducible. Any d and dv: lanes hold 32*CH columns (CH chosen per run
 //! from d and dv), wider V heads are cut into slices over grid.y.
 //!
-//! The `fused-tc` algorithm (`tensor_core.rs`): the same forward on tensor cores in f16 and
-//! bf16, with this file's backward.
+//! The `fused-tc` algorithm (`tensor_core.rs`): the same forward and backward on tensor cores
+//! in f16 and bf16 (heads wider than those kernels take run this file's).
 //!
 //! The `unfused` algorithm (`unfused.rs`): SDDMM, a row softmax and SpMM, the baseline.
 //!
@@ -389,8 +389,8 @@ pub(crate) struct FusedAttention<T: Scalar> {
     long: RowList,
     /// By (WPI, CH), in the order of [`entries`].
     kernels: Vec<Kernel<AttentionFused<T>>>,
-    /// The tensor-core forward of a `fused-tc` plan (heads it does not take run the CUDA-core
-    /// kernel).
+    /// The tensor-core kernels of a `fused-tc` plan (heads they do not take run the CUDA-core
+    /// kernels).
     tensor: Option<TensorCore<T>>,
     backward: Backward<T>,
 }
@@ -470,8 +470,8 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
     to_u32("number of entries", a.nnz())?;
     let transposed = Transposed::of(a);
     let (short_cols, long_cols) = split_by_length(&transposed.col_ptr)?;
-    let layout = match algorithm {
-        Algorithm::FusedTensorCore => Some(tensor_core::Layout::of(a)?),
+    let layouts = match algorithm {
+        Algorithm::FusedTensorCore => Some(tensor_core::Layouts::of(a, &transposed)?),
         _ => None,
     };
     let per_head = |n: usize| {
@@ -509,8 +509,8 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
             .iter()
             .map(|e| device.kernel(e))
             .collect::<Result<_>>()?,
-        tensor: layout
-            .map(|l| TensorCore::upload(device, &l, desc.heads))
+        tensor: layouts
+            .map(|l| TensorCore::upload(device, &l, (a.rows(), a.cols()), desc.heads))
             .transpose()?,
         backward,
     };
@@ -676,32 +676,45 @@ impl<T: Scalar> AttentionKernels<T> for FusedAttention<T> {
             stats: Ptr::of(&b.stats, device),
             prob_grads: MutPtr::of(&b.prob_grads, device),
         };
-        // The row pass by the forward's row lists, the column pass by the plan's column lists.
-        let passes = [
-            (&b.rows, [&self.short, &self.long]),
-            (&b.cols, [&b.short_cols, &b.long_cols]),
-        ];
-        // SAFETY: A by rows and by columns describe the same canonical pattern (indices below
-        // rows, cols and nnz; the lists hold rows and columns of it); the operands span their
-        // shapes at their strides (bound and checked against `shape`, whose heads the
-        // statistics, weights and score gradients were sized for at plan time); each kernel
-        // writes each gradient element, weight and score gradient once; the row pass finishes
-        // before the column pass reads its results (one stream).
-        unsafe {
-            for (kernels, lists) in passes {
-                for (w, (list, warps)) in lists.into_iter().zip(WARPS).enumerate() {
-                    if list.len == 0 {
-                        continue;
+        if let Some(tensor) = self
+            .tensor
+            .as_mut()
+            .filter(|_| TensorCore::<T>::takes_backward(shape))
+        {
+            tensor.backward(device, shape, ops, params, Ptr::of(&b.t_entry, device))?;
+        } else {
+            // The row pass by the forward's row lists, the column pass by the plan's column
+            // lists.
+            let passes = [
+                (&b.rows, [&self.short, &self.long]),
+                (&b.cols, [&b.short_cols, &b.long_cols]),
+            ];
+            // SAFETY: A by rows and by columns describe the same canonical pattern (indices
+            // below rows, cols and nnz; the lists hold rows and columns of it); the operands
+            // span their shapes at their strides (bound and checked against `shape`, whose
+            // heads the statistics, weights and score gradients were sized for at plan time);
+            // each kernel writes each gradient element, weight and score gradient once; the
+            // row pass finishes before the column pass reads its results (one stream).
+            unsafe {
+                for (kernels, lists) in passes {
+                    for (w, (list, warps)) in lists.into_iter().zip(WARPS).enumerate() {
+                        if list.len == 0 {
+                            continue;
+                        }
+                        let config = list.grid(heads, warps, 1)?;
+                        let params = AttentionGrad {
+                            items: list.len,
+                            list: Ptr::of(&list.rows, device),
+                            ..params
+                        };
+                        kernels[w * CHUNKS.len() + position].launch(config, &params)?;
                     }
-                    let config = list.grid(heads, warps, 1)?;
-                    let params = AttentionGrad {
-                        items: list.len,
-                        list: Ptr::of(&list.rows, device),
-                        ..params
-                    };
-                    kernels[w * CHUNKS.len() + position].launch(config, &params)?;
                 }
             }
+        }
+        // SAFETY: a thread per entry below nnz reads its heads' score gradients (written by
+        // the passes above, on the same stream) and writes its dbias element once.
+        unsafe {
             if ops.dbias.is_some() && self.a.nnz > 0 {
                 let config = LaunchConfig {
                     grid_dim: (self.a.nnz.div_ceil(BLOCK), 1, 1),

@@ -9,13 +9,15 @@
 //! sum and unnormalised sums in a scratch buffer that a second kernel combines in piece order,
 //! so runs are bit-reproducible. Q and K heads up to [`WIDEST_D`] columns; V heads of any
 //! width, in slices of 64 or 128 columns (neighbouring warps of a block). Heads of 65 to 128
-//! columns take two slices of 64 that share the scores, each multiplying half of d.
+//! columns take two slices of 64 that share the scores, each multiplying half of d. The
+//! backward ([`backward`]) runs over A's windows and over A^T's, cut the same way.
 
 use std::cmp::Reverse;
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, LaunchConfig};
 use sparse_core::{AttentionShape, CsrRef, Error, Result, Scalar, SpIndex};
+use sparse_formats::Transposed;
 
 use crate::device::Device;
 use crate::kernel::{
@@ -24,7 +26,9 @@ use crate::kernel::{
 use crate::operand::{to_u32, AttentionOperands, Bound};
 use crate::plan::PlanBase;
 
-use super::AttentionHeads;
+use super::{AttentionGrad, AttentionHeads};
+
+mod backward;
 
 /// Rows of a window: the m of `mma.m16n8k16`.
 const WINDOW: usize = 16;
@@ -53,21 +57,16 @@ pub(super) const WIDEST_D: usize = 256;
 const WHOLE: u32 = u32::MAX;
 
 kernel_params! {
-    /// `attention_tc<T, KC, DVC>` and `attention_tc_combine<T>`: item i is blocks
+    /// A window layout as the kernels read it ([`DeviceWindows`]): item i is blocks
     /// `item_begin[i] .. item_end[i]` of window `item_window[i]`, piece `item_piece[i]` of it
-    /// (or a whole window), its rows' next entries in CSR order at `item_entry[16 i ..]`; split
-    /// window s is `split_window[s]`, its pieces `split_piece[s] .. split_piece[s + 1]`. Block
-    /// b's slots are the columns `blk_col[16 b ..]`, its rows' bitmaps `blk_bits[16 b ..]`.
-    /// `*_vec`: the operand takes 16-byte accesses.
-    pub(crate) struct AttentionTc<T> {
+    /// (or a whole window), its rows' next entries in the layout's order at
+    /// `item_entry[16 i ..]`; split window s is `split_window[s]`, its pieces `split_piece[s] ..
+    /// split_piece[s + 1]`. Block b's slots are the columns `blk_col[16 b ..]`, its rows' bitmaps
+    /// `blk_bits[16 b ..]`. `rows`: the rows of the pattern the windows cut.
+    pub(crate) struct TcWindows {
         items: u32,
         windows: u32,
-        slices: u32,
         rows: u32,
-        q_vec: u32,
-        k_vec: u32,
-        v_vec: u32,
-        o_vec: u32,
         item_window: ptr(u32),
         item_begin: ptr(u32),
         item_end: ptr(u32),
@@ -77,6 +76,20 @@ kernel_params! {
         split_piece: ptr(u32),
         blk_col: ptr(u32),
         blk_bits: ptr(u16),
+    }
+}
+
+kernel_params! {
+    /// `attention_tc<T, KC, DVC, KS>` and `attention_tc_combine<T>`: A's windows, V in slices
+    /// of `slices`, the heads, and the pieces' scratch. `*_vec`: the operand takes 16-byte
+    /// accesses.
+    pub(crate) struct AttentionTc<T> {
+        win: plain(TcWindows),
+        slices: u32,
+        q_vec: u32,
+        k_vec: u32,
+        v_vec: u32,
+        o_vec: u32,
         values: ptr(T),
         ops: sub(AttentionHeads),
         stats: out(f32),
@@ -85,12 +98,55 @@ kernel_params! {
     }
 }
 
+kernel_params! {
+    /// `attention_tc_grad_scores<T, KC>`: A's windows and the backward's operands.
+    pub(crate) struct AttentionTcScores<T> {
+        win: plain(TcWindows),
+        q_vec: u32,
+        k_vec: u32,
+        v_vec: u32,
+        o_vec: u32,
+        do_vec: u32,
+        grad: sub(AttentionGrad),
+    }
+}
+
+kernel_params! {
+    /// `attention_tc_gather<T>` and `attention_tc_gather_combine<T>`: `out` (the layout's rows
+    /// x heads*width) = W X over a window layout, W = `factor` times component `component` of
+    /// the (entry, head) pairs at `weights`, found through `entry_map` (null: the layout's own
+    /// order), X (`x`, the slots' rows x heads*width) in `slices` slices of 64 columns.
+    pub(crate) struct AttentionTcGather<T> {
+        win: plain(TcWindows),
+        slices: u32,
+        heads: u32,
+        width: u32,
+        x: ptr(T),
+        x_rs: u32,
+        x_cs: u32,
+        x_vec: u32,
+        out: out(T),
+        out_rs: u32,
+        out_cs: u32,
+        out_vec: u32,
+        weights: ptr(f32),
+        component: u32,
+        factor: f32,
+        entry_map: ptr(u32),
+        part_acc: out(f32),
+    }
+}
+
 pub(crate) const SOURCE: KernelSource = KernelSource {
     name: "attention_tc",
     code: include_str!("../../kernels/attention_tc.cu"),
     params: &[
         <AttentionHeads<half::f16> as KernelParams>::C_DECL,
+        <AttentionGrad<half::f16> as KernelParams>::C_DECL,
+        <TcWindows as KernelParams>::C_DECL,
         <AttentionTc<half::f16> as KernelParams>::C_DECL,
+        <AttentionTcScores<half::f16> as KernelParams>::C_DECL,
+        <AttentionTcGather<half::f16> as KernelParams>::C_DECL,
     ],
     defines: &[("ATTN_TC_WARPS", WARPS), ("ATTN_TC_THREADS", WARPS * 32)],
 };
@@ -115,6 +171,7 @@ fn combine_entry<T: Scalar>() -> Result<Entry<AttentionTc<T>>> {
 fn specs_of<T: Scalar>() -> Result<Vec<KernelSpec>> {
     let mut specs: Vec<KernelSpec> = entries::<T>()?.iter().map(|e| e.spec().clone()).collect();
     specs.push(combine_entry::<T>()?.spec().clone());
+    specs.extend(backward::specs::<T>()?);
     Ok(specs)
 }
 
@@ -157,18 +214,22 @@ struct Windows {
 }
 
 impl Windows {
-    fn of<T: Scalar, I: SpIndex>(a: CsrRef<'_, T, I>) -> Result<Self> {
+    /// The windows of the pattern whose row i has the columns `col[row_ptr[i] .. row_ptr[i +
+    /// 1]]`, ascending.
+    fn of<I: SpIndex>(row_ptr: &[usize], col: &[I]) -> Result<Self> {
+        let rows = row_ptr.len() - 1;
+        let row = |i: usize| col[row_ptr[i]..row_ptr[i + 1]].iter().map(|c| c.to_usize());
         let mut w = Windows {
             block_ptr: vec![0],
             col: Vec::new(),
             bits: Vec::new(),
         };
         let mut distinct: Vec<usize> = Vec::new();
-        for first in (0..a.rows()).step_by(WINDOW) {
-            let rows = first..(first + WINDOW).min(a.rows());
+        for first in (0..rows).step_by(WINDOW) {
+            let rows = first..(first + WINDOW).min(rows);
             distinct.clear();
             for i in rows.clone() {
-                distinct.extend(a.row(i).0.iter().map(|c| c.to_usize()));
+                distinct.extend(row(i));
             }
             distinct.sort_unstable();
             distinct.dedup();
@@ -184,8 +245,8 @@ impl Windows {
             for (r, i) in rows.enumerate() {
                 // The row's columns and the window's are both ascending.
                 let mut slot = 0;
-                for c in a.row(i).0 {
-                    while distinct[slot] != c.to_usize() {
+                for c in row(i) {
+                    while distinct[slot] != c {
                         slot += 1;
                     }
                     w.bits[(block0 + slot / SLOTS) * WINDOW + r] |= 1 << (slot % SLOTS);
@@ -260,7 +321,7 @@ fn items(w: &Windows, row_ptr: &[usize]) -> Result<(Vec<Item>, Vec<usize>, Vec<u
     Ok((list, split_window, split_piece))
 }
 
-/// A's windows and the items over them, built on the host.
+/// A pattern's windows and the items over them, built on the host.
 pub(super) struct Layout {
     windows: Windows,
     items: Vec<Item>,
@@ -269,10 +330,10 @@ pub(super) struct Layout {
 }
 
 impl Layout {
-    pub(super) fn of<T: Scalar, I: SpIndex>(a: CsrRef<'_, T, I>) -> Result<Self> {
-        let windows = Windows::of(a)?;
-        let row_ptr: Vec<usize> = a.row_ptr().iter().map(|p| p.to_usize()).collect();
-        let (items, split_window, split_piece) = items(&windows, &row_ptr)?;
+    /// The layout of the pattern `row_ptr`, `col` (see [`Windows::of`]).
+    fn of<I: SpIndex>(row_ptr: &[usize], col: &[I]) -> Result<Self> {
+        let windows = Windows::of(row_ptr, col)?;
+        let (items, split_window, split_piece) = items(&windows, row_ptr)?;
         Ok(Layout {
             windows,
             items,
@@ -280,6 +341,115 @@ impl Layout {
             split_piece,
         })
     }
+}
+
+/// The layouts of a `fused-tc` plan: A's windows (the forward, and dQ) and A^T's (dK and dV).
+pub(super) struct Layouts {
+    a: Layout,
+    t: Layout,
+}
+
+impl Layouts {
+    pub(super) fn of<T: Scalar, I: SpIndex>(a: CsrRef<'_, T, I>, t: &Transposed) -> Result<Self> {
+        let row_ptr: Vec<usize> = a.row_ptr().iter().map(|p| p.to_usize()).collect();
+        Ok(Layouts {
+            a: Layout::of(&row_ptr, a.col_idx())?,
+            t: Layout::of(&t.col_ptr, &t.row)?,
+        })
+    }
+}
+
+/// A layout on the device, and the number of its rows.
+struct DeviceWindows {
+    rows: u32,
+    items: u32,
+    windows: u32,
+    pieces: usize,
+    item_window: CudaSlice<u32>,
+    item_begin: CudaSlice<u32>,
+    item_end: CudaSlice<u32>,
+    item_piece: CudaSlice<u32>,
+    item_entry: CudaSlice<u32>,
+    split_window: CudaSlice<u32>,
+    split_piece: CudaSlice<u32>,
+    col: CudaSlice<u32>,
+    bits: CudaSlice<u16>,
+}
+
+impl DeviceWindows {
+    fn upload(device: &Device, layout: &Layout, rows: usize) -> Result<Self> {
+        let Layout {
+            windows,
+            items: list,
+            split_window,
+            split_piece,
+        } = layout;
+        let to_u32s = |v: &[usize]| device.upload_converted(v, 0, |&x| x as u32);
+        // Windows, blocks and positions fit u32: the slots do (checked by Windows::of), and
+        // the plan checked the entries.
+        let field = |f: fn(&Item) -> usize| to_u32s(&list.iter().map(f).collect::<Vec<_>>());
+        let positions: Vec<usize> = list.iter().flat_map(|i| i.entry).collect();
+        Ok(DeviceWindows {
+            rows: to_u32("number of rows", rows)?,
+            items: to_u32("attention items", list.len())?,
+            windows: to_u32("attention windows", split_window.len())?,
+            pieces: split_piece[split_piece.len() - 1],
+            item_window: field(|i| i.window)?,
+            item_begin: field(|i| i.begin)?,
+            item_end: field(|i| i.end)?,
+            item_piece: device.upload_converted(list, 0, |i| i.piece)?,
+            item_entry: to_u32s(&positions)?,
+            split_window: to_u32s(split_window)?,
+            split_piece: to_u32s(split_piece)?,
+            col: device.upload_converted(&windows.col, 0, |&c| c)?,
+            bits: device.upload_converted(&windows.bits, 0, |&b| b)?,
+        })
+    }
+
+    fn params(&self, device: &Device) -> TcWindows {
+        TcWindows {
+            items: self.items,
+            windows: self.windows,
+            rows: self.rows,
+            item_window: Ptr::of(&self.item_window, device),
+            item_begin: Ptr::of(&self.item_begin, device),
+            item_end: Ptr::of(&self.item_end, device),
+            item_piece: Ptr::of(&self.item_piece, device),
+            item_entry: Ptr::of(&self.item_entry, device),
+            split_window: Ptr::of(&self.split_window, device),
+            split_piece: Ptr::of(&self.split_piece, device),
+            blk_col: Ptr::of(&self.col, device),
+            blk_bits: Ptr::of(&self.bits, device),
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        (self.item_window.len() * 4
+            + self.item_entry.len()
+            + self.split_window.len() * 2
+            + self.col.len())
+            * size_of::<u32>()
+            + self.bits.len() * size_of::<u16>()
+    }
+
+    /// Floats of piece scratch for `heads` heads of rows of `width`.
+    fn scratch(&self, heads: usize, width: usize) -> Result<usize> {
+        self.pieces
+            .checked_mul(heads * WINDOW)
+            .and_then(|n| n.checked_mul(width))
+            .ok_or_else(|| Error::overflow::<usize>("attention piece scratch", self.pieces))
+    }
+}
+
+/// A launch of one warp per `warps`.
+fn grid(warps: u64) -> Result<LaunchConfig> {
+    let blocks = u32::try_from(warps.div_ceil(u64::from(WARPS)))
+        .map_err(|_| Error::overflow::<u32>("attention blocks", warps as usize))?;
+    Ok(LaunchConfig {
+        grid_dim: (blocks.max(1), 1, 1),
+        block_dim: (WARPS * 32, 1, 1),
+        shared_mem_bytes: 0,
+    })
 }
 
 /// Whether an operand takes the kernels' 16-byte accesses: contiguous rows whose starts (every
@@ -293,24 +463,15 @@ fn vectors<T: Scalar>(b: &Bound, heads: usize, width: usize) -> bool {
         && b.address % 16 == 0
 }
 
-/// The tensor-core forward of a `fused-tc` plan: A's windows and items on the device, the
-/// kernels, and the scratch of the pieces (grown to the widest V heads run).
+/// The tensor-core kernels of a `fused-tc` plan: the forward over A's windows, the backward
+/// over A's and A^T's ([`backward`]), and the pieces' scratch (grown to the widest heads run).
 pub(super) struct TensorCore<T: Scalar> {
-    items: u32,
-    windows: u32,
-    pieces: usize,
-    item_window: CudaSlice<u32>,
-    item_begin: CudaSlice<u32>,
-    item_end: CudaSlice<u32>,
-    item_piece: CudaSlice<u32>,
-    item_entry: CudaSlice<u32>,
-    split_window: CudaSlice<u32>,
-    split_piece: CudaSlice<u32>,
-    col: CudaSlice<u32>,
-    bits: CudaSlice<u16>,
+    a: DeviceWindows,
+    t: DeviceWindows,
     /// By (KC, DVC, KS), in the order of [`CHUNKS`].
     kernels: Vec<Kernel<AttentionTc<T>>>,
     combine: Kernel<AttentionTc<T>>,
+    grad: backward::Kernels<T>,
     part_acc: CudaSlice<f32>,
     part_stats: CudaSlice<f32>,
 }
@@ -321,60 +482,46 @@ impl<T: Scalar> TensorCore<T> {
         specs_of::<T>()
     }
 
-    /// The plan's kernels and its layout on the device.
-    pub(super) fn upload(device: &Arc<Device>, layout: &Layout, heads: usize) -> Result<Self> {
-        let Layout {
-            windows,
-            items: list,
-            split_window,
-            split_piece,
-        } = layout;
-        let pieces = split_piece[split_piece.len() - 1];
-        let to_u32s = |v: &[usize]| device.upload_converted(v, 0, |&x| x as u32);
-        // Windows, blocks and CSR positions fit u32: the slots do (checked by Windows::of),
-        // and the plan checked the entries.
-        let field = |f: fn(&Item) -> usize| to_u32s(&list.iter().map(f).collect::<Vec<_>>());
-        let positions: Vec<usize> = list.iter().flat_map(|i| i.entry).collect();
-        let scratch = |per_row: usize| {
-            pieces
-                .checked_mul(heads * WINDOW * per_row)
-                .ok_or_else(|| Error::overflow::<usize>("attention piece scratch", pieces))
-        };
+    /// The plan's kernels and its layouts on the device; `heads` sizes the statistics' scratch.
+    pub(super) fn upload(
+        device: &Arc<Device>,
+        layouts: &Layouts,
+        (rows, cols): (usize, usize),
+        heads: usize,
+    ) -> Result<Self> {
+        let a = DeviceWindows::upload(device, &layouts.a, rows)?;
         let kernels = entries::<T>()?
             .iter()
             .map(|e| device.kernel(e))
             .collect::<Result<_>>()?;
         Ok(TensorCore {
-            items: to_u32("attention items", list.len())?,
-            windows: to_u32("attention windows", split_window.len())?,
-            pieces,
-            item_window: field(|i| i.window)?,
-            item_begin: field(|i| i.begin)?,
-            item_end: field(|i| i.end)?,
-            item_piece: device.upload_converted(list, 0, |i| i.piece)?,
-            item_entry: to_u32s(&positions)?,
-            split_window: to_u32s(split_window)?,
-            split_piece: to_u32s(split_piece)?,
-            col: device.upload_converted(&windows.col, 0, |&c| c)?,
-            bits: device.upload_converted(&windows.bits, 0, |&b| b)?,
+            t: DeviceWindows::upload(device, &layouts.t, cols)?,
             kernels,
             combine: device.kernel(&combine_entry::<T>()?)?,
+            grad: backward::Kernels::load(device)?,
             part_acc: device.alloc_zeros(0, "attention piece sums")?,
-            part_stats: device.alloc_zeros(scratch(2)?, "attention piece statistics")?,
+            part_stats: device.alloc_zeros(a.scratch(heads, 2)?, "attention piece statistics")?,
+            a,
         })
     }
 
     pub(super) fn bytes(&self) -> usize {
-        (self.item_window.len() * 4 + self.item_entry.len() + self.split_window.len() * 2)
-            * size_of::<u32>()
-            + self.col.len() * size_of::<u32>()
-            + self.bits.len() * size_of::<u16>()
+        self.a.bytes()
+            + self.t.bytes()
             + (self.part_acc.len() + self.part_stats.len()) * size_of::<f32>()
     }
 
     /// Whether the kernels take heads of this shape.
     pub(super) fn takes(shape: &AttentionShape) -> bool {
         shape.d <= WIDEST_D
+    }
+
+    /// Grows the pieces' scratch to `floats`.
+    fn reserve(&mut self, device: &Device, floats: usize) -> Result<()> {
+        if self.part_acc.len() < floats {
+            self.part_acc = device.alloc_zeros(floats, "attention piece sums")?;
+        }
+        Ok(())
     }
 
     /// O and the row statistics (`stats`) of a forward run.
@@ -398,45 +545,19 @@ impl<T: Scalar> TensorCore<T> {
             "attention column slices",
             shape.dv.div_ceil(64 * dvc as usize),
         )?;
-        let need = self
-            .pieces
-            .checked_mul(shape.heads * WINDOW * shape.dv)
-            .ok_or_else(|| Error::overflow::<usize>("attention piece scratch", self.pieces))?;
-        if self.part_acc.len() < need {
-            self.part_acc = device.alloc_zeros(need, "attention piece sums")?;
-        }
+        self.reserve(device, self.a.scratch(shape.heads, shape.dv)?)?;
         let params = AttentionTc {
-            items: self.items,
-            windows: self.windows,
+            win: self.a.params(device),
             slices,
-            rows: to_u32("number of rows", base.rows)?,
             q_vec: u32::from(vectors::<T>(&ops.q, shape.heads, shape.d)),
             k_vec: u32::from(vectors::<T>(&ops.k, shape.heads, shape.d)),
             v_vec: u32::from(vectors::<T>(&ops.v, shape.heads, shape.dv)),
             o_vec: u32::from(vectors::<T>(&ops.o, shape.heads, shape.dv)),
-            item_window: Ptr::of(&self.item_window, device),
-            item_begin: Ptr::of(&self.item_begin, device),
-            item_end: Ptr::of(&self.item_end, device),
-            item_piece: Ptr::of(&self.item_piece, device),
-            item_entry: Ptr::of(&self.item_entry, device),
-            split_window: Ptr::of(&self.split_window, device),
-            split_piece: Ptr::of(&self.split_piece, device),
-            blk_col: Ptr::of(&self.col, device),
-            blk_bits: Ptr::of(&self.bits, device),
             values,
             ops: heads,
             stats: MutPtr::of(stats, device),
             part_acc: MutPtr::of(&self.part_acc, device),
             part_stats: MutPtr::of(&self.part_stats, device),
-        };
-        let grid = |warps: u64| -> Result<LaunchConfig> {
-            let blocks = u32::try_from(warps.div_ceil(u64::from(WARPS)))
-                .map_err(|_| Error::overflow::<u32>("attention blocks", warps as usize))?;
-            Ok(LaunchConfig {
-                grid_dim: (blocks.max(1), 1, 1),
-                block_dim: (WARPS * 32, 1, 1),
-                shared_mem_bytes: 0,
-            })
         };
         let kernel = CHUNKS
             .iter()
@@ -452,10 +573,10 @@ impl<T: Scalar> TensorCore<T> {
         // where `vectors` holds; stats has rows*heads pairs (sized for the plan's heads, which
         // `shape` matches), and the piece scratch pieces*heads*16 pairs and rows of dv.
         unsafe {
-            let warps = u64::from(self.items) * u64::from(heads.heads) * u64::from(slices);
+            let warps = u64::from(self.a.items) * u64::from(heads.heads) * u64::from(slices);
             kernel.launch(grid(warps)?, &params)?;
-            if self.windows > 0 {
-                let warps = u64::from(self.windows) * WINDOW as u64 * u64::from(heads.heads);
+            if self.a.windows > 0 {
+                let warps = u64::from(self.a.windows) * WINDOW as u64 * u64::from(heads.heads);
                 self.combine.launch(grid(warps)?, &params)?;
             }
         }
@@ -480,6 +601,14 @@ mod tests {
         Csr::try_new(rows, cols, row_ptr, col, vec![1.0; entries.len()]).unwrap()
     }
 
+    fn row_ptr(a: &Csr<f32, u32>) -> Vec<usize> {
+        a.row_ptr().iter().map(|&p| p as usize).collect()
+    }
+
+    fn windows(a: &Csr<f32, u32>) -> Windows {
+        Windows::of(&row_ptr(a), a.col_idx()).unwrap()
+    }
+
     #[test]
     fn windows_hold_each_distinct_column_once_with_its_rows_bitmap() {
         // Window 0: rows 0 and 2 share column 5; 17 distinct columns make two blocks.
@@ -487,7 +616,7 @@ mod tests {
         entries.extend((0..16).map(|c| (3, 10 + c)));
         entries.sort_unstable();
         let a = csr(18, 40, &entries);
-        let w = Windows::of(a.as_ref()).unwrap();
+        let w = windows(&a);
         // Windows: rows 0-15 (two blocks), rows 16-17 (none).
         assert_eq!(w.block_ptr, [0, 2, 2]);
         assert_eq!(w.col[0], 5);
@@ -500,16 +629,30 @@ mod tests {
     }
 
     #[test]
+    fn the_transposed_layout_takes_columns_as_rows() {
+        let a = csr(6, 4, &[(0, 1), (0, 3), (2, 1), (5, 0)]);
+        let t = Transposed::of(a.as_ref());
+        let layouts = Layouts::of(a.as_ref(), &t).unwrap();
+        let w = &layouts.t.windows;
+        // One window of A's 4 columns; its slots are the rows 0, 2 and 5.
+        assert_eq!(w.block_ptr, [0, 1]);
+        assert_eq!(w.col[..3], [0, 2, 5]);
+        assert_eq!(w.bits[..4], [0b100, 0b011, 0, 0b001]);
+        // Positions in column order, which t.entry maps to A's entries.
+        assert_eq!(layouts.t.items[0].entry[..5], [0, 1, 3, 3, 4]);
+        assert_eq!(t.entry, [3, 0, 2, 1]);
+    }
+
+    #[test]
     fn long_windows_are_cut_into_pieces_listed_first() {
         // Row 1 has 40 blocks of columns: two pieces; rows 16.. an empty window and one block.
         let mut entries: Vec<(usize, usize)> = (0..40 * SLOTS).map(|c| (1, c)).collect();
         entries.push((17, 3));
         entries.insert(0, (0, 7));
         let a = csr(33, 40 * SLOTS, &entries);
-        let w = Windows::of(a.as_ref()).unwrap();
+        let w = windows(&a);
         assert_eq!(w.block_ptr, [0, 40, 41, 41]);
-        let row_ptr: Vec<usize> = a.row_ptr().iter().map(|&p| p as usize).collect();
-        let (list, split_window, split_piece) = items(&w, &row_ptr).unwrap();
+        let (list, split_window, split_piece) = items(&w, &row_ptr(&a)).unwrap();
         assert_eq!((split_window, split_piece), (vec![0], vec![0, 2]));
         let spans: Vec<_> = list
             .iter()

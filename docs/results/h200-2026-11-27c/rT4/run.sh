@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# fused-tc's tensor-core backward with dK and dV in one pass over A^T: edge-case tests against the oracle, then per-kernel times (ncu, warm caches) on R-MAT 2^20 x 16, f16, d = 64 and 128. Logs straight into $OUT.
+set -uo pipefail
+export SPARSE_KERNEL_CACHE_DIR=/tmp/kc SPARSE_REQUIRE_GPU=1
+B=/tmp/bin; O=$OUT; mkdir -p $B
+for f in devrun/bin/*.gz; do gunzip -c $f > $B/$(basename $f .gz); chmod +x $B/$(basename $f .gz); done
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; date -u; } > $O/device.txt 2>&1
+t0=$SECONDS
+step() { local name=$1 limit=$2; shift 2; timeout $limit "$@" > $O/$name.log 2>&1; echo "$name rc=$? $((SECONDS-t0))s" | tee -a $O/steps.txt; }
+step test-attention 185 $B/test-attention --test-threads=1 attention_meets heads_that an_infinite
+step ncu 125 /usr/local/cuda/bin/ncu --cache-control none --clock-control none -k regex:attention --launch-count 16 --metrics gpu__time_duration.sum,launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active $B/spbench --backend cuda --no-corpus --large 118 --generators rmat --ops attention --k 64,128 --precisions f16 --algorithms fused-tc --backward --runs 1 --warmup-ms 0.01 --time-limit-s 0.01 --out /tmp/ncu

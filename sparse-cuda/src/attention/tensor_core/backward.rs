@@ -1,0 +1,201 @@
+//! The tensor-core backward of `fused-tc` (`attention_tc_grad_scores`, `attention_tc_gather`
+//! and `attention_tc_gather_combine` in `attention_tc.cu`). From the forward's row statistics,
+//! one kernel forms P and dS of every (entry, head) with two score MMAs per block of A's
+//! windows (S = Q K^T and dP = dO V^T); three weighted sums on the MMA then make dQ = scale dS K
+//! over A's windows, and dK = scale dS^T Q and dV = P^T dO over A^T's.
+
+use std::sync::Arc;
+
+use sparse_core::{AttentionShape, Error, Result, Scalar};
+
+use crate::attention::AttentionGrad;
+use crate::device::Device;
+use crate::kernel::{c_type, Entry, Kernel, KernelSpec, MutPtr, Ptr};
+use crate::operand::{to_u32, AttentionGradOperands, Bound};
+
+use super::{
+    grid, k_chunks, vectors, AttentionTcGather, AttentionTcScores, DeviceWindows, TensorCore,
+    SOURCE, WIDEST_D, WINDOW,
+};
+
+/// KC of the score kernel instantiated: chunks of 32 columns holding both d and dv.
+const SCORE_CHUNKS: [u32; 4] = [1, 2, 4, 8];
+/// Columns of X (and of the gradient) a warp of the weighted sum takes.
+const SLICE: usize = 64;
+
+fn score_entry<T: Scalar>(chunks: u32) -> Result<Entry<AttentionTcScores<T>>> {
+    Entry::new(
+        &SOURCE,
+        "attention_tc_grad_scores",
+        &[&c_type(T::DTYPE)?, &chunks],
+    )
+}
+
+/// `attention_tc_gather<T>` and `attention_tc_gather_combine<T>`.
+fn gather_entries<T: Scalar>() -> Result<[Entry<AttentionTcGather<T>>; 2]> {
+    let t = c_type(T::DTYPE)?;
+    Ok([
+        Entry::new(&SOURCE, "attention_tc_gather", &[&t])?,
+        Entry::new(&SOURCE, "attention_tc_gather_combine", &[&t])?,
+    ])
+}
+
+pub(super) fn specs<T: Scalar>() -> Result<Vec<KernelSpec>> {
+    let mut specs = SCORE_CHUNKS
+        .iter()
+        .map(|&c| Ok(score_entry::<T>(c)?.spec().clone()))
+        .collect::<Result<Vec<_>>>()?;
+    specs.extend(gather_entries::<T>()?.iter().map(|e| e.spec().clone()));
+    Ok(specs)
+}
+
+/// The backward's kernels.
+pub(super) struct Kernels<T: Scalar> {
+    /// By KC, in the order of [`SCORE_CHUNKS`].
+    scores: Vec<Kernel<AttentionTcScores<T>>>,
+    gather: Kernel<AttentionTcGather<T>>,
+    combine: Kernel<AttentionTcGather<T>>,
+}
+
+impl<T: Scalar> Kernels<T> {
+    pub(super) fn load(device: &Arc<Device>) -> Result<Self> {
+        let [gather, combine] = gather_entries::<T>()?;
+        Ok(Kernels {
+            scores: SCORE_CHUNKS
+                .iter()
+                .map(|&c| device.kernel(&score_entry::<T>(c)?))
+                .collect::<Result<_>>()?,
+            gather: device.kernel(&gather)?,
+            combine: device.kernel(&combine)?,
+        })
+    }
+}
+
+/// One weighted sum: `out` = W X over `layout`, W the `component` of the (entry, head) pairs
+/// times `factor`.
+struct Gather<'a, T> {
+    layout: &'a DeviceWindows,
+    x: (&'a Bound, Ptr<T>),
+    out: &'a Bound,
+    width: usize,
+    component: u32,
+    factor: f32,
+    entry_map: Ptr<u32>,
+}
+
+impl<T: Scalar> TensorCore<T> {
+    /// Whether the backward takes heads of this shape.
+    pub(in crate::attention) fn takes_backward(shape: &AttentionShape) -> bool {
+        shape.d.max(shape.dv) <= WIDEST_D
+    }
+
+    /// dQ, dK and dV, and P and dS of every (entry, head) in `grad.prob_grads` (which the bias
+    /// gradient reads). `t_entry`: A's entry of each position of A^T.
+    pub(in crate::attention) fn backward(
+        &mut self,
+        device: &Device,
+        shape: &AttentionShape,
+        ops: &AttentionGradOperands,
+        grad: AttentionGrad<T>,
+        t_entry: Ptr<u32>,
+    ) -> Result<()> {
+        let (d, dv, heads) = (shape.d, shape.dv, shape.heads);
+        let chunks = k_chunks(d.max(dv))
+            .and_then(|kc| SCORE_CHUNKS.iter().position(|&c| c == kc))
+            .ok_or_else(|| {
+                Error::internal(format!(
+                    "no tensor-core attention backward for d = {d}, dv = {dv}"
+                ))
+            })?;
+        let need = self
+            .a
+            .scratch(heads, d)?
+            .max(self.t.scratch(heads, d.max(dv))?);
+        self.reserve(device, need)?;
+        let scores = AttentionTcScores {
+            win: self.a.params(device),
+            q_vec: u32::from(vectors::<T>(&ops.q, heads, d)),
+            k_vec: u32::from(vectors::<T>(&ops.k, heads, d)),
+            v_vec: u32::from(vectors::<T>(&ops.v, heads, dv)),
+            o_vec: u32::from(vectors::<T>(&ops.o, heads, dv)),
+            do_vec: u32::from(vectors::<T>(&ops.d_o, heads, dv)),
+            grad,
+        };
+        let (a, t) = (&self.a, &self.t);
+        let gathers = [
+            Gather {
+                layout: a,
+                x: (&ops.k, grad.k),
+                out: &ops.dq,
+                width: d,
+                component: 1,
+                factor: grad.scale,
+                entry_map: Ptr::NULL,
+            },
+            Gather {
+                layout: t,
+                x: (&ops.q, grad.q),
+                out: &ops.dk,
+                width: d,
+                component: 1,
+                factor: grad.scale,
+                entry_map: t_entry,
+            },
+            Gather {
+                layout: t,
+                x: (&ops.d_o, grad.d_o),
+                out: &ops.dv,
+                width: dv,
+                component: 0,
+                factor: 1.0,
+                entry_map: t_entry,
+            },
+        ];
+        let heads = grad.heads;
+        // SAFETY: the layouts' blocks lie inside their window arrays; A's windows' slots are
+        // columns below A's columns and A^T's rows below A's rows, their rows below the
+        // pattern's rows (rows past them are neither read nor written); the positions from
+        // item_entry (and through t_entry, a permutation of 0..nnz) stay below nnz for the
+        // rows' own entries; Q, K, V, O, dO and the gradients span their shapes at their
+        // strides (bound and checked against `shape`, whose heads the statistics and
+        // prob_grads were sized for at plan time), read and written for columns below d (dv)
+        // of each head only, by 16-byte accesses only where `vectors` holds; the scratch holds
+        // every piece's rows at the widest width; the score kernel finishes before the
+        // weighted sums read prob_grads, and each combine after its sum (one stream).
+        unsafe {
+            let warps = u64::from(a.items) * u64::from(heads);
+            self.grad.scores[chunks].launch(grid(warps)?, &scores)?;
+            for g in gathers {
+                let slices = to_u32("attention column slices", g.width.div_ceil(SLICE))?;
+                let (x_rs, x_cs) = g.x.0.strides();
+                let (out_rs, out_cs) = g.out.strides();
+                let params = AttentionTcGather {
+                    win: g.layout.params(device),
+                    slices,
+                    heads,
+                    width: to_u32("attention head width", g.width)?,
+                    x: g.x.1,
+                    x_rs,
+                    x_cs,
+                    x_vec: u32::from(vectors::<T>(g.x.0, shape.heads, g.width)),
+                    out: g.out.output(),
+                    out_rs,
+                    out_cs,
+                    out_vec: u32::from(vectors::<T>(g.out, shape.heads, g.width)),
+                    weights: grad.prob_grads.read_only(),
+                    component: g.component,
+                    factor: g.factor,
+                    entry_map: g.entry_map,
+                    part_acc: MutPtr::of(&self.part_acc, device),
+                };
+                let warps = u64::from(g.layout.items) * u64::from(heads) * u64::from(slices);
+                self.grad.gather.launch(grid(warps)?, &params)?;
+                if g.layout.windows > 0 {
+                    let warps = u64::from(g.layout.windows) * WINDOW as u64 * u64::from(heads);
+                    self.grad.combine.launch(grid(warps)?, &params)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
