@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# fused-tc's tensor-core backward: tests against the oracle, then forward vs forward+backward timings (TC and, through SPARSE_AB_CC_BWD, a switch of this build only, the CUDA-core backward), memcheck.
+# fused-tc's tensor-core backward: tests against the oracle, then forward vs forward+backward timings (TC and, through SPARSE_AB_CC_BWD, a switch of this build only, the CUDA-core backward).
 set -uo pipefail
 export SPARSE_KERNEL_CACHE_DIR=/tmp/kc SPARSE_REQUIRE_GPU=1
 B=/tmp/bin; O=$OUT/rT1; mkdir -p $B $O
