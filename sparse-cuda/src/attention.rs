@@ -471,7 +471,7 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
     let transposed = Transposed::of(a);
     let (short_cols, long_cols) = split_by_length(&transposed.col_ptr)?;
     let layouts = match algorithm {
-        Algorithm::FusedTensorCore => Some(tensor_core::Layouts::of(a, &transposed)?),
+        Algorithm::FusedTensorCore => Some(tensor_core::Layouts::of(a, &row_ptr, &transposed)?),
         _ => None,
     };
     let per_head = |n: usize| {

@@ -350,10 +350,14 @@ pub(super) struct Layouts {
 }
 
 impl Layouts {
-    pub(super) fn of<T: Scalar, I: SpIndex>(a: CsrRef<'_, T, I>, t: &Transposed) -> Result<Self> {
-        let row_ptr: Vec<usize> = a.row_ptr().iter().map(|p| p.to_usize()).collect();
+    /// The layouts of A (its offsets as usize in `row_ptr`) and of its transpose `t`.
+    pub(super) fn of<T: Scalar, I: SpIndex>(
+        a: CsrRef<'_, T, I>,
+        row_ptr: &[usize],
+        t: &Transposed,
+    ) -> Result<Self> {
         Ok(Layouts {
-            a: Layout::of(&row_ptr, a.col_idx())?,
+            a: Layout::of(row_ptr, a.col_idx())?,
             t: Layout::of(&t.col_ptr, &t.row)?,
         })
     }
@@ -632,7 +636,7 @@ mod tests {
     fn the_transposed_layout_takes_columns_as_rows() {
         let a = csr(6, 4, &[(0, 1), (0, 3), (2, 1), (5, 0)]);
         let t = Transposed::of(a.as_ref());
-        let layouts = Layouts::of(a.as_ref(), &t).unwrap();
+        let layouts = Layouts::of(a.as_ref(), &row_ptr(&a), &t).unwrap();
         let w = &layouts.t.windows;
         // One window of A's 4 columns; its slots are the rows 0, 2 and 5.
         assert_eq!(w.block_ptr, [0, 1]);
