@@ -441,9 +441,11 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc_combine(const At
 // dQ = scale dS K, dK = scale dS^T Q, dV = P^T dO and the bias gradient, dS summed over the
 // heads. attention_tc_grad_scores forms P and dS of each (entry, head) from two score MMAs
 // over A's windows and leaves them side by side in prob_grads ((entry, head), entry major);
-// attention_tc_gather then makes each gradient as a weighted sum over a window layout: dQ over
-// A's windows (weights scale dS, rows of K), dK and dV over A^T's (scale dS with Q's rows, P
-// with dO's), a long window's pieces added in piece order by attention_tc_gather_combine.
+// attention_tc_transpose_pairs copies them into A^T's order (t_prob_grads), so that each
+// weighted sum reads its weights in its own layout's order. attention_tc_gather then makes each gradient as a weighted sum
+// over a window layout: dQ over A's windows (weights scale dS, rows of K), dK and dV over A^T's
+// (scale dS with Q's rows, P with dO's), a long window's pieces added in piece order by
+// attention_tc_gather_combine.
 // Every output is written once, in a fixed order: runs are bit-reproducible.
 
 // The dot product of two words of two elements of T each.
@@ -533,10 +535,49 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc_grad_scores(cons
     }
 }
 
+// attention_tc_transpose_pairs<T>: a thread per (position of A^T, head) copies its pair from
+// prob_grads (in A's order) into t_prob_grads: a gather, where the score kernel's stores in
+// A^T's order would be scattered.
+template <typename T>
+__global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc_transpose_pairs(const AttentionTcScores<T> p) {
+    const u64 i = (u64)blockIdx.x * ATTN_TC_THREADS + threadIdx.x;
+    if (i >= (u64)p.grad.nnz * p.grad.heads) return;
+    const u64 slot = i / p.grad.heads, head = i % p.grad.heads;
+    const float2* pairs = reinterpret_cast<const float2*>(p.grad.prob_grads);
+    reinterpret_cast<float2*>(p.t_prob_grads)[i] = pairs[(u64)load(p.t_entry + slot) * p.grad.heads + head];
+}
+
+// Block b's bitmaps of rows g and g + 8 of its window.
+__device__ __forceinline__ void tc_load_bits(const TcWindows& win, u32 b, u32 g, u32 (&bits)[2]) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) bits[r] = __ldg(win.blk_bits + (u64)b * 16 + g + 8 * r);
+}
+
+// The weights of a block of attention_tc_gather (0 where a row lacks the slot) in the scores'
+// C layout, w[h][2r + e] for row g + 8r and slot 8h + 2t + e; entry[r], row g + 8r's next
+// position, moves past the block.
+template <typename T>
+__device__ __forceinline__ void tc_gather_weights(const AttentionTcGather<T>& p, u32 head, const u32 (&bits)[2], u32 t,
+                                                  u32 (&entry)[2], float (&w)[2][4]) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const u32 slot = 8 * h + 2 * t + e;
+                const u32 pos = entry[r] + __popc(bits[r] & ((1u << slot) - 1));
+                w[h][2 * r + e] = bits[r] >> slot & 1 ? load(p.weights + 2 * ((u64)pos * p.heads + head) + p.component) : 0.0f;
+            }
+        entry[r] += __popc(bits[r]);
+    }
+}
+
 // attention_tc_gather<T>: a warp per (item, head, slice of 64 columns) of a window layout:
-// out = W X, W the `component` of prob_grads (P or dS) times `factor`, X's rows by the slots.
-// An entry's place in prob_grads is its position in the layout's order, through `entry_map`
-// when that is not null (A^T's layout, whose positions are in column order).
+// out = W X, W the `component` (P or dS) of the pairs at `weights` in the layout's order times
+// `factor`, X's rows by the slots. The chain of loads a block's weights wait on (bitmaps, then
+// the weights at the positions they give) runs ahead of the sums: a block's bitmaps are loaded
+// two blocks before its sum and its weights one block before.
 template <typename T>
 __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc_gather(const AttentionTcGather<T> p) {
     const u32 lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -557,30 +598,27 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc_gather(const Att
     // [2^14, 2^15); when a block raises it, the row's sums are scaled down by the change. Every
     // factor is a power of two: runs stay bit-reproducible.
     int shift[2] = {ATTN_TC_NO_SHIFT, ATTN_TC_NO_SHIFT};
+    // Block b's bitmaps and weights, and block b + 1's bitmaps.
+    u32 bits[2] = {0, 0}, bits_next[2] = {0, 0};
+    float w[2][4] = {};
+    if (begin < end) {
+        tc_load_bits(p.win, begin, g, bits);
+        if (begin + 1 < end) tc_load_bits(p.win, begin + 1, g, bits_next);
+        tc_gather_weights<T>(p, head, bits, t, entry, w);
+    }
     for (u32 b = begin; b < end; ++b) {
         const u32* cols = p.win.blk_col + (u64)b * 16;
         u32 x_run[4][1][4];
         tc_load_sum_rows<T, 1>(x_head, p.x_rs, p.x_cs, p.width, p.x_vec, cols, first, g, t, x_run);
-        u32 bits[2];
-#pragma unroll
-        for (int r = 0; r < 2; ++r) bits[r] = __ldg(p.win.blk_bits + (u64)b * 16 + g + 8 * r);
+        u32 bits_after[2] = {0, 0};
+        float w_next[2][4] = {};
+        if (b + 2 < end) tc_load_bits(p.win, b + 2, g, bits_after);
+        if (b + 1 < end) tc_gather_weights<T>(p, head, bits_next, t, entry, w_next);
         float s[2][4];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
 #pragma unroll
-            for (int h = 0; h < 2; ++h)
-#pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    const u32 slot = 8 * h + 2 * t + e;
-                    float w = 0.0f;
-                    if (bits[r] >> slot & 1) {
-                        const u32 pos = entry[r] + __popc(bits[r] & ((1u << slot) - 1));
-                        const u64 at = p.entry_map ? load(p.entry_map + pos) : pos;
-                        w = p.factor * load(p.weights + 2 * (at * p.heads + head) + p.component);
-                    }
-                    s[h][2 * r + e] = w;
-                }
-            entry[r] += __popc(bits[r]);
+            for (int i = 0; i < 4; ++i) s[i / 2][2 * r + i % 2] = p.factor * w[i / 2][2 * r + i % 2];
             float largest = fmaxf(fmaxf(fabsf(s[0][2 * r]), fabsf(s[0][2 * r + 1])), fmaxf(fabsf(s[1][2 * r]), fabsf(s[1][2 * r + 1])));
             largest = fmaxf(largest, __shfl_xor_sync(0xffffffffu, largest, 1));
             largest = fmaxf(largest, __shfl_xor_sync(0xffffffffu, largest, 2));
@@ -603,6 +641,13 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc_gather(const Att
                 for (int i = 0; i < 4; ++i) s[i / 2][2 * r + i % 2] = ldexpf(s[i / 2][2 * r + i % 2], shift[r]);
         }
         tc_weighted_sum<T, 1>(acc, s, x_run, bits, x_head, p.x_rs, p.x_cs, p.width, cols, first, g, t);
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            bits[r] = bits_next[r];
+            bits_next[r] = bits_after[r];
+        }
+#pragma unroll
+        for (int i = 0; i < 8; ++i) w[i / 4][i % 4] = w_next[i / 4][i % 4];
     }
 #pragma unroll
     for (int r = 0; r < 2; ++r)

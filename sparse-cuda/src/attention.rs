@@ -299,10 +299,12 @@ impl<T: Scalar> GradEntries<T> {
         })
     }
 
-    fn specs(&self) -> Vec<&KernelSpec> {
-        let mut specs: Vec<&KernelSpec> = self.rows.iter().map(|e| e.spec()).collect();
-        specs.extend(self.cols.iter().map(|e| e.spec()));
-        specs.push(self.bias.spec());
+    /// The specs of the bias kernel and, for the CUDA-core backward, of the two passes.
+    fn specs(&self, cuda_core: bool) -> Vec<&KernelSpec> {
+        let mut specs = vec![self.bias.spec()];
+        if cuda_core {
+            specs.extend(self.rows.iter().chain(&self.cols).map(|e| e.spec()));
+        }
         specs
     }
 }
@@ -313,7 +315,7 @@ fn specs_of<T: Scalar>() -> Result<Vec<KernelSpec>> {
     if T::DTYPE != DType::F32 {
         specs.extend(widening_entries::<T>()?.iter().map(|e| e.spec().clone()));
     }
-    specs.extend(GradEntries::<T>::new()?.specs().into_iter().cloned());
+    specs.extend(GradEntries::<T>::new()?.specs(true).into_iter().cloned());
     Ok(specs)
 }
 
@@ -396,33 +398,69 @@ pub(crate) struct FusedAttention<T: Scalar> {
 }
 
 /// What the backward keeps: the forward's row statistics (maximum, normaliser per (row, head)),
-/// A by columns with its columns listed by length, the weights and score gradients per
-/// (entry, head), and its kernels.
+/// the weights and score gradients per (entry, head), the bias gradient's kernel, and the
+/// CUDA-core backward of a `fused` plan (a `fused-tc` plan's runs on tensor cores).
 struct Backward<T: Scalar> {
     stats: CudaSlice<f32>,
     /// A forward run has left its statistics.
     ran: bool,
-    short_cols: RowList,
-    long_cols: RowList,
-    t_ptr: CudaSlice<u32>,
-    t_row: CudaSlice<u32>,
-    t_entry: CudaSlice<u32>,
     /// P and dS of each (entry, head), side by side, so that the column pass gathers both at once.
     prob_grads: CudaSlice<f32>,
-    rows: Vec<Kernel<AttentionGrad<T>>>,
-    cols: Vec<Kernel<AttentionGrad<T>>>,
     bias: Kernel<AttentionGrad<T>>,
+    cuda_core: Option<CudaCoreBackward<T>>,
 }
 
 impl<T: Scalar> Backward<T> {
     fn bytes(&self) -> usize {
         (self.stats.len() + self.prob_grads.len()) * size_of::<f32>()
-            + (self.t_ptr.len()
-                + self.t_row.len()
-                + self.t_entry.len()
-                + self.short_cols.rows.len()
-                + self.long_cols.rows.len())
-                * size_of::<u32>()
+            + self.cuda_core.as_ref().map_or(0, CudaCoreBackward::bytes)
+    }
+}
+
+/// The CUDA-core backward: A by columns with its columns listed by length, and the kernels of
+/// the row pass and the column pass.
+struct CudaCoreBackward<T: Scalar> {
+    short_cols: RowList,
+    long_cols: RowList,
+    t_ptr: CudaSlice<u32>,
+    t_row: CudaSlice<u32>,
+    t_entry: CudaSlice<u32>,
+    rows: Vec<Kernel<AttentionGrad<T>>>,
+    cols: Vec<Kernel<AttentionGrad<T>>>,
+}
+
+impl<T: Scalar> CudaCoreBackward<T> {
+    /// A^T `t`, its columns by length in `short_cols` and `long_cols`.
+    fn upload(
+        device: &Arc<Device>,
+        t: &Transposed,
+        (short_cols, long_cols): (&[u32], &[u32]),
+        grads: &GradEntries<T>,
+    ) -> Result<Self> {
+        let to_u32s = |v: &[usize]| device.upload_converted(v, 0, |&x| x as u32);
+        let load_all = |list: &[Entry<AttentionGrad<T>>]| -> Result<Vec<_>> {
+            list.iter().map(|e| device.kernel(e)).collect()
+        };
+        Ok(CudaCoreBackward {
+            short_cols: RowList::upload(device, short_cols)?,
+            long_cols: RowList::upload(device, long_cols)?,
+            // Offsets up to nnz, rows and entry positions below it: all fit u32 (checked by
+            // the plan).
+            t_ptr: to_u32s(&t.col_ptr)?,
+            t_row: to_u32s(&t.row)?,
+            t_entry: to_u32s(&t.entry)?,
+            rows: load_all(&grads.rows)?,
+            cols: load_all(&grads.cols)?,
+        })
+    }
+
+    fn bytes(&self) -> usize {
+        (self.t_ptr.len()
+            + self.t_row.len()
+            + self.t_entry.len()
+            + self.short_cols.rows.len()
+            + self.long_cols.rows.len())
+            * size_of::<u32>()
     }
 }
 
@@ -449,12 +487,13 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
 ) -> Result<CudaPlan<T, FusedAttention<T>>> {
     let entries = entries::<T>()?;
     let grads = GradEntries::<T>::new()?;
-    let tensor_specs = match algorithm {
-        Algorithm::FusedTensorCore => TensorCore::<T>::specs()?,
-        _ => Vec::new(),
+    let tensor_core = algorithm == Algorithm::FusedTensorCore;
+    let tensor_specs = match tensor_core {
+        true => TensorCore::<T>::specs()?,
+        false => Vec::new(),
     };
     let mut specs: Vec<&KernelSpec> = entries.iter().map(|e| e.spec()).collect();
-    specs.extend(grads.specs());
+    specs.extend(grads.specs(!tensor_core));
     specs.extend(tensor_specs.iter());
     let info = PlanInfo::new(
         BackendKind::Cuda,
@@ -469,36 +508,31 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
     let (short, long) = split_by_length(&row_ptr)?;
     to_u32("number of entries", a.nnz())?;
     let transposed = Transposed::of(a);
-    let (short_cols, long_cols) = split_by_length(&transposed.col_ptr)?;
-    let layouts = match algorithm {
-        Algorithm::FusedTensorCore => Some(tensor_core::Layouts::of(a, &row_ptr, &transposed)?),
-        _ => None,
+    let (layouts, columns) = match tensor_core {
+        true => (
+            Some(tensor_core::Layouts::of(a, &row_ptr, &transposed)?),
+            None,
+        ),
+        false => (None, Some(split_by_length(&transposed.col_ptr)?)),
     };
     let per_head = |n: usize| {
         n.checked_mul(desc.heads)
             .ok_or_else(|| Error::overflow::<usize>("attention statistics", n))
     };
     clock.lap(device, Phase::Host)?;
-    let to_u32s = |v: &[usize]| device.upload_converted(v, 0, |&x| x as u32);
-    let load_all = |list: &[Entry<AttentionGrad<T>>]| -> Result<Vec<_>> {
-        list.iter().map(|e| device.kernel(e)).collect()
-    };
     let backward = Backward {
         stats: device.alloc_zeros(per_head(2 * a.rows())?, "attention statistics")?,
         ran: false,
-        short_cols: RowList::upload(device, &short_cols)?,
-        long_cols: RowList::upload(device, &long_cols)?,
-        // Offsets up to nnz, rows and entry positions below it: all fit u32 (checked above).
-        t_ptr: to_u32s(&transposed.col_ptr)?,
-        t_row: to_u32s(&transposed.row)?,
-        t_entry: to_u32s(&transposed.entry)?,
         prob_grads: device.alloc_zeros(
             per_head(2 * a.nnz())?,
             "attention weights and score gradients",
         )?,
-        rows: load_all(&grads.rows)?,
-        cols: load_all(&grads.cols)?,
         bias: device.kernel(&grads.bias)?,
+        cuda_core: columns
+            .map(|(short, long)| {
+                CudaCoreBackward::upload(device, &transposed, (&short, &long), &grads)
+            })
+            .transpose()?,
     };
     let family = FusedAttention {
         desc: *desc,
@@ -607,6 +641,7 @@ impl<T: Scalar> AttentionKernels<T> for FusedAttention<T> {
             ));
         }
         let widest = 32 * CHUNKS[CHUNKS.len() - 1] as usize;
+        const _: () = assert!(32 * CHUNKS[CHUNKS.len() - 1] as usize == tensor_core::WIDEST_D);
         if shape.d.max(shape.dv) > widest {
             return Err(Error::invalid(format!(
                 "the attention backward on the GPU takes heads up to {widest} columns wide, got \
@@ -644,9 +679,18 @@ impl<T: Scalar> AttentionKernels<T> for FusedAttention<T> {
             row_ptr,
             col_idx,
             values,
-            t_ptr: Ptr::of(&b.t_ptr, device),
-            t_row: Ptr::of(&b.t_row, device),
-            t_entry: Ptr::of(&b.t_entry, device),
+            t_ptr: b
+                .cuda_core
+                .as_ref()
+                .map_or(Ptr::NULL, |c| Ptr::of(&c.t_ptr, device)),
+            t_row: b
+                .cuda_core
+                .as_ref()
+                .map_or(Ptr::NULL, |c| Ptr::of(&c.t_row, device)),
+            t_entry: b
+                .cuda_core
+                .as_ref()
+                .map_or(Ptr::NULL, |c| Ptr::of(&c.t_entry, device)),
             q: ops.q.input(),
             q_rs,
             q_cs,
@@ -676,18 +720,19 @@ impl<T: Scalar> AttentionKernels<T> for FusedAttention<T> {
             stats: Ptr::of(&b.stats, device),
             prob_grads: MutPtr::of(&b.prob_grads, device),
         };
-        if let Some(tensor) = self
-            .tensor
-            .as_mut()
-            .filter(|_| TensorCore::<T>::takes_backward(shape))
-        {
-            tensor.backward(device, shape, ops, params, Ptr::of(&b.t_entry, device))?;
+        // Both backwards take heads up to the same width, checked above.
+        if let Some(tensor) = self.tensor.as_mut() {
+            tensor.backward(device, shape, ops, params)?;
         } else {
+            let c = b
+                .cuda_core
+                .as_ref()
+                .ok_or_else(|| Error::internal("a fused attention plan without its backward"))?;
             // The row pass by the forward's row lists, the column pass by the plan's column
             // lists.
             let passes = [
-                (&b.rows, [&self.short, &self.long]),
-                (&b.cols, [&b.short_cols, &b.long_cols]),
+                (&c.rows, [&self.short, &self.long]),
+                (&c.cols, [&c.short_cols, &c.long_cols]),
             ];
             // SAFETY: A by rows and by columns describe the same canonical pattern (indices
             // below rows, cols and nnz; the lists hold rows and columns of it); the operands

@@ -437,16 +437,29 @@ fn corpus_cases<T: Scalar<Out = T>>(
     }
 }
 
-#[test]
-fn every_corpus_graph_meets_the_oracle_forward_and_backward() {
+/// One test per precision, so that the harness checks them against the oracle side by side.
+fn every_corpus_graph<T: Scalar<Out = T>>(precision: Precision) {
     let backend = available(BackendKind::Cuda, CudaBackend::new(0));
     collect(backend, |b, f| {
         let graphs = corpus_graphs();
         println!("{} corpus graphs", graphs.len());
-        corpus_cases::<f32>(b, Precision::F32, &graphs, f);
-        corpus_cases::<f16>(b, Precision::F16, &graphs, f);
-        corpus_cases::<bf16>(b, Precision::BF16, &graphs, f);
+        corpus_cases::<T>(b, precision, &graphs, f);
     });
+}
+
+#[test]
+fn every_corpus_graph_meets_the_oracle_forward_and_backward_in_f32() {
+    every_corpus_graph::<f32>(Precision::F32);
+}
+
+#[test]
+fn every_corpus_graph_meets_the_oracle_forward_and_backward_in_f16() {
+    every_corpus_graph::<f16>(Precision::F16);
+}
+
+#[test]
+fn every_corpus_graph_meets_the_oracle_forward_and_backward_in_bf16() {
+    every_corpus_graph::<bf16>(Precision::BF16);
 }
 
 /// The small matrices only, in f32 and f16: quick enough under compute-sanitizer

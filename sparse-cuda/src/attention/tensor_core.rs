@@ -99,7 +99,9 @@ kernel_params! {
 }
 
 kernel_params! {
-    /// `attention_tc_grad_scores<T, KC>`: A's windows and the backward's operands.
+    /// `attention_tc_grad_scores<T, KC>` and `attention_tc_transpose_pairs<T>`: A's windows and
+    /// the backward's operands; `t_entry[p]`: A's entry at position p of A^T, and
+    /// `t_prob_grads` the pairs in A^T's order.
     pub(crate) struct AttentionTcScores<T> {
         win: plain(TcWindows),
         q_vec: u32,
@@ -107,6 +109,8 @@ kernel_params! {
         v_vec: u32,
         o_vec: u32,
         do_vec: u32,
+        t_entry: ptr(u32),
+        t_prob_grads: out(f32),
         grad: sub(AttentionGrad),
     }
 }
@@ -114,8 +118,8 @@ kernel_params! {
 kernel_params! {
     /// `attention_tc_gather<T>` and `attention_tc_gather_combine<T>`: `out` (the layout's rows
     /// x heads*width) = W X over a window layout, W = `factor` times component `component` of
-    /// the (entry, head) pairs at `weights`, found through `entry_map` (null: the layout's own
-    /// order), X (`x`, the slots' rows x heads*width) in `slices` slices of 64 columns.
+    /// the (entry, head) pairs at `weights` (in the layout's order), X (`x`, the slots' rows x
+    /// heads*width) in `slices` slices of 64 columns.
     pub(crate) struct AttentionTcGather<T> {
         win: plain(TcWindows),
         slices: u32,
@@ -132,7 +136,6 @@ kernel_params! {
         weights: ptr(f32),
         component: u32,
         factor: f32,
-        entry_map: ptr(u32),
         part_acc: out(f32),
     }
 }
@@ -343,22 +346,25 @@ impl Layout {
     }
 }
 
-/// The layouts of a `fused-tc` plan: A's windows (the forward, and dQ) and A^T's (dK and dV).
-pub(super) struct Layouts {
+/// The layouts of a `fused-tc` plan: A's windows (the forward, and dQ) and A^T's (dK and dV),
+/// and A's entry at each position of A^T.
+pub(super) struct Layouts<'t> {
     a: Layout,
     t: Layout,
+    t_entry: &'t [usize],
 }
 
-impl Layouts {
+impl<'t> Layouts<'t> {
     /// The layouts of A (its offsets as usize in `row_ptr`) and of its transpose `t`.
     pub(super) fn of<T: Scalar, I: SpIndex>(
         a: CsrRef<'_, T, I>,
         row_ptr: &[usize],
-        t: &Transposed,
+        t: &'t Transposed,
     ) -> Result<Self> {
         Ok(Layouts {
             a: Layout::of(row_ptr, a.col_idx())?,
             t: Layout::of(&t.col_ptr, &t.row)?,
+            t_entry: &t.entry,
         })
     }
 }
@@ -472,6 +478,10 @@ fn vectors<T: Scalar>(b: &Bound, heads: usize, width: usize) -> bool {
 pub(super) struct TensorCore<T: Scalar> {
     a: DeviceWindows,
     t: DeviceWindows,
+    /// A's entry at each position of A^T.
+    t_entry: CudaSlice<u32>,
+    /// P and dS of each (entry, head) in A^T's order, side by side.
+    t_prob_grads: CudaSlice<f32>,
     /// By (KC, DVC, KS), in the order of [`CHUNKS`].
     kernels: Vec<Kernel<AttentionTc<T>>>,
     combine: Kernel<AttentionTc<T>>,
@@ -486,10 +496,11 @@ impl<T: Scalar> TensorCore<T> {
         specs_of::<T>()
     }
 
-    /// The plan's kernels and its layouts on the device; `heads` sizes the statistics' scratch.
+    /// The plan's kernels and its layouts on the device; `heads` sizes the statistics' scratch
+    /// and the backward's pairs.
     pub(super) fn upload(
         device: &Arc<Device>,
-        layouts: &Layouts,
+        layouts: &Layouts<'_>,
         (rows, cols): (usize, usize),
         heads: usize,
     ) -> Result<Self> {
@@ -498,8 +509,15 @@ impl<T: Scalar> TensorCore<T> {
             .iter()
             .map(|e| device.kernel(e))
             .collect::<Result<_>>()?;
+        let nnz = layouts.t_entry.len();
+        let pairs = nnz
+            .checked_mul(2 * heads)
+            .ok_or_else(|| Error::overflow::<usize>("attention pairs", nnz))?;
         Ok(TensorCore {
             t: DeviceWindows::upload(device, &layouts.t, cols)?,
+            // Positions below nnz, which fits u32 (checked by the plan).
+            t_entry: device.upload_converted(layouts.t_entry, 0, |&x| x as u32)?,
+            t_prob_grads: device.alloc_zeros(pairs, "attention weights and score gradients")?,
             kernels,
             combine: device.kernel(&combine_entry::<T>()?)?,
             grad: backward::Kernels::load(device)?,
@@ -512,7 +530,9 @@ impl<T: Scalar> TensorCore<T> {
     pub(super) fn bytes(&self) -> usize {
         self.a.bytes()
             + self.t.bytes()
-            + (self.part_acc.len() + self.part_stats.len()) * size_of::<f32>()
+            + self.t_entry.len() * size_of::<u32>()
+            + (self.t_prob_grads.len() + self.part_acc.len() + self.part_stats.len())
+                * size_of::<f32>()
     }
 
     /// Whether the kernels take heads of this shape.

@@ -1,8 +1,9 @@
 //! The tensor-core backward of `fused-tc` (`attention_tc_grad_scores`, `attention_tc_gather`
 //! and `attention_tc_gather_combine` in `attention_tc.cu`). From the forward's row statistics,
 //! one kernel forms P and dS of every (entry, head) with two score MMAs per block of A's
-//! windows (S = Q K^T and dP = dO V^T); three weighted sums on the MMA then make dQ = scale dS K
-//! over A's windows, and dK = scale dS^T Q and dV = P^T dO over A^T's.
+//! windows (S = Q K^T and dP = dO V^T), and stores them in A's order and in A^T's; three
+//! weighted sums on the MMA then make dQ = scale dS K over A's windows, and dK = scale dS^T Q
+//! and dV = P^T dO over A^T's.
 
 use std::sync::Arc;
 
@@ -15,7 +16,7 @@ use crate::operand::{to_u32, AttentionGradOperands, Bound};
 
 use super::{
     grid, k_chunks, vectors, AttentionTcGather, AttentionTcScores, DeviceWindows, TensorCore,
-    SOURCE, WIDEST_D, WINDOW,
+    SOURCE, WINDOW,
 };
 
 /// KC of the score kernel instantiated: chunks of 32 columns holding both d and dv.
@@ -28,6 +29,14 @@ fn score_entry<T: Scalar>(chunks: u32) -> Result<Entry<AttentionTcScores<T>>> {
         &SOURCE,
         "attention_tc_grad_scores",
         &[&c_type(T::DTYPE)?, &chunks],
+    )
+}
+
+fn transpose_entry<T: Scalar>() -> Result<Entry<AttentionTcScores<T>>> {
+    Entry::new(
+        &SOURCE,
+        "attention_tc_transpose_pairs",
+        &[&c_type(T::DTYPE)?],
     )
 }
 
@@ -45,6 +54,7 @@ pub(super) fn specs<T: Scalar>() -> Result<Vec<KernelSpec>> {
         .iter()
         .map(|&c| Ok(score_entry::<T>(c)?.spec().clone()))
         .collect::<Result<Vec<_>>>()?;
+    specs.push(transpose_entry::<T>()?.spec().clone());
     specs.extend(gather_entries::<T>()?.iter().map(|e| e.spec().clone()));
     Ok(specs)
 }
@@ -53,6 +63,7 @@ pub(super) fn specs<T: Scalar>() -> Result<Vec<KernelSpec>> {
 pub(super) struct Kernels<T: Scalar> {
     /// By KC, in the order of [`SCORE_CHUNKS`].
     scores: Vec<Kernel<AttentionTcScores<T>>>,
+    transpose: Kernel<AttentionTcScores<T>>,
     gather: Kernel<AttentionTcGather<T>>,
     combine: Kernel<AttentionTcGather<T>>,
 }
@@ -65,6 +76,7 @@ impl<T: Scalar> Kernels<T> {
                 .iter()
                 .map(|&c| device.kernel(&score_entry::<T>(c)?))
                 .collect::<Result<_>>()?,
+            transpose: device.kernel(&transpose_entry::<T>()?)?,
             gather: device.kernel(&gather)?,
             combine: device.kernel(&combine)?,
         })
@@ -72,32 +84,26 @@ impl<T: Scalar> Kernels<T> {
 }
 
 /// One weighted sum: `out` = W X over `layout`, W the `component` of the (entry, head) pairs
-/// times `factor`.
+/// at `weights` (in the layout's order) times `factor`.
 struct Gather<'a, T> {
     layout: &'a DeviceWindows,
     x: (&'a Bound, Ptr<T>),
     out: &'a Bound,
     width: usize,
+    weights: Ptr<f32>,
     component: u32,
     factor: f32,
-    entry_map: Ptr<u32>,
 }
 
 impl<T: Scalar> TensorCore<T> {
-    /// Whether the backward takes heads of this shape.
-    pub(in crate::attention) fn takes_backward(shape: &AttentionShape) -> bool {
-        shape.d.max(shape.dv) <= WIDEST_D
-    }
-
     /// dQ, dK and dV, and P and dS of every (entry, head) in `grad.prob_grads` (which the bias
-    /// gradient reads). `t_entry`: A's entry of each position of A^T.
+    /// gradient reads).
     pub(in crate::attention) fn backward(
         &mut self,
         device: &Device,
         shape: &AttentionShape,
         ops: &AttentionGradOperands,
         grad: AttentionGrad<T>,
-        t_entry: Ptr<u32>,
     ) -> Result<()> {
         let (d, dv, heads) = (shape.d, shape.dv, shape.heads);
         let chunks = k_chunks(d.max(dv))
@@ -119,8 +125,11 @@ impl<T: Scalar> TensorCore<T> {
             v_vec: u32::from(vectors::<T>(&ops.v, heads, dv)),
             o_vec: u32::from(vectors::<T>(&ops.o, heads, dv)),
             do_vec: u32::from(vectors::<T>(&ops.d_o, heads, dv)),
+            t_entry: Ptr::of(&self.t_entry, device),
+            t_prob_grads: MutPtr::of(&self.t_prob_grads, device),
             grad,
         };
+        let t_pairs = Ptr::of(&self.t_prob_grads, device);
         let (a, t) = (&self.a, &self.t);
         let gathers = [
             Gather {
@@ -128,43 +137,48 @@ impl<T: Scalar> TensorCore<T> {
                 x: (&ops.k, grad.k),
                 out: &ops.dq,
                 width: d,
+                weights: grad.prob_grads.read_only(),
                 component: 1,
                 factor: grad.scale,
-                entry_map: Ptr::NULL,
             },
             Gather {
                 layout: t,
                 x: (&ops.q, grad.q),
                 out: &ops.dk,
                 width: d,
+                weights: t_pairs,
                 component: 1,
                 factor: grad.scale,
-                entry_map: t_entry,
             },
             Gather {
                 layout: t,
                 x: (&ops.d_o, grad.d_o),
                 out: &ops.dv,
                 width: dv,
+                weights: t_pairs,
                 component: 0,
                 factor: 1.0,
-                entry_map: t_entry,
             },
         ];
         let heads = grad.heads;
         // SAFETY: the layouts' blocks lie inside their window arrays; A's windows' slots are
         // columns below A's columns and A^T's rows below A's rows, their rows below the
         // pattern's rows (rows past them are neither read nor written); the positions from
-        // item_entry (and through t_entry, a permutation of 0..nnz) stay below nnz for the
-        // rows' own entries; Q, K, V, O, dO and the gradients span their shapes at their
-        // strides (bound and checked against `shape`, whose heads the statistics and
-        // prob_grads were sized for at plan time), read and written for columns below d (dv)
-        // of each head only, by 16-byte accesses only where `vectors` holds; the scratch holds
-        // every piece's rows at the widest width; the score kernel finishes before the
-        // weighted sums read prob_grads, and each combine after its sum (one stream).
+        // item_entry and from t_entry (a permutation of 0..nnz) stay below nnz for the rows'
+        // own entries, and both pair buffers hold nnz*heads pairs (sized for the plan's heads,
+        // which `shape` matches); Q, K, V, O, dO and the gradients span their shapes at their
+        // strides (bound and checked against `shape`), read and written for columns below d
+        // (dv) of each head only, by 16-byte accesses only where `vectors` holds; the scratch
+        // holds every piece's rows at the widest width; the score kernel finishes before the
+        // copy into A^T's order, that before the weighted sums read the pairs, and each
+        // combine after its sum (one stream).
         unsafe {
             let warps = u64::from(a.items) * u64::from(heads);
             self.grad.scores[chunks].launch(grid(warps)?, &scores)?;
+            let pairs = u64::from(grad.nnz) * u64::from(heads);
+            self.grad
+                .transpose
+                .launch(grid(pairs.div_ceil(32))?, &scores)?;
             for g in gathers {
                 let slices = to_u32("attention column slices", g.width.div_ceil(SLICE))?;
                 let (x_rs, x_cs) = g.x.0.strides();
@@ -182,10 +196,9 @@ impl<T: Scalar> TensorCore<T> {
                     out_rs,
                     out_cs,
                     out_vec: u32::from(vectors::<T>(g.out, shape.heads, g.width)),
-                    weights: grad.prob_grads.read_only(),
+                    weights: g.weights,
                     component: g.component,
                     factor: g.factor,
-                    entry_map: g.entry_map,
                     part_acc: MutPtr::of(&self.part_acc, device),
                 };
                 let warps = u64::from(g.layout.items) * u64::from(heads) * u64::from(slices);
