@@ -231,6 +231,12 @@ __device__ __forceinline__ void tc_weighted_sum(float (&acc)[DVC][8][4], const f
     }
 }
 
+// Block b's bitmaps of rows g and g + 8 of its window.
+__device__ __forceinline__ void tc_load_bits(const TcWindows& win, u32 b, u32 g, u32 (&bits)[2]) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) bits[r] = __ldg(win.blk_bits + (u64)b * 16 + g + 8 * r);
+}
+
 // Row g + 8r of acc times `inv` into out_row (columns first .. of a head of `len`); its
 // columns 16t .. 16t+15 of each chunk of 64 are this lane's.
 template <typename T, int DVC>
@@ -306,8 +312,7 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc(const AttentionT
         u32 v_run[4][DVC][4];
         tc_load_sum_rows<T, DVC>(v_head, p.ops.v_rs, p.ops.v_cs, p.ops.dv, p.v_vec, cols, v_first, g, t, v_run);
         u32 bits[2];
-#pragma unroll
-        for (int r = 0; r < 2; ++r) bits[r] = __ldg(p.win.blk_bits + (u64)b * 16 + g + 8 * r);
+        tc_load_bits(p.win, b, g, bits);
 
         float s[2][4] = {};
         tc_scores<T, KW>(s, q_frag, k_frag);
@@ -511,8 +516,7 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc_grad_scores(cons
         tc_load_slots<T, KC>(k_head, a.k_rs, a.k_cs, a.d, p.k_vec, cols, 0, g, t, k_frag);
         tc_load_slots<T, KC>(v_head, a.v_rs, a.v_cs, a.dv, p.v_vec, cols, 0, g, t, v_frag);
         u32 bits[2];
-#pragma unroll
-        for (int r = 0; r < 2; ++r) bits[r] = __ldg(p.win.blk_bits + (u64)b * 16 + g + 8 * r);
+        tc_load_bits(p.win, b, g, bits);
         float s[2][4] = {}, dp[2][4] = {};
         tc_scores<T, KC>(s, q_frag, k_frag);
         tc_scores<T, KC>(dp, do_frag, v_frag);
@@ -558,12 +562,6 @@ __device__ __forceinline__ int tc_ilogb(float x) {
 __device__ __forceinline__ float tc_times_pow2(float x, int n) {
     const int half = n / 2;
     return x * __uint_as_float((u32)(127 + half) << 23) * __uint_as_float((u32)(127 + n - half) << 23);
-}
-
-// Block b's bitmaps of rows g and g + 8 of its window.
-__device__ __forceinline__ void tc_load_bits(const TcWindows& win, u32 b, u32 g, u32 (&bits)[2]) {
-#pragma unroll
-    for (int r = 0; r < 2; ++r) bits[r] = __ldg(win.blk_bits + (u64)b * 16 + g + 8 * r);
 }
 
 // The weights of a block of attention_tc_gather (0 where a row lacks the slot) in the scores'
