@@ -488,9 +488,10 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
     let entries = entries::<T>()?;
     let grads = GradEntries::<T>::new()?;
     let tensor_core = algorithm == Algorithm::FusedTensorCore;
-    let tensor_specs = match tensor_core {
-        true => TensorCore::<T>::specs()?,
-        false => Vec::new(),
+    let tensor_specs = if tensor_core {
+        TensorCore::<T>::specs()?
+    } else {
+        Vec::new()
     };
     let mut specs: Vec<&KernelSpec> = entries.iter().map(|e| e.spec()).collect();
     specs.extend(grads.specs(!tensor_core));
@@ -508,12 +509,11 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
     let (short, long) = split_by_length(&row_ptr)?;
     to_u32("number of entries", a.nnz())?;
     let transposed = Transposed::of(a);
-    let (layouts, columns) = match tensor_core {
-        true => (
-            Some(tensor_core::Layouts::of(a, &row_ptr, &transposed)?),
-            None,
-        ),
-        false => (None, Some(split_by_length(&transposed.col_ptr)?)),
+    let (layouts, columns) = if tensor_core {
+        let layouts = tensor_core::Layouts::of(a, &row_ptr, &transposed)?;
+        (Some(layouts), None)
+    } else {
+        (None, Some(split_by_length(&transposed.col_ptr)?))
     };
     let per_head = |n: usize| {
         n.checked_mul(desc.heads)
@@ -665,6 +665,17 @@ impl<T: Scalar> AttentionKernels<T> for FusedAttention<T> {
         let (gk_rs, gk_cs) = ops.dk.strides();
         let (gv_rs, gv_cs) = ops.dv.strides();
         let heads = to_u32("attention heads", shape.heads)?;
+        // A by columns, read by the CUDA-core backward only.
+        let (t_ptr, t_row, t_entry) =
+            b.cuda_core
+                .as_ref()
+                .map_or((Ptr::NULL, Ptr::NULL, Ptr::NULL), |c| {
+                    (
+                        Ptr::of(&c.t_ptr, device),
+                        Ptr::of(&c.t_row, device),
+                        Ptr::of(&c.t_entry, device),
+                    )
+                });
         let params = AttentionGrad {
             items: 0,
             list: Ptr::NULL,
@@ -679,18 +690,9 @@ impl<T: Scalar> AttentionKernels<T> for FusedAttention<T> {
             row_ptr,
             col_idx,
             values,
-            t_ptr: b
-                .cuda_core
-                .as_ref()
-                .map_or(Ptr::NULL, |c| Ptr::of(&c.t_ptr, device)),
-            t_row: b
-                .cuda_core
-                .as_ref()
-                .map_or(Ptr::NULL, |c| Ptr::of(&c.t_row, device)),
-            t_entry: b
-                .cuda_core
-                .as_ref()
-                .map_or(Ptr::NULL, |c| Ptr::of(&c.t_entry, device)),
+            t_ptr,
+            t_row,
+            t_entry,
             q: ops.q.input(),
             q_rs,
             q_cs,

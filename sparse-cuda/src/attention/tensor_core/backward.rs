@@ -1,9 +1,10 @@
-//! The tensor-core backward of `fused-tc` (`attention_tc_grad_scores`, `attention_tc_gather`
-//! and `attention_tc_gather_combine` in `attention_tc.cu`). From the forward's row statistics,
-//! one kernel forms P and dS of every (entry, head) with two score MMAs per block of A's
-//! windows (S = Q K^T and dP = dO V^T), and stores them in A's order and in A^T's; three
-//! weighted sums on the MMA then make dQ = scale dS K over A's windows, and dK = scale dS^T Q
-//! and dV = P^T dO over A^T's.
+//! The tensor-core backward of `fused-tc` (`attention_tc_grad_scores`,
+//! `attention_tc_transpose_pairs`, `attention_tc_gather` and `attention_tc_gather_combine` in
+//! `attention_tc.cu`). From the forward's row statistics, one kernel forms P and dS of every
+//! (entry, head) with two score MMAs per block of A's windows (S = Q K^T and dP = dO V^T) and
+//! stores them in A's order; a second copies them into A^T's. Three weighted sums on the MMA
+//! then make dQ = scale dS K over A's windows, and dK = scale dS^T Q and dV = P^T dO over
+//! A^T's, each reading the pairs in its own layout's order.
 
 use std::sync::Arc;
 
