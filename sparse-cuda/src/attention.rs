@@ -649,11 +649,6 @@ impl<T: Scalar> AttentionKernels<T> for FusedAttention<T> {
                 shape.d, shape.dv
             )));
         }
-        let chunks = chunks_for(shape.d, shape.dv);
-        let position = CHUNKS
-            .iter()
-            .position(|&c| c == chunks)
-            .ok_or_else(|| Error::internal("an uninstantiated attention width"))?;
         let device = &base.device;
         let (row_ptr, col_idx, values) = self.a.pointers(device);
         let (q_rs, q_cs) = ops.q.strides();
@@ -730,6 +725,11 @@ impl<T: Scalar> AttentionKernels<T> for FusedAttention<T> {
                 .cuda_core
                 .as_ref()
                 .ok_or_else(|| Error::internal("a fused attention plan without its backward"))?;
+            let chunks = chunks_for(shape.d, shape.dv);
+            let position = CHUNKS
+                .iter()
+                .position(|&c| c == chunks)
+                .ok_or_else(|| Error::internal("an uninstantiated attention width"))?;
             // The row pass by the forward's row lists, the column pass by the plan's column
             // lists.
             let passes = [
