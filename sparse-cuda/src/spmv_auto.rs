@@ -17,12 +17,15 @@
 //!   segments within its one launch (in f64 and f32 only with a mean under [`LONG_MEAN`]:
 //!   pruned layers, whose every row it would cut and join, run faster on cuSPARSE); otherwise
 //!   cuSPARSE's COO SpMV in f64 and f32, which balances entries over threads, and our
-//!   merge-path in f16 (cuSPARSE's f16 SpMV is slower than our `vector` even there);
+//!   merge-path in f16 (cuSPARSE's f16 SpMV is slower than our `vector` even there). Rows
+//!   skewed only in their lengths, none longer than [`SHORT_ROW`] (a web graph with many empty
+//!   rows), take `scalar` where it streams them (below);
 //! - long rows (a mean of [`LONG_MEAN`] entries or more): `vector`, 32 lanes a row;
-//! - large, regular and local matrices (stencils, FEM: at least [`LARGE_NNZ`] entries, a
-//!   coefficient of variation at most [`REGULAR_CV`] and rows whose columns span at most
-//!   [`LOCAL_SPAN`] of the columns on average), or a mean below 1.5: `scalar`, one thread a row,
-//!   which streams the matrix at 90% or more of the copy bandwidth there;
+//! - large and local matrices (at least [`LARGE_NNZ`] entries, rows whose columns span at most
+//!   [`LOCAL_SPAN`] of the columns on average) with regular rows (a coefficient of variation at
+//!   most [`REGULAR_CV`]: stencils, FEM) or short ones (none over [`SHORT_ROW`]), or a mean
+//!   below 1.5: `scalar`, one thread a row, which streams the matrix at 90% or more of the copy
+//!   bandwidth on the stencils;
 //! - otherwise `vector`, with lanes by the mean row length.
 
 use std::time::{Duration, Instant};
@@ -49,6 +52,9 @@ pub const LARGE_NNZ: usize = 500_000;
 pub const SPLIT_MAX_NNZ: usize = 1 << 20;
 /// Row lengths regular enough for one thread a row.
 pub const REGULAR_CV: f64 = 0.5;
+/// Rows short enough for one thread a row however their lengths vary: no thread walks more
+/// than this many entries, and `vector`'s few lanes a row would idle as often.
+pub const SHORT_ROW: usize = 64;
 /// Rows local enough for `scalar`: their columns span at most this fraction of the columns on
 /// average. Matrices with random columns span nearly all of them; there a warp's x gathers
 /// evict the lines `scalar` streams its rows through before it reads them again.
@@ -113,10 +119,13 @@ pub(crate) fn column_span<T, I: SpIndex>(a: CsrRef<'_, T, I>) -> f64 {
     }
 }
 
-/// Whether one thread a row streams these rows best: a mean below 1.5, or a large, regular
-/// matrix whose rows span few columns (x reused from L1).
+/// Whether one thread a row streams these rows best: a mean below 1.5, or a large matrix of
+/// regular or short rows that span few columns (x reused from L1).
 pub(crate) fn scalar_streams(stats: &RowStats, nnz: usize, span: impl FnOnce() -> f64) -> bool {
-    stats.mean < 1.5 || (nnz >= LARGE_NNZ && stats.cv <= REGULAR_CV && span() <= LOCAL_SPAN)
+    stats.mean < 1.5
+        || (nnz >= LARGE_NNZ
+            && (stats.cv <= REGULAR_CV || stats.max <= SHORT_ROW)
+            && span() <= LOCAL_SPAN)
 }
 
 /// The rule's choice for a CSR matrix of `rows` rows and `nnz` entries with these row statistics
@@ -133,12 +142,9 @@ pub(crate) fn csr_choice(
     let stream_us = (nnz as f64 * (value_bytes + 4.0) + rows as f64 * (2.0 * value_bytes + 4.0))
         / STREAM_BYTES_PER_US;
     let walk_outlasts_stream = chain * iteration_us(precision) - stream_us > CHAIN_EXCESS_US;
-    if wide && nnz < TINY_NNZ && chain >= TINY_CHAIN {
-        Choice::Cuda(Format::Coo, Algorithm::Atomic)
-    } else if stats.max > LONG_ROW as usize
-        || stats.cv > SKEWED_CV
-        || (wide && walk_outlasts_stream)
-    {
+    let skewed =
+        stats.max > LONG_ROW as usize || stats.cv > SKEWED_CV || (wide && walk_outlasts_stream);
+    let skewed_choice = || {
         if nnz < SPLIT_MAX_NNZ && (stats.mean < LONG_MEAN || !wide) {
             Choice::Cuda(Format::Csr, Algorithm::VectorSplit)
         } else if wide {
@@ -146,10 +152,17 @@ pub(crate) fn csr_choice(
         } else {
             Choice::Cuda(Format::Csr, Algorithm::MergePath)
         }
+    };
+    if wide && nnz < TINY_NNZ && chain >= TINY_CHAIN {
+        Choice::Cuda(Format::Coo, Algorithm::Atomic)
+    } else if skewed && stats.max > SHORT_ROW {
+        skewed_choice()
     } else if stats.mean >= LONG_MEAN {
         Choice::Cuda(Format::Csr, Algorithm::Vector)
     } else if scalar_streams(stats, nnz, span) {
         Choice::Cuda(Format::Csr, Algorithm::Scalar)
+    } else if skewed {
+        skewed_choice()
     } else {
         Choice::Cuda(Format::Csr, Algorithm::Vector)
     }
@@ -312,13 +325,27 @@ mod tests {
         );
         assert_eq!(pick(stats(100.6, 2_000, 1.6), 496, 49_920, 0.9, f16), split);
         // A large power-law graph.
-        assert_eq!(
-            pick(stats(16.0, 40_000, 3.0), 1 << 21, 34_000_000, 0.9, f32),
-            vendor
-        );
+        for p in [f64, f32] {
+            assert_eq!(
+                pick(stats(16.0, 40_000, 3.0), 1 << 21, 34_000_000, 0.9, p),
+                vendor
+            );
+        }
         assert_eq!(
             pick(stats(16.0, 40_000, 3.0), 1 << 21, 34_000_000, 0.9, f16),
             merge_path
+        );
+        // A web graph: most rows empty, none long, columns near their row.
+        for p in [f64, f32, f16] {
+            assert_eq!(
+                pick(stats(2.85, 60, 1.95), 325_729, 929_849, 0.27, p),
+                scalar
+            );
+        }
+        // The same lengths on fewer entries stay on `vector-split`.
+        assert_eq!(
+            pick(stats(2.85, 60, 1.95), 32_573, 92_985, 0.27, f32),
+            split
         );
         // A 3D Poisson stencil, and the same rows with random columns.
         assert_eq!(

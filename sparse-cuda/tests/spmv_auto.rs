@@ -1,7 +1,7 @@
 //! `auto` SpMV on the cuda backend against the oracle: the rule's choice (`vector-split` for
-//! skewed rows, in f64 and f32 only of a short mean, cuSPARSE's COO SpMV there otherwise; COO
-//! `atomic` for a small matrix with a long row in f64 and f32; `scalar` or `vector` otherwise)
-//! and
+//! skewed rows, in f64 and f32 only of a short mean and under 2^20 entries, cuSPARSE's COO
+//! SpMV there otherwise; COO `atomic` for a small matrix with a long row in f64 and f32; `scalar`
+//! for a large matrix of short, local rows however skewed; `scalar` or `vector` otherwise) and
 //! plan-time tuning, which must keep a candidate that computes the product, report what it kept
 //! and what tuning cost, and take value updates.
 //!
@@ -35,6 +35,19 @@ fn skewed<T: Scalar>(rows: usize, short: usize) -> Csr<T> {
     Csr::from_triplets(rows, 2500, &triplets).expect("valid matrix")
 }
 
+/// 262,144 x 262,144, as a web graph's short rows: every fourth row holds 8 entries next to the
+/// diagonal, the others none (a coefficient of variation of 1.7, the longest row 8).
+fn sparse_rows<T: Scalar>() -> Csr<T> {
+    let n = 1 << 18;
+    let mut triplets = Vec::new();
+    for i in (0..n).step_by(4) {
+        for j in i..(i + 8).min(n) {
+            triplets.push((i, j, T::from_f64(value(i, j))));
+        }
+    }
+    Csr::from_triplets(n, n, &triplets).expect("valid matrix")
+}
+
 /// A tridiagonal 500 x 500 matrix.
 fn banded<T: Scalar>() -> Csr<T> {
     let mut triplets = Vec::new();
@@ -58,16 +71,27 @@ fn case<T: Scalar>(a: &Csr<T>) -> SpmvCase<T> {
 fn check_auto<T: Scalar<Out = T>>(b: &CudaBackend, precision: Precision, failures: &mut Failures) {
     let f16 = precision == Precision::F16;
     let split = (BackendKind::Cuda, Format::Csr, Algorithm::VectorSplit);
+    let vendor = (BackendKind::Cusparse, Format::Coo, Algorithm::VendorDefault);
     for (name, a, expected) in [
         ("skewed", skewed::<T>(4000, 8), split),
         (
+            "large skewed",
+            skewed::<T>(60_000, 18),
+            if f16 {
+                (BackendKind::Cuda, Format::Csr, Algorithm::MergePath)
+            } else {
+                vendor
+            },
+        ),
+        (
+            "short sparse rows",
+            sparse_rows::<T>(),
+            (BackendKind::Cuda, Format::Csr, Algorithm::Scalar),
+        ),
+        (
             "skewed, long mean",
             skewed::<T>(1200, 40),
-            if f16 {
-                split
-            } else {
-                (BackendKind::Cusparse, Format::Coo, Algorithm::VendorDefault)
-            },
+            if f16 { split } else { vendor },
         ),
         (
             "small skewed",
