@@ -14,7 +14,7 @@
 //! The `unfused` algorithm (`unfused.rs`): SDDMM, a row softmax and SpMM, the baseline.
 //!
 //! `auto` (`auto.rs`): `fused-tc` in f16 and bf16; in f32 `fused`, or `unfused` for heads wider
-//! than a warp of `fused` holds.
+//! than a warp of `fused` holds and for large graphs of short rows and columns.
 
 use std::sync::Arc;
 
@@ -467,7 +467,8 @@ impl<T: Scalar> CudaCoreBackward<T> {
 /// `auto`'s algorithm: a fused kernel, on tensor cores in f16 and bf16. Fused kernels read each
 /// K and V row once per (row, head) and write O once, where the unfused pipeline also writes and
 /// reads the scores and the weights (three kernels per head). In f32 the plan is an
-/// [`AutoAttention`], which takes the unfused pipeline for heads too wide for `fused`; in f16
+/// [`AutoAttention`], which takes the unfused pipeline for heads too wide for `fused` and for
+/// large graphs whose rows and columns are all short; in f16
 /// and bf16 the unfused pipeline widens every head into f32 staging and was 5.7x-7.6x slower
 /// than `fused` even there.
 pub(crate) fn auto_algorithm(precision: Precision) -> Algorithm {

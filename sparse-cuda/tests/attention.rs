@@ -8,7 +8,8 @@
 //! corpus (`kind` graph or gnn in its MANIFEST.tsv; `$SPARSE_CORPUS`, else ../shared/matrices)
 //! run forward and backward too, with two heads and the bias. Skips without a GPU (fails under
 //! `SPARSE_REQUIRE_GPU=1`). `auto` in f32 must take `fused` for heads of up to 256 columns and
-//! the unfused pipeline past them, forward and backward.
+//! the unfused pipeline past them, and the unfused pipeline on a large graph of short rows and
+//! columns, forward and backward.
 
 mod common;
 
@@ -335,16 +336,40 @@ fn every_case<T: Scalar<Out = T>>(
 }
 
 #[test]
-fn auto_in_f32_takes_unfused_past_the_columns_fused_holds() {
+fn auto_in_f32_takes_unfused_past_the_columns_fused_holds_and_on_short_rows() {
     let backend = available(BackendKind::Cuda, CudaBackend::new(0));
     collect(backend, |b, f| {
         let (name, a) = matrices().swap_remove(0);
-        let a: Csr<f32> = a.cast();
-        for (width, heads, expected) in [
-            (256, 1, Algorithm::Fused),
-            (257, 1, Algorithm::Unfused),
-            (300, 2, Algorithm::Unfused),
+        // 1,056,160 entries, none in a row or column of more than 5; then with a column of 200.
+        let mesh = generate::poisson2d::<f64, u32>(460).expect("a stencil");
+        let mut triplets: Vec<(usize, usize, f64)> = (0..mesh.rows())
+            .flat_map(|i| {
+                let (cols, values) = mesh.as_ref().row(i);
+                let row: Vec<_> = cols
+                    .iter()
+                    .zip(values)
+                    .map(|(&c, &v)| (i, c as usize, v))
+                    .collect();
+                row
+            })
+            .collect();
+        triplets.extend((0..200).map(|i| (i * 1000 + 7, 0, 0.5)));
+        let hub = Csr::from_triplets(mesh.rows(), mesh.cols(), &triplets).expect("valid matrix");
+        for (name, a, width, heads, expected) in [
+            (name, &a, 256, 1, Algorithm::Fused),
+            (name, &a, 257, 1, Algorithm::Unfused),
+            (name, &a, 300, 2, Algorithm::Unfused),
+            ("poisson2d-460", &mesh, 32, 1, Algorithm::Unfused),
+            ("poisson2d-460", &mesh, 32, 4, Algorithm::Unfused),
+            (
+                "poisson2d-460 with a column of 200",
+                &hub,
+                32,
+                1,
+                Algorithm::Fused,
+            ),
         ] {
+            let a: Csr<f32> = a.cast();
             let desc = AttentionDesc::new(Precision::F32)
                 .heads(heads)
                 .bias_from_values(true);
