@@ -53,7 +53,7 @@ pub const SPLIT_MAX_NNZ: usize = 1 << 20;
 /// Row lengths regular enough for one thread a row.
 pub const REGULAR_CV: f64 = 0.5;
 /// Rows short enough for one thread a row however their lengths vary: no thread walks more
-/// than this many entries, and `vector`'s few lanes a row would idle as often.
+/// than this many entries.
 pub const SHORT_ROW: usize = 64;
 /// Rows local enough for `scalar`: their columns span at most this fraction of the columns on
 /// average. Matrices with random columns span nearly all of them; there a warp's x gathers
