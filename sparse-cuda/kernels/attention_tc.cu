@@ -9,7 +9,8 @@
 // piece of a long one) and one head, and per block:
 //   S (16 rows x 16 slots) = Q_w K_slots^T, two mma.m16n8k16 per 16 of d; Q's fragments stay in
 //     registers for the whole item, K's and V's are loaded from the slots' rows (16-byte loads
-//     straight into the fragments' registers, all of a block's issued before the first MMA);
+//     straight into the fragments' registers, all of a block's issued before the first MMA;
+//     the slots' row numbers and bitmaps of the next block are loaded while a block is summed);
 //   the bitmap masks S (a slot a row lacks scores -inf), and each row's running maximum (started
 //     at -inf) and sum are updated and its accumulators rescaled (the online softmax);
 //   O (16 x dv) += P V_slots: the C fragment of m16n8k16 is laid out as its A fragment, so P goes
@@ -126,15 +127,21 @@ __device__ __forceinline__ void tc_load_window(const T* head, u32 rs, u32 cs, u3
     }
 }
 
-// The rows of a block's slots g (h = 0) and 8 + g (h = 1) as the B operand of the scores' MMA.
+// The rows of a block's slots g (h = 0) and 8 + g (h = 1), which lane (g, t) reads for the B
+// operand of the scores' MMA.
+__device__ __forceinline__ void tc_score_slots(const u32* cols, u32 g, u32 (&rows)[2]) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) rows[h] = load(cols + 8 * h + g);
+}
+
+// The rows of a block's slots (tc_score_slots) as the B operand of the scores' MMA.
 template <typename T, int KW>
-__device__ __forceinline__ void tc_load_slots(const T* head, u32 rs, u32 cs, u32 len, bool vec, const u32* cols, u32 k_first,
-                                              u32 g, u32 t, u32 (&frag)[2][KW][4]) {
+__device__ __forceinline__ void tc_load_slots(const T* head, u32 rs, u32 cs, u32 len, bool vec, const u32 (&rows)[2],
+                                              u32 k_first, u32 t, u32 (&frag)[2][KW][4]) {
 #pragma unroll
     for (int h = 0; h < 2; ++h)
 #pragma unroll
-        for (int c = 0; c < KW; ++c)
-            load_run<T, 8>(head + (u64)load(cols + 8 * h + g) * rs, 32 * (k_first + c) + 8 * t, len, cs, vec, frag[h][c]);
+        for (int c = 0; c < KW; ++c) load_run<T, 8>(head + (u64)rows[h] * rs, 32 * (k_first + c) + 8 * t, len, cs, vec, frag[h][c]);
 }
 
 // s += A B^T (16 rows x 16 slots) over KW chunks of 32 columns; s[h][2r + e] is row g + 8r,
@@ -151,17 +158,46 @@ __device__ __forceinline__ void tc_scores(float (&s)[2][4], const u32 (&a)[KW][2
         }
 }
 
-// The rows of a block's slots 2t, 2t+1, 2t+8, 2t+9 (i = 0..3) as the B operand of the weighted
-// sum: 8 columns at first + 64c + 8g of each.
+// The rows of a block's slots 2t, 2t+1, 2t+8, 2t+9 (i = 0..3), which lane (g, t) reads for the
+// B operand of the weighted sum.
+__device__ __forceinline__ void tc_sum_slots(const u32* cols, u32 t, u32 (&rows)[4]) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) rows[i] = load(cols + 2 * t + (i & 1) + 8 * (i >> 1));
+}
+
+// The rows of a block's slots (tc_sum_slots) as the B operand of the weighted sum: 8 columns at
+// first + 64c + 8g of each.
 template <typename T, int DVC>
-__device__ __forceinline__ void tc_load_sum_rows(const T* head, u32 rs, u32 cs, u32 len, bool vec, const u32* cols, u32 first,
-                                                 u32 g, u32 t, u32 (&run)[4][DVC][4]) {
+__device__ __forceinline__ void tc_load_sum_rows(const T* head, u32 rs, u32 cs, u32 len, bool vec, const u32 (&rows)[4],
+                                                 u32 first, u32 g, u32 (&run)[4][DVC][4]) {
 #pragma unroll
     for (int i = 0; i < 4; ++i)
 #pragma unroll
-        for (int c = 0; c < DVC; ++c)
-            load_run<T, 8>(head + (u64)load(cols + 2 * t + (i & 1) + 8 * (i >> 1)) * rs, first + 64 * c + 8 * g, len, cs, vec,
-                           run[i][c]);
+        for (int c = 0; c < DVC; ++c) load_run<T, 8>(head + (u64)rows[i] * rs, first + 64 * c + 8 * g, len, cs, vec, run[i][c]);
+}
+
+// One block's runs of tc_load_sum_rows<T, 1> in shared memory: run i of lane l at [i][l], so a
+// warp's 16-byte reads of one i are consecutive. A lane reads back only the runs it copied.
+typedef uint4 TcStage[4][32];
+
+// Starts copying the runs of tc_load_sum_rows<T, 1> of the slots' rows `rows` into `stage`: by
+// cp.async where a run is whole and `vec`, else through registers (memcheck reports a cp.async
+// of fewer bytes, zero-filled, as a read of all 16, past a row that ends its allocation).
+template <typename T>
+__device__ __forceinline__ void tc_stage_sum_rows(TcStage& stage, const T* head, u32 rs, u32 cs, u32 len, bool vec,
+                                                  const u32 (&rows)[4], u32 first, u32 g, u32 lane) {
+    const u32 at = first + 8 * g;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const T* row = head + (u64)rows[i] * rs;
+        if (vec && at + 8 <= len) {
+            cp_async<16>(&stage[i][lane], row + at, 16);
+        } else {
+            u32 w[4];
+            load_run<T, 8>(row, at, len, cs, vec, w);
+            stage[i][lane] = make_uint4(w[0], w[1], w[2], w[3]);
+        }
+    }
 }
 
 // acc += W X for a block: W (16 rows x 16 slots) in the scores' C layout in s (0 where a row
@@ -305,14 +341,23 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc(const AttentionT
 #pragma unroll
         for (int r = 0; r < 2; ++r) entry[r] = load(p.win.item_entry + (u64)item * 16 + g + 8 * r);
 
+    // Block b + 1's rows of K and V and its bitmaps, loaded while block b is summed.
+    u32 k_rows_next[2] = {0, 0}, v_rows_next[4] = {0, 0, 0, 0}, bits_next[2] = {0, 0};
+    const auto load_ahead = [&](u32 b) {
+        tc_score_slots(p.win.blk_col + (u64)b * 16, g, k_rows_next);
+        tc_sum_slots(p.win.blk_col + (u64)b * 16, t, v_rows_next);
+        tc_load_bits(p.win, b, g, bits_next);
+    };
+    if (begin < end) load_ahead(begin);
     for (u32 b = begin; b < end; ++b) {
         const u32* cols = p.win.blk_col + (u64)b * 16;
+        const u32 k_rows[2] = {k_rows_next[0], k_rows_next[1]}, bits[2] = {bits_next[0], bits_next[1]};
+        const u32 v_rows[4] = {v_rows_next[0], v_rows_next[1], v_rows_next[2], v_rows_next[3]};
         u32 k_frag[2][KW][4];
-        tc_load_slots<T, KW>(k_head, p.ops.k_rs, p.ops.k_cs, p.ops.d, p.k_vec, cols, k_first, g, t, k_frag);
+        tc_load_slots<T, KW>(k_head, p.ops.k_rs, p.ops.k_cs, p.ops.d, p.k_vec, k_rows, k_first, t, k_frag);
         u32 v_run[4][DVC][4];
-        tc_load_sum_rows<T, DVC>(v_head, p.ops.v_rs, p.ops.v_cs, p.ops.dv, p.v_vec, cols, v_first, g, t, v_run);
-        u32 bits[2];
-        tc_load_bits(p.win, b, g, bits);
+        tc_load_sum_rows<T, DVC>(v_head, p.ops.v_rs, p.ops.v_cs, p.ops.dv, p.v_vec, v_rows, v_first, g, v_run);
+        if (b + 1 < end) load_ahead(b + 1);
 
         float s[2][4] = {};
         tc_scores<T, KW>(s, q_frag, k_frag);
@@ -510,13 +555,19 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc_grad_scores(cons
         entry[r] = load(p.win.item_entry + (u64)item * 16 + g + 8 * r);
     }
     float2* prob_grads = reinterpret_cast<float2*>(a.prob_grads);
+    // Block b + 1's rows of K and V and its bitmaps, loaded while block b is scored.
+    u32 rows_next[2] = {0, 0}, bits_next[2] = {0, 0};
+    const auto load_ahead = [&](u32 b) {
+        tc_score_slots(p.win.blk_col + (u64)b * 16, g, rows_next);
+        tc_load_bits(p.win, b, g, bits_next);
+    };
+    if (begin < end) load_ahead(begin);
     for (u32 b = begin; b < end; ++b) {
-        const u32* cols = p.win.blk_col + (u64)b * 16;
+        const u32 rows[2] = {rows_next[0], rows_next[1]}, bits[2] = {bits_next[0], bits_next[1]};
         u32 k_frag[2][KC][4], v_frag[2][KC][4];
-        tc_load_slots<T, KC>(k_head, a.k_rs, a.k_cs, a.d, p.k_vec, cols, 0, g, t, k_frag);
-        tc_load_slots<T, KC>(v_head, a.v_rs, a.v_cs, a.dv, p.v_vec, cols, 0, g, t, v_frag);
-        u32 bits[2];
-        tc_load_bits(p.win, b, g, bits);
+        tc_load_slots<T, KC>(k_head, a.k_rs, a.k_cs, a.d, p.k_vec, rows, 0, t, k_frag);
+        tc_load_slots<T, KC>(v_head, a.v_rs, a.v_cs, a.dv, p.v_vec, rows, 0, t, v_frag);
+        if (b + 1 < end) load_ahead(b + 1);
         float s[2][4] = {}, dp[2][4] = {};
         tc_scores<T, KC>(s, q_frag, k_frag);
         tc_scores<T, KC>(dp, do_frag, v_frag);
@@ -588,7 +639,9 @@ __device__ __forceinline__ void tc_gather_weights(const AttentionTcGather<T>& p,
 // out = W X, W the `component` (P or dS) of the pairs at `weights` in the layout's order times
 // `factor`, X's rows by the slots. The chain of loads a block's weights wait on (bitmaps, then
 // the weights at the positions they give) runs ahead of the sums: a block's bitmaps are loaded
-// two blocks before its sum and its weights one block before.
+// two blocks before its sum and its weights one block before. X's rows are copied into shared
+// memory by cp.async one block ahead (their row numbers loaded two blocks ahead), so no register
+// waits on them while the block before is summed.
 template <typename T>
 __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc_gather(const AttentionTcGather<T> p) {
     const u32 lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -612,15 +665,27 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc_gather(const Att
     // Block b's bitmaps and weights, and block b + 1's bitmaps.
     u32 bits[2] = {0, 0}, bits_next[2] = {0, 0};
     float w[2][4] = {};
+    // Two stages a warp, block b's in stages[b & 1]; rows_next: block b + 1's rows of X.
+    __shared__ TcStage staged[ATTN_TC_WARPS][2];
+    TcStage(&stages)[2] = staged[threadIdx.x / 32];
+    u32 rows_next[4];
     if (begin < end) {
         tc_load_bits(p.win, begin, g, bits);
         if (begin + 1 < end) tc_load_bits(p.win, begin + 1, g, bits_next);
         tc_gather_weights<T>(p, head, bits, t, entry, w);
+        u32 rows[4];
+        tc_sum_slots(p.win.blk_col + (u64)begin * 16, t, rows);
+        tc_stage_sum_rows<T>(stages[begin & 1], x_head, p.x_rs, p.x_cs, p.width, p.x_vec, rows, first, g, lane);
+        if (begin + 1 < end) tc_sum_slots(p.win.blk_col + (u64)(begin + 1) * 16, t, rows_next);
     }
+    cp_async_commit();
     for (u32 b = begin; b < end; ++b) {
         const u32* cols = p.win.blk_col + (u64)b * 16;
-        u32 x_run[4][1][4];
-        tc_load_sum_rows<T, 1>(x_head, p.x_rs, p.x_cs, p.width, p.x_vec, cols, first, g, t, x_run);
+        // Block b - 1 read stages[(b + 1) & 1] into registers and used them before this copy.
+        if (b + 1 < end)
+            tc_stage_sum_rows<T>(stages[(b + 1) & 1], x_head, p.x_rs, p.x_cs, p.width, p.x_vec, rows_next, first, g, lane);
+        cp_async_commit();
+        if (b + 2 < end) tc_sum_slots(p.win.blk_col + (u64)(b + 2) * 16, t, rows_next);
         u32 bits_after[2] = {0, 0};
         float w_next[2][4] = {};
         if (b + 2 < end) tc_load_bits(p.win, b + 2, g, bits_after);
@@ -650,6 +715,16 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc_gather(const Att
             if (shift[r] != ATTN_TC_NO_SHIFT)
 #pragma unroll
                 for (int i = 0; i < 4; ++i) s[i / 2][2 * r + i % 2] = tc_times_pow2(s[i / 2][2 * r + i % 2], shift[r]);
+        }
+        cp_async_wait<1>();
+        u32 x_run[4][1][4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const uint4 v = stages[b & 1][i][lane];
+            x_run[i][0][0] = v.x;
+            x_run[i][0][1] = v.y;
+            x_run[i][0][2] = v.z;
+            x_run[i][0][3] = v.w;
         }
         tc_weighted_sum<T, 1>(acc, s, x_run, bits, x_head, p.x_rs, p.x_cs, p.width, cols, first, g, t);
 #pragma unroll

@@ -151,26 +151,6 @@ template <typename T> struct fs_columns {
 // (f16, N = 128: 3 stages 0.99x, 4 stages 0.95x of 2): the shared memory they take is carved
 // out of the L1 cache, where blocks of nearby windows find the B rows they share.
 
-__device__ __forceinline__ u32 fs_shared_address(const void* p) {
-    u32 a;
-    asm("{.reg .u64 s; cvta.to.shared.u64 s, %1; cvt.u32.u64 %0, s;}" : "=r"(a) : "l"(p));
-    return a;
-}
-
-// Starts a copy of BYTES (4, 8 or 16, aligned to it) from global to shared memory; only the
-// first `src_bytes` (0 or BYTES) are read, the rest is zero-filled.
-template <int BYTES>
-__device__ __forceinline__ void fs_copy_async(void* dst, const void* src, u32 src_bytes) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(fs_shared_address(dst)), "l"(src),
-                 "n"(BYTES), "r"(src_bytes)
-                 : "memory");
-}
-__device__ __forceinline__ void fs_copy_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-// Waits until at most N of this thread's copy groups are still pending.
-template <int N> __device__ __forceinline__ void fs_copy_wait() {
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
-
 // The bits of one element in shared memory, zero-extended to 32.
 __device__ __forceinline__ u32 fs_bits(const half_t* p) { return *reinterpret_cast<const unsigned short*>(p); }
 __device__ __forceinline__ u32 fs_bits(const float* p) { return *reinterpret_cast<const u32*>(p); }
@@ -222,7 +202,7 @@ template <typename T, int H, int P, int G> struct fs_stage {
                 const u32 left = live && col < n ? n - col : 0;
                 const T* src = row + (u64)col * b_cs;
                 if constexpr (VEC) {
-                    fs_copy_async<RUN_BYTES>(run(i, q, lane), src, left >= P ? RUN_BYTES : 0);
+                    cp_async<RUN_BYTES>(run(i, q, lane), src, left >= P ? RUN_BYTES : 0);
                 } else {
                     u32 w[WORDS];
                     fs_run<T, P, false>(src, b_cs, left, w);
@@ -233,7 +213,7 @@ template <typename T, int H, int P, int G> struct fs_stage {
         }
         const u32 chunks = H * s.width * sizeof(T) / 16;
         if (lane < chunks)
-            fs_copy_async<16>(base + RUNS_BYTES + lane * 16,
+            cp_async<16>(base + RUNS_BYTES + lane * 16,
                               reinterpret_cast<const unsigned char*>(values + (u64)v * H) + lane * 16, 16);
     }
 
@@ -400,7 +380,7 @@ __global__ void __launch_bounds__(FS_THREADS) fs_spmm(const FsSpmm<T> args) {
                 stage(s).template fill<VEC>(cols, fill.v, args.values, o.b, o.b_rs, o.b_cs, o.n,
                                             lane_col, lane);
             }
-            fs_copy_commit();
+            cp_async_commit();
             fill = fill.next(wins, K, end);
         }
         if (fill.live) cols.fetch(args.vec_col, fill.v, wins.end(fill.j), t);
@@ -413,10 +393,10 @@ __global__ void __launch_bounds__(FS_THREADS) fs_spmm(const FsSpmm<T> args) {
             if (fill.live)
                 stage(into).template fill<VEC>(cols, fill.v, args.values, o.b, o.b_rs, o.b_cs, o.n,
                                                lane_col, lane);
-            fs_copy_commit();
+            cp_async_commit();
             fill = fill.next(wins, K, end);
             if (fill.live) cols.fetch(args.vec_col, fill.v, wins.end(fill.j), t);
-            fs_copy_wait<FS_STAGES - 1>();
+            cp_async_wait<FS_STAGES - 1>();
             // The values other lanes copied have landed too.
             __syncwarp();
             const S st = stage(now);

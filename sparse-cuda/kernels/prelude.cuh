@@ -184,6 +184,24 @@ template <typename T, int V> union span {
     T v[V];
 };
 
+// Asynchronous copies to shared memory (sm_80+). cp_async starts a copy of BYTES (4, 8 or 16;
+// both addresses aligned to it): the first `bytes` (<= BYTES) of global_src are read and the rest
+// of shared_dst is zero-filled; nothing is read past them.
+template <int BYTES>
+__device__ __forceinline__ void cp_async(void* shared_dst, const void* global_src, u32 bytes) {
+    const u32 dst = (u32)__cvta_generic_to_shared(shared_dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(global_src), "n"(BYTES), "r"(bytes)
+                 : "memory");
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+
+// Waits until at most N of this thread's committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
 // Loads that stay in flight: predicated in PTX, into registers the caller zeroed. A plain `if`
 // around a load, or a choice between a vector and an element-wise load, compiles to a branch
 // whose sides move their results into shared registers where they join, and that move waits for

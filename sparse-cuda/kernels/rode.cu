@@ -71,26 +71,6 @@ template <> struct rode_sub<double> { static const int N = RODE_SUB / 2; };
 template <typename T> struct rode_blocks_per_sm { static const int SPMM = 4, SDDMM = 4; };
 template <> struct rode_blocks_per_sm<double> { static const int SPMM = 4, SDDMM = 3; };
 
-// ---------------------------------------------------------------------------------------------
-// Asynchronous copies to shared memory (sm_80+).
-
-// Copies the first `bytes` (<= BYTES) of the BYTES at global_src to shared_dst and zero-fills the
-// rest; nothing is read past them.
-template <int BYTES>
-__device__ __forceinline__ void cp_async(void* shared_dst, const void* global_src, u32 bytes) {
-    const u32 dst = (u32)__cvta_generic_to_shared(shared_dst);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(global_src), "n"(BYTES), "r"(bytes)
-                 : "memory");
-}
-
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-
-// Waits until at most N of this thread's committed groups are still in flight.
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
 // The W lanes of a sub-warp: which sub-warp of the block, which lane, and the mask of its lanes
 // for __syncwarp and shuffles (sub-warps of one warp may run different trip counts).
 struct Subwarp {
