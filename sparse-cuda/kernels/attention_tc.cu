@@ -42,15 +42,12 @@
 #define ATTN_TC_WHOLE 0xffffffffu
 
 template <typename T> struct tc_type;
-// PARTS: the parts of a weight (their sum is the f32 weight to about 2^-22); EXP: the exponent
-// bits of one element.
+// PARTS: the parts of a weight (their sum is the f32 weight to about 2^-22).
 template <> struct tc_type<half_t> {
     static const int PARTS = 2;
-    static const u32 EXP = 0x7c00u;
 };
 template <> struct tc_type<bf16_t> {
     static const int PARTS = 3;
-    static const u32 EXP = 0x7f80u;
 };
 
 // d += A B: 16 x 8 f32 += (16 x 16) (16 x 8) in T.
@@ -78,17 +75,18 @@ __device__ __forceinline__ void tc_split(float x, u32 (&bits)[tc_type<T>::PARTS]
     }
 }
 
-// Bit 15 of either half of the result is set when that element of the word is infinite or NaN:
-// its exponent bits, all ones, carry into bit 15 when (0x8000 - EXP) is added, and no other
-// exponent reaches it. OR the results of many words and test them once with
-// tc_nonfinite_found.
+// found += w * 0 on both elements of a word of T: a finite element adds +0, an infinite or NaN
+// one makes that half of `found` NaN for good. Started at 0, `found` stays 0 while every word
+// added is finite: one instruction a word.
 template <typename T>
-__device__ __forceinline__ u32 tc_nonfinite_bits(u32 w) {
-    const u32 e = tc_type<T>::EXP * 0x10001u;
-    return (w & e) + (0x8000u - tc_type<T>::EXP) * 0x10001u;
-}
-
-__device__ __forceinline__ bool tc_nonfinite_found(u32 bits) { return (bits & 0x80008000u) != 0; }
+__device__ __forceinline__ void tc_nonfinite_add(u32& found, u32 w);
+#define ATTN_TC_NONFINITE_ADD(TYPE, NAME)                                                 \
+    template <>                                                                            \
+    __device__ __forceinline__ void tc_nonfinite_add<TYPE>(u32 & found, u32 w) {          \
+        asm("fma.rn." NAME "x2 %0, %1, %2, %0;" : "+r"(found) : "r"(w), "r"(0u));         \
+    }
+ATTN_TC_NONFINITE_ADD(half_t, "f16")
+ATTN_TC_NONFINITE_ADD(bf16_t, "bf16")
 
 // out[e*cs] = x[e] for e < 16 and first + e < len (columns of a head); one pair of 16-byte stores
 // when `vec` (contiguous and aligned: the host checks) and the run is whole.
@@ -209,14 +207,15 @@ __device__ __forceinline__ void tc_weighted_sum(float (&acc)[DVC][8][4], const f
                                                 const u32 (&bits)[2], const T* head, u32 rs, u32 cs, u32 len, const u32* cols,
                                                 u32 first, u32 g, u32 t) {
     const int PARTS = tc_type<T>::PARTS;
-    u32 nonfinite = 0;
+    // Four chains of additions, so that none waits long on the one before.
+    u32 found[4] = {0, 0, 0, 0};
 #pragma unroll
     for (int i = 0; i < 4; ++i)
 #pragma unroll
         for (int c = 0; c < DVC; ++c)
 #pragma unroll
-            for (int w = 0; w < 4; ++w) nonfinite |= tc_nonfinite_bits<T>(run[i][c][w]);
-    if (!__any_sync(0xffffffffu, tc_nonfinite_found(nonfinite))) {
+            for (int w = 0; w < 4; ++w) tc_nonfinite_add<T>(found[i], run[i][c][w]);
+    if (!__any_sync(0xffffffffu, (found[0] | found[1] | found[2] | found[3]) != 0)) {
         // a_q for q = 2h + r: row g + 8r, slots 8h + 2t, 8h + 2t + 1.
         u32 w_frag[PARTS][4];
 #pragma unroll
@@ -617,19 +616,24 @@ __device__ __forceinline__ float tc_times_pow2(float x, int n) {
 
 // The weights of a block of attention_tc_gather (0 where a row lacks the slot) in the scores'
 // C layout, w[h][2r + e] for row g + 8r and slot 8h + 2t + e; entry[r], row g + 8r's next
-// position, moves past the block.
+// position, moves past the block. A slot's weight is an offset from its row's first one in the
+// block (one wide multiply-add), loaded under a predicate so that no branch waits on it.
 template <typename T>
 __device__ __forceinline__ void tc_gather_weights(const AttentionTcGather<T>& p, u32 head, const u32 (&bits)[2], u32 t,
                                                   u32 (&entry)[2], float (&w)[2][4]) {
+    // Bytes from one entry's weight to the next one's (the host keeps it below 2^32).
+    const u32 stride = 2 * p.heads * sizeof(float);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
+        const char* row = reinterpret_cast<const char*>(p.weights + 2 * ((u64)entry[r] * p.heads + head) + p.component);
 #pragma unroll
         for (int h = 0; h < 2; ++h)
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
                 const u32 slot = 8 * h + 2 * t + e;
-                const u32 pos = entry[r] + __popc(bits[r] & ((1u << slot) - 1));
-                w[h][2 * r + e] = bits[r] >> slot & 1 ? load(p.weights + 2 * ((u64)pos * p.heads + head) + p.component) : 0.0f;
+                u32 word = 0;
+                ld_nc_pred(word, row + (u64)__popc(bits[r] & ((1u << slot) - 1)) * stride, bits[r] >> slot & 1);
+                w[h][2 * r + e] = __uint_as_float(word);
             }
         entry[r] += __popc(bits[r]);
     }

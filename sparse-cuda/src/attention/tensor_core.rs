@@ -53,6 +53,9 @@ const CHUNKS: [(u32, u32, u32); 8] = [
 ];
 /// The widest Q and K heads the kernels take.
 pub(super) const WIDEST_D: usize = 256;
+/// The most heads the kernels take: the weighted sums step from one entry's (P, dS) pairs to
+/// the next by a 32-bit count of bytes, 8 a head.
+const MOST_HEADS: usize = (u32::MAX / 8) as usize;
 /// `item_piece` of an item that is a whole window (`ATTN_TC_WHOLE`).
 const WHOLE: u32 = u32::MAX;
 
@@ -537,7 +540,7 @@ impl<T: Scalar> TensorCore<T> {
 
     /// Whether the kernels take heads of this shape.
     pub(super) fn takes(shape: &AttentionShape) -> bool {
-        shape.d <= WIDEST_D
+        shape.d <= WIDEST_D && shape.heads <= MOST_HEADS
     }
 
     /// Grows the pieces' scratch to `floats`.
