@@ -491,7 +491,9 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc_combine(const At
 // heads. attention_tc_grad_scores forms P and dS of each (entry, head) from two score MMAs
 // over A's windows and leaves them side by side in prob_grads ((entry, head), entry major);
 // attention_tc_transpose_pairs copies them into A^T's order (t_prob_grads), so that each
-// weighted sum reads its weights in its own layout's order. attention_tc_gather then makes each gradient as a weighted sum
+// weighted sum reads its weights in its own layout's order. Both keep the largest magnitude of
+// each (row, head) of the weights a sum reads (dS by A's rows, P and dS by A^T's) in row_max and
+// t_row_max, as bits (the bits of floats of one sign order as the floats; NaN above infinity). attention_tc_gather then makes each gradient as a weighted sum
 // over a window layout: dQ over A's windows (weights scale dS, rows of K), dK and dV over A^T's
 // (scale dS with Q's rows, P with dO's), a long window's pieces added in piece order by
 // attention_tc_gather_combine.
@@ -543,7 +545,7 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc_grad_scores(cons
         }
     }
     float max[2], inv_sum[2];
-    u32 entry[2];
+    u32 entry[2], grad_max[2] = {0, 0};
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         const u32 row = window * 16 + g + 8 * r;
@@ -582,36 +584,56 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc_grad_scores(cons
                     float x = s[h][2 * r + e] * a.scale;
                     if (a.bias) x += to_acc(load(a.values + pos));
                     const float prob = expf(x - max[r]) * inv_sum[r];
-                    prob_grads[(u64)pos * a.heads + head] = make_float2(prob, prob * (dp[h][2 * r + e] - mean[r]));
+                    const float grad = prob * (dp[h][2 * r + e] - mean[r]);
+                    prob_grads[(u64)pos * a.heads + head] = make_float2(prob, grad);
+                    grad_max[r] = umax(grad_max[r], __float_as_uint(fabsf(grad)));
                 }
             entry[r] += __popc(bits[r]);
         }
+    }
+    // A long window's pieces each raise their rows' maxima.
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        grad_max[r] = umax(grad_max[r], __shfl_xor_sync(0xffffffffu, grad_max[r], 1));
+        grad_max[r] = umax(grad_max[r], __shfl_xor_sync(0xffffffffu, grad_max[r], 2));
+        const u32 row = window * 16 + g + 8 * r;
+        if (t == 0 && row < a.rows) atomicMax(p.row_max + 2 * ((u64)row * a.heads + head) + 1, grad_max[r]);
     }
 }
 
 // attention_tc_transpose_pairs<T>: a thread per (position of A^T, head) copies its pair from
 // prob_grads (in A's order) into t_prob_grads: a gather, where the score kernel's stores in
-// A^T's order would be scattered.
+// A^T's order would be scattered. The lanes of a warp with the same (row of A^T, head) take
+// their maxima together, and one of them raises t_row_max.
 template <typename T>
 __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc_transpose_pairs(const AttentionTcScores<T> p) {
     const u64 i = (u64)blockIdx.x * ATTN_TC_THREADS + threadIdx.x;
-    if (i >= (u64)p.grad.nnz * p.grad.heads) return;
-    const u64 slot = i / p.grad.heads, head = i % p.grad.heads;
-    const float2* pairs = reinterpret_cast<const float2*>(p.grad.prob_grads);
-    reinterpret_cast<float2*>(p.t_prob_grads)[i] = pairs[(u64)load(p.t_entry + slot) * p.grad.heads + head];
+    const bool live = i < (u64)p.grad.nnz * p.grad.heads;
+    // Every lane takes part in the warp's maxima: the grid is whole warps.
+    float2 pair = make_float2(0.0f, 0.0f);
+    u64 key = ~0ull;
+    if (live) {
+        const u64 slot = i / p.grad.heads, head = i % p.grad.heads;
+        const u32 entry = load(p.t_entry + slot);
+        pair = reinterpret_cast<const float2*>(p.grad.prob_grads)[(u64)entry * p.grad.heads + head];
+        reinterpret_cast<float2*>(p.t_prob_grads)[i] = pair;
+        key = (u64)load(p.t_col + slot) * p.grad.heads + head;
+    }
+    const u32 same = __match_any_sync(0xffffffffu, key);
+    const u32 prob_max = __reduce_max_sync(same, __float_as_uint(fabsf(pair.x)));
+    const u32 grad_max = __reduce_max_sync(same, __float_as_uint(fabsf(pair.y)));
+    if (live && threadIdx.x % 32 == __ffs(same) - 1) {
+        atomicMax(p.t_row_max + 2 * key, prob_max);
+        atomicMax(p.t_row_max + 2 * key + 1, grad_max);
+    }
 }
 
-// ilogbf(x) for a finite x > 0, from its exponent field where x is normal (the library call
-// and ldexpf cost the weighted sum 3% of its time).
-__device__ __forceinline__ int tc_ilogb(float x) {
-    return x >= 1.17549435e-38f ? (int)(__float_as_uint(x) >> 23) - 127 : ilogbf(x);
-}
-
-// x * 2^n for -252 <= n <= 254, as two multiplications by normal powers of two: exact, as
-// ldexpf is, wherever the result is normal.
-__device__ __forceinline__ float tc_times_pow2(float x, int n) {
+// 2^n for -252 <= n <= 254 as two normal powers of two, whose product with x is exact, as
+// ldexpf(x, n) is, wherever the result is normal.
+__device__ __forceinline__ void tc_pow2_parts(int n, float (&parts)[2]) {
     const int half = n / 2;
-    return x * __uint_as_float((u32)(127 + half) << 23) * __uint_as_float((u32)(127 + n - half) << 23);
+    parts[0] = __uint_as_float((u32)(127 + half) << 23);
+    parts[1] = __uint_as_float((u32)(127 + n - half) << 23);
 }
 
 // The weights of a block of attention_tc_gather (0 where a row lacks the slot) in the scores'
@@ -660,12 +682,21 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc_gather(const Att
 #pragma unroll
     for (int r = 0; r < 2; ++r) entry[r] = load(p.win.item_entry + (u64)item * 16 + g + 8 * r);
     float acc[1][8][4] = {};
-    // Row g + 8r's weights enter the MMA times 2^shift[r], and its sums are kept in units of
-    // 2^-shift[r]: f16 parts of a weight far below 1 (a gradient's weights may all be) would be
-    // subnormal and lose its digits. The shift puts the largest weight seen so far in
-    // [2^14, 2^15); when a block raises it, the row's sums are scaled down by the change. Every
-    // factor is a power of two: runs stay bit-reproducible.
-    int shift[2] = {ATTN_TC_NO_SHIFT, ATTN_TC_NO_SHIFT};
+    // Row g + 8r's weights enter the MMA times 2^shift[r] (the product of scale[r]), and its
+    // sums are kept in units of 2^-shift[r]: f16 parts of a weight far below 1 (a gradient's
+    // weights may all be) would be subnormal and lose its digits. The shift puts the row's
+    // largest weight in [2^14, 2^15); a row whose largest is zero, infinite or NaN takes none.
+    // Every factor is a power of two: runs stay bit-reproducible.
+    int shift[2];
+    float scale[2][2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const u32 row = window * 16 + g + 8 * r;
+        const float largest =
+            row < p.win.rows ? p.factor * __uint_as_float(load(p.row_max + 2 * ((u64)row * p.heads + head) + p.component)) : 0.0f;
+        shift[r] = largest > 0.0f && largest < ATTN_TC_INF ? 14 - ilogbf(largest) : ATTN_TC_NO_SHIFT;
+        tc_pow2_parts(shift[r] == ATTN_TC_NO_SHIFT ? 0 : shift[r], scale[r]);
+    }
     // Block b's bitmaps and weights, and block b + 1's bitmaps.
     u32 bits[2] = {0, 0}, bits_next[2] = {0, 0};
     float w[2][4] = {};
@@ -696,29 +727,9 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc_gather(const Att
         if (b + 1 < end) tc_gather_weights<T>(p, head, bits_next, t, entry, w_next);
         float s[2][4];
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-#pragma unroll
-            for (int i = 0; i < 4; ++i) s[i / 2][2 * r + i % 2] = p.factor * w[i / 2][2 * r + i % 2];
-            float largest = fmaxf(fmaxf(fabsf(s[0][2 * r]), fabsf(s[0][2 * r + 1])), fmaxf(fabsf(s[1][2 * r]), fabsf(s[1][2 * r + 1])));
-            largest = fmaxf(largest, __shfl_xor_sync(0xffffffffu, largest, 1));
-            largest = fmaxf(largest, __shfl_xor_sync(0xffffffffu, largest, 2));
-            // Zero, infinite and NaN maxima leave the shift as it is.
-            if (largest > 0.0f && largest < ATTN_TC_INF) {
-                const int wanted = 14 - tc_ilogb(largest);
-                if (wanted < shift[r]) {
-                    if (shift[r] != ATTN_TC_NO_SHIFT) {
-#pragma unroll
-                        for (int j = 0; j < 8; ++j) {
-                            acc[0][j][2 * r] = ldexpf(acc[0][j][2 * r], wanted - shift[r]);
-                            acc[0][j][2 * r + 1] = ldexpf(acc[0][j][2 * r + 1], wanted - shift[r]);
-                        }
-                    }
-                    shift[r] = wanted;
-                }
-            }
-            if (shift[r] != ATTN_TC_NO_SHIFT)
-#pragma unroll
-                for (int i = 0; i < 4; ++i) s[i / 2][2 * r + i % 2] = tc_times_pow2(s[i / 2][2 * r + i % 2], shift[r]);
+        for (int i = 0; i < 8; ++i) {
+            const int r = i % 4 / 2;
+            s[i / 4][i % 4] = p.factor * w[i / 4][i % 4] * scale[r][0] * scale[r][1];
         }
         cp_async_wait<1>();
         u32 x_run[4][1][4];

@@ -103,8 +103,10 @@ kernel_params! {
 
 kernel_params! {
     /// `attention_tc_grad_scores<T, KC>` and `attention_tc_transpose_pairs<T>`: A's windows and
-    /// the backward's operands; `t_entry[p]`: A's entry at position p of A^T, and
-    /// `t_prob_grads` the pairs in A^T's order.
+    /// the backward's operands; `t_entry[p]` and `t_col[p]`: A's entry at position p of A^T
+    /// and its column (the row of A^T), and `t_prob_grads` the pairs in A^T's order. `row_max` and `t_row_max`: the largest
+    /// magnitude of each component of the pairs of each (row, head) of A and of A^T, as bits
+    /// (laid out as a pair), raised by atomic maxima from zero (A's P component is not kept).
     pub(crate) struct AttentionTcScores<T> {
         win: plain(TcWindows),
         q_vec: u32,
@@ -113,7 +115,10 @@ kernel_params! {
         o_vec: u32,
         do_vec: u32,
         t_entry: ptr(u32),
+        t_col: ptr(u32),
         t_prob_grads: out(f32),
+        row_max: out(u32),
+        t_row_max: out(u32),
         grad: sub(AttentionGrad),
     }
 }
@@ -122,7 +127,8 @@ kernel_params! {
     /// `attention_tc_gather<T>` and `attention_tc_gather_combine<T>`: `out` (the layout's rows
     /// x heads*width) = W X over a window layout, W = `factor` times component `component` of
     /// the (entry, head) pairs at `weights` (in the layout's order), X (`x`, the slots' rows x
-    /// heads*width) in `slices` slices of 64 columns.
+    /// heads*width) in `slices` slices of 64 columns; `row_max`: the largest magnitude of each
+    /// component of each (row, head) of the layout (see [`AttentionTcScores`]).
     pub(crate) struct AttentionTcGather<T> {
         win: plain(TcWindows),
         slices: u32,
@@ -137,6 +143,7 @@ kernel_params! {
         out_cs: u32,
         out_vec: u32,
         weights: ptr(f32),
+        row_max: ptr(u32),
         component: u32,
         factor: f32,
         part_acc: out(f32),
@@ -350,11 +357,12 @@ impl Layout {
 }
 
 /// The layouts of a `fused-tc` plan: A's windows (the forward, and dQ) and A^T's (dK and dV),
-/// and A's entry at each position of A^T.
+/// and A's entry at each position of A^T and A^T's rows.
 pub(super) struct Layouts<'t> {
     a: Layout,
     t: Layout,
     t_entry: &'t [usize],
+    t_ptr: &'t [usize],
 }
 
 impl<'t> Layouts<'t> {
@@ -368,8 +376,18 @@ impl<'t> Layouts<'t> {
             a: Layout::of(row_ptr, a.col_idx())?,
             t: Layout::of(&t.col_ptr, &t.row)?,
             t_entry: &t.entry,
+            t_ptr: &t.col_ptr,
         })
     }
+}
+
+/// The row of each position of the pattern whose row j holds positions `ptr[j] .. ptr[j + 1]`;
+/// the rows that hold any fit u32 (checked by [`Windows::of`]).
+fn t_cols(ptr: &[usize]) -> Vec<u32> {
+    ptr.windows(2)
+        .enumerate()
+        .flat_map(|(j, w)| std::iter::repeat_n(j as u32, w[1] - w[0]))
+        .collect()
 }
 
 /// A layout on the device, and the number of its rows.
@@ -481,10 +499,14 @@ fn vectors<T: Scalar>(b: &Bound, heads: usize, width: usize) -> bool {
 pub(super) struct TensorCore<T: Scalar> {
     a: DeviceWindows,
     t: DeviceWindows,
-    /// A's entry at each position of A^T.
+    /// A's entry at each position of A^T, and its column.
     t_entry: CudaSlice<u32>,
+    t_col: CudaSlice<u32>,
     /// P and dS of each (entry, head) in A^T's order, side by side.
     t_prob_grads: CudaSlice<f32>,
+    /// The largest magnitudes of the pairs of each (row, head) of A and of A^T.
+    row_max: CudaSlice<u32>,
+    t_row_max: CudaSlice<u32>,
     /// By (KC, DVC, KS), in the order of [`CHUNKS`].
     kernels: Vec<Kernel<AttentionTc<T>>>,
     combine: Kernel<AttentionTc<T>>,
@@ -513,14 +535,19 @@ impl<T: Scalar> TensorCore<T> {
             .map(|e| device.kernel(e))
             .collect::<Result<_>>()?;
         let nnz = layouts.t_entry.len();
-        let pairs = nnz
-            .checked_mul(2 * heads)
-            .ok_or_else(|| Error::overflow::<usize>("attention pairs", nnz))?;
+        let pairs = |n: usize| {
+            n.checked_mul(2 * heads)
+                .ok_or_else(|| Error::overflow::<usize>("attention pairs", n))
+        };
         Ok(TensorCore {
             t: DeviceWindows::upload(device, &layouts.t, cols)?,
             // Positions below nnz, which fits u32 (checked by the plan).
             t_entry: device.upload_converted(layouts.t_entry, 0, |&x| x as u32)?,
-            t_prob_grads: device.alloc_zeros(pairs, "attention weights and score gradients")?,
+            t_col: device.upload_converted(&t_cols(layouts.t_ptr), 0, |&c| c)?,
+            t_prob_grads: device
+                .alloc_zeros(pairs(nnz)?, "attention weights and score gradients")?,
+            row_max: device.alloc_zeros(pairs(rows)?, "attention row maxima")?,
+            t_row_max: device.alloc_zeros(pairs(cols)?, "attention column maxima")?,
             kernels,
             combine: device.kernel(&combine_entry::<T>()?)?,
             grad: backward::Kernels::load(device)?,
@@ -533,9 +560,10 @@ impl<T: Scalar> TensorCore<T> {
     pub(super) fn bytes(&self) -> usize {
         self.a.bytes()
             + self.t.bytes()
-            + self.t_entry.len() * size_of::<u32>()
+            + (self.t_entry.len() + self.t_col.len()) * size_of::<u32>()
             + (self.t_prob_grads.len() + self.part_acc.len() + self.part_stats.len())
                 * size_of::<f32>()
+            + (self.row_max.len() + self.t_row_max.len()) * size_of::<u32>()
     }
 
     /// Whether the kernels take heads of this shape.
@@ -668,6 +696,8 @@ mod tests {
         // Positions in column order, which t.entry maps to A's entries.
         assert_eq!(layouts.t.items[0].entry[..5], [0, 1, 3, 3, 4]);
         assert_eq!(t.entry, [3, 0, 2, 1]);
+        // Each position's row of A^T: column 2 has no entries.
+        assert_eq!(t_cols(layouts.t_ptr), [0, 1, 1, 3]);
     }
 
     #[test]

@@ -2,9 +2,11 @@
 //! `attention_tc_transpose_pairs`, `attention_tc_gather` and `attention_tc_gather_combine` in
 //! `attention_tc.cu`). From the forward's row statistics, one kernel forms P and dS of every
 //! (entry, head) with two score MMAs per block of A's windows (S = Q K^T and dP = dO V^T) and
-//! stores them in A's order; a second copies them into A^T's. Three weighted sums on the MMA
-//! then make dQ = scale dS K over A's windows, and dK = scale dS^T Q and dV = P^T dO over
-//! A^T's, each reading the pairs in its own layout's order.
+//! stores them in A's order; a second copies them into A^T's. Both keep the largest magnitude
+//! of the weights of each row of each layout, from which a weighted sum scales the row's
+//! weights once. Three weighted sums on the MMA then make dQ = scale dS K over A's windows, and
+//! dK = scale dS^T Q and dV = P^T dO over A^T's, each reading the pairs in its own layout's
+//! order.
 
 use std::sync::Arc;
 
@@ -85,13 +87,14 @@ impl<T: Scalar> Kernels<T> {
 }
 
 /// One weighted sum: `out` = W X over `layout`, W the `component` of the (entry, head) pairs
-/// at `weights` (in the layout's order) times `factor`.
+/// at `weights` (in the layout's order, their maxima at `row_max`) times `factor`.
 struct Gather<'a, T> {
     layout: &'a DeviceWindows,
     x: (&'a Bound, Ptr<T>),
     out: &'a Bound,
     width: usize,
     weights: Ptr<f32>,
+    row_max: Ptr<u32>,
     component: u32,
     factor: f32,
 }
@@ -119,6 +122,12 @@ impl<T: Scalar> TensorCore<T> {
             .scratch(heads, d)?
             .max(self.t.scratch(heads, d.max(dv))?);
         self.reserve(device, need)?;
+        for maxima in [&mut self.row_max, &mut self.t_row_max] {
+            device
+                .stream
+                .memset_zeros(maxima)
+                .map_err(|e| device.error("clearing the attention row maxima", e))?;
+        }
         let scores = AttentionTcScores {
             win: self.a.params(device),
             q_vec: u32::from(vectors::<T>(&ops.q, heads, d)),
@@ -127,10 +136,17 @@ impl<T: Scalar> TensorCore<T> {
             o_vec: u32::from(vectors::<T>(&ops.o, heads, dv)),
             do_vec: u32::from(vectors::<T>(&ops.d_o, heads, dv)),
             t_entry: Ptr::of(&self.t_entry, device),
+            t_col: Ptr::of(&self.t_col, device),
             t_prob_grads: MutPtr::of(&self.t_prob_grads, device),
+            row_max: MutPtr::of(&self.row_max, device),
+            t_row_max: MutPtr::of(&self.t_row_max, device),
             grad,
         };
         let t_pairs = Ptr::of(&self.t_prob_grads, device);
+        let (a_max, t_max) = (
+            Ptr::of(&self.row_max, device),
+            Ptr::of(&self.t_row_max, device),
+        );
         let (a, t) = (&self.a, &self.t);
         let gathers = [
             Gather {
@@ -139,6 +155,7 @@ impl<T: Scalar> TensorCore<T> {
                 out: &ops.dq,
                 width: d,
                 weights: grad.prob_grads.read_only(),
+                row_max: a_max,
                 component: 1,
                 factor: grad.scale,
             },
@@ -148,6 +165,7 @@ impl<T: Scalar> TensorCore<T> {
                 out: &ops.dk,
                 width: d,
                 weights: t_pairs,
+                row_max: t_max,
                 component: 1,
                 factor: grad.scale,
             },
@@ -157,6 +175,7 @@ impl<T: Scalar> TensorCore<T> {
                 out: &ops.dv,
                 width: dv,
                 weights: t_pairs,
+                row_max: t_max,
                 component: 0,
                 factor: 1.0,
             },
@@ -167,7 +186,8 @@ impl<T: Scalar> TensorCore<T> {
         // pattern's rows (rows past them are neither read nor written); the positions from
         // item_entry and from t_entry (a permutation of 0..nnz) stay below nnz for the rows'
         // own entries, and both pair buffers hold nnz*heads pairs (sized for the plan's heads,
-        // which `shape` matches); Q, K, V, O, dO and the gradients span their shapes at their
+        // which `shape` matches), and the row maxima a pair per (row, head) of A and per
+        // (column, head), cleared above on the same stream; Q, K, V, O, dO and the gradients span their shapes at their
         // strides (bound and checked against `shape`), read and written for columns below d
         // (dv) of each head only, by 16-byte accesses only where `vectors` holds; the scratch
         // holds every piece's rows at the widest width; the score kernel finishes before the
@@ -198,6 +218,7 @@ impl<T: Scalar> TensorCore<T> {
                     out_cs,
                     out_vec: u32::from(vectors::<T>(g.out, shape.heads, g.width)),
                     weights: g.weights,
+                    row_max: g.row_max,
                     component: g.component,
                     factor: g.factor,
                     part_acc: MutPtr::of(&self.part_acc, device),
