@@ -54,8 +54,9 @@ const CHUNKS: [(u32, u32, u32); 8] = [
 /// The widest Q and K heads the kernels take.
 pub(super) const WIDEST_D: usize = 256;
 /// The most heads the kernels take: the weighted sums step from one entry's (P, dS) pairs to
-/// the next by a 32-bit count of bytes, 8 a head.
-const MOST_HEADS: usize = (u32::MAX / 8) as usize;
+/// the next by a 32-bit count of bytes, 8 a head. The forward runs more on CUDA cores; the
+/// backward refuses them.
+pub(super) const MOST_HEADS: usize = (u32::MAX / 8) as usize;
 /// `item_piece` of an item that is a whole window (`ATTN_TC_WHOLE`).
 const WHOLE: u32 = u32::MAX;
 

@@ -19,7 +19,7 @@ use crate::operand::{to_u32, AttentionGradOperands, Bound};
 
 use super::{
     grid, k_chunks, vectors, AttentionTcGather, AttentionTcScores, DeviceWindows, TensorCore,
-    SOURCE, WINDOW,
+    MOST_HEADS, SOURCE, WINDOW,
 };
 
 /// KC of the score kernel instantiated: chunks of 32 columns holding both d and dv.
@@ -110,6 +110,11 @@ impl<T: Scalar> TensorCore<T> {
         grad: AttentionGrad<T>,
     ) -> Result<()> {
         let (d, dv, heads) = (shape.d, shape.dv, shape.heads);
+        if heads > MOST_HEADS {
+            return Err(Error::invalid(format!(
+                "the tensor-core attention backward takes at most {MOST_HEADS} heads, got {heads}"
+            )));
+        }
         let chunks = k_chunks(d.max(dv))
             .and_then(|kc| SCORE_CHUNKS.iter().position(|&c| c == kc))
             .ok_or_else(|| {
