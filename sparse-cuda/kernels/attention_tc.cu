@@ -493,10 +493,10 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc_combine(const At
 // attention_tc_transpose_pairs copies them into A^T's order (t_prob_grads), so that each
 // weighted sum reads its weights in its own layout's order. Both keep the largest magnitude of
 // each (row, head) of the weights a sum reads (dS by A's rows, P and dS by A^T's) in row_max and
-// t_row_max, as bits (the bits of floats of one sign order as the floats; NaN above infinity). attention_tc_gather then makes each gradient as a weighted sum
-// over a window layout: dQ over A's windows (weights scale dS, rows of K), dK and dV over A^T's
-// (scale dS with Q's rows, P with dO's), a long window's pieces added in piece order by
-// attention_tc_gather_combine.
+// t_row_max, as bits (the bits of floats of one sign order as the floats; NaN above infinity).
+// attention_tc_gather then makes each gradient as a weighted sum over a window layout: dQ over
+// A's windows (weights scale dS, rows of K), dK and dV over A^T's (scale dS with Q's rows, P
+// with dO's), a long window's pieces added in piece order by attention_tc_gather_combine.
 // Every output is written once, in a fixed order: runs are bit-reproducible.
 
 // The dot product of two words of two elements of T each.
@@ -628,7 +628,7 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc_transpose_pairs(
     }
 }
 
-// 2^n for -252 <= n <= 254 as two normal powers of two, whose product with x is exact, as
+// 2^n for -252 <= n <= 254 as two normal powers of two: multiplying by both is exact, as
 // ldexpf(x, n) is, wherever the result is normal.
 __device__ __forceinline__ void tc_pow2_parts(int n, float (&parts)[2]) {
     const int half = n / 2;
