@@ -511,7 +511,12 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
     to_u32("number of entries", a.nnz())?;
     let transposed = Transposed::of(a);
     let (layouts, columns) = if tensor_core {
-        let layouts = tensor_core::Layouts::of(a, &row_ptr, &transposed)?;
+        let layouts = tensor_core::Layouts::of(
+            a,
+            &row_ptr,
+            &transposed,
+            (desc.heads, device.info.multiprocessors),
+        )?;
         (Some(layouts), None)
     } else {
         (None, Some(split_by_length(&transposed.col_ptr)?))

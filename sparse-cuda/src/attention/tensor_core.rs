@@ -4,7 +4,7 @@
 //! A is held as row windows of [`WINDOW`] rows: each window's distinct columns, ascending, in
 //! blocks of [`SLOTS`] slots, and per (block, row of the window) a bitmap of the slots the row
 //! has. A warp takes one item and one head: an item is a window, or a piece of at most
-//! [`PIECE_BLOCKS`] blocks of a longer one, and items are listed longest first so that the
+//! [`piece_blocks`] blocks of a longer one, and items are listed longest first so that the
 //! device's last warps are short ones. The pieces of a long window leave each row's maximum,
 //! sum and unnormalised sums in a scratch buffer that a second kernel combines in piece order,
 //! so runs are bit-reproducible. Q and K heads up to [`WIDEST_D`] columns; V heads of any
@@ -13,6 +13,7 @@
 //! backward ([`backward`]) runs over A's windows and over A^T's, cut the same way.
 
 use std::cmp::Reverse;
+use std::ops::RangeInclusive;
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, LaunchConfig};
@@ -34,8 +35,12 @@ mod backward;
 const WINDOW: usize = 16;
 /// Slots (distinct columns) of a block: the k of the weighted sum's MMA.
 const SLOTS: usize = 16;
-/// Blocks an item takes at most: a longer window is cut into pieces of this many.
-const PIECE_BLOCKS: usize = 32;
+/// Blocks an item takes at most ([`piece_blocks`]): a longer window is cut into pieces of
+/// this many.
+const PIECE_BLOCKS: RangeInclusive<usize> = 32..=512;
+/// Items per multiprocessor the piece length is chosen to give: twice the 16 or so warps of these
+/// kernels a multiprocessor holds, so that no item is longer than half a warp's share.
+const ITEMS_PER_SM: usize = 32;
 /// Warps per block (`ATTN_TC_WARPS`).
 const WARPS: u32 = 4;
 /// The (KC, DVC, KS) instantiated: chunks of 32 columns of a Q and K head, chunks of 64
@@ -285,9 +290,24 @@ struct Item {
     entry: [usize; WINDOW],
 }
 
-/// The items over `w`, longest first, and the windows cut into pieces with the first piece of
-/// each (and, last, the number of pieces).
-fn items(w: &Windows, row_ptr: &[usize]) -> Result<(Vec<Item>, Vec<usize>, Vec<usize>)> {
+/// The piece length for `blocks` blocks of `heads` heads in all on a device of
+/// `multiprocessors`: long enough that few windows are cut (every piece's sums cross memory
+/// twice, to the scratch and back for the combine), short enough that [`ITEMS_PER_SM`] warps'
+/// items are left for each multiprocessor, and within [`PIECE_BLOCKS`]. Listed longest first,
+/// items of up to this length still leave the device's last warps short ones.
+fn piece_blocks(blocks: usize, heads: usize, multiprocessors: u32) -> usize {
+    (blocks.saturating_mul(heads) / (multiprocessors.max(1) as usize * ITEMS_PER_SM))
+        .clamp(*PIECE_BLOCKS.start(), *PIECE_BLOCKS.end())
+}
+
+/// The items over `w`, longest first, windows of more than `piece` blocks cut into pieces of
+/// `piece`, and the windows cut with the first piece of each (and, last, the number of
+/// pieces).
+fn items(
+    w: &Windows,
+    row_ptr: &[usize],
+    piece: usize,
+) -> Result<(Vec<Item>, Vec<usize>, Vec<usize>)> {
     let rows = row_ptr.len() - 1;
     let (mut list, mut split_window, mut split_piece) = (Vec::new(), Vec::new(), Vec::new());
     let mut pieces = 0u32;
@@ -296,7 +316,7 @@ fn items(w: &Windows, row_ptr: &[usize]) -> Result<(Vec<Item>, Vec<usize>, Vec<u
         for (r, e) in entry.iter_mut().enumerate() {
             *e = row_ptr[(window * WINDOW + r).min(rows)];
         }
-        if b[1] - b[0] <= PIECE_BLOCKS {
+        if b[1] - b[0] <= piece {
             list.push(Item {
                 window,
                 begin: b[0],
@@ -308,8 +328,8 @@ fn items(w: &Windows, row_ptr: &[usize]) -> Result<(Vec<Item>, Vec<usize>, Vec<u
         }
         split_window.push(window);
         split_piece.push(pieces as usize);
-        for begin in (b[0]..b[1]).step_by(PIECE_BLOCKS) {
-            let end = (begin + PIECE_BLOCKS).min(b[1]);
+        for begin in (b[0]..b[1]).step_by(piece) {
+            let end = (begin + piece).min(b[1]);
             list.push(Item {
                 window,
                 begin,
@@ -345,10 +365,18 @@ pub(super) struct Layout {
 }
 
 impl Layout {
-    /// The layout of the pattern `row_ptr`, `col` (see [`Windows::of`]).
-    fn of<I: SpIndex>(row_ptr: &[usize], col: &[I]) -> Result<Self> {
+    /// The layout of the pattern `row_ptr`, `col` (see [`Windows::of`]) for `heads` heads on a
+    /// device of `multiprocessors`.
+    fn of<I: SpIndex>(
+        row_ptr: &[usize],
+        col: &[I],
+        heads: usize,
+        multiprocessors: u32,
+    ) -> Result<Self> {
         let windows = Windows::of(row_ptr, col)?;
-        let (items, split_window, split_piece) = items(&windows, row_ptr)?;
+        let blocks = windows.block_ptr[windows.block_ptr.len() - 1];
+        let piece = piece_blocks(blocks, heads, multiprocessors);
+        let (items, split_window, split_piece) = items(&windows, row_ptr, piece)?;
         Ok(Layout {
             windows,
             items,
@@ -368,15 +396,17 @@ pub(super) struct Layouts<'t> {
 }
 
 impl<'t> Layouts<'t> {
-    /// The layouts of A (its offsets as usize in `row_ptr`) and of its transpose `t`.
+    /// The layouts of A (its offsets as usize in `row_ptr`) and of its transpose `t`, for
+    /// `heads` heads on a device of `multiprocessors`.
     pub(super) fn of<T: Scalar, I: SpIndex>(
         a: CsrRef<'_, T, I>,
         row_ptr: &[usize],
         t: &'t Transposed,
+        (heads, multiprocessors): (usize, u32),
     ) -> Result<Self> {
         Ok(Layouts {
-            a: Layout::of(row_ptr, a.col_idx())?,
-            t: Layout::of(&t.col_ptr, &t.row)?,
+            a: Layout::of(row_ptr, a.col_idx(), heads, multiprocessors)?,
+            t: Layout::of(&t.col_ptr, &t.row, heads, multiprocessors)?,
             t_entry: &t.entry,
             t_ptr: &t.col_ptr,
         })
@@ -691,7 +721,7 @@ mod tests {
     fn the_transposed_layout_takes_columns_as_rows() {
         let a = csr(6, 4, &[(0, 1), (0, 3), (2, 1), (5, 0)]);
         let t = Transposed::of(a.as_ref());
-        let layouts = Layouts::of(a.as_ref(), &row_ptr(&a), &t).unwrap();
+        let layouts = Layouts::of(a.as_ref(), &row_ptr(&a), &t, (1, 132)).unwrap();
         let w = &layouts.t.windows;
         // One window of A's 4 columns; its slots are the rows 0, 2 and 5.
         assert_eq!(w.block_ptr, [0, 1]);
@@ -713,7 +743,9 @@ mod tests {
         let a = csr(33, 40 * SLOTS, &entries);
         let w = windows(&a);
         assert_eq!(w.block_ptr, [0, 40, 41, 41]);
-        let (list, split_window, split_piece) = items(&w, &row_ptr(&a)).unwrap();
+        let piece = piece_blocks(41, 1, 132);
+        assert_eq!(piece, 32);
+        let (list, split_window, split_piece) = items(&w, &row_ptr(&a), piece).unwrap();
         assert_eq!((split_window, split_piece), (vec![0], vec![0, 2]));
         let spans: Vec<_> = list
             .iter()
@@ -734,6 +766,17 @@ mod tests {
         assert_eq!((list[0].entry[0], list[1].entry[0]), (0, 1));
         // The window of rows 32.. has one row; past it, positions stay at nnz.
         assert_eq!(list[3].entry[1], entries.len());
+    }
+
+    #[test]
+    fn pieces_lengthen_with_the_work_per_multiprocessor() {
+        assert_eq!(piece_blocks(0, 1, 132), 32);
+        // R-MAT 2^20 x 16 on 132 multiprocessors: 940,556 blocks.
+        assert_eq!(piece_blocks(940_556, 1, 132), 222);
+        // Four heads count as four times the blocks.
+        assert_eq!(piece_blocks(240_000, 4, 132), 227);
+        assert_eq!(piece_blocks(usize::MAX, 2, 132), 512);
+        assert_eq!(piece_blocks(1 << 20, 1, 0), 512);
     }
 
     #[test]
