@@ -773,8 +773,8 @@ mod tests {
         assert_eq!(piece_blocks(0, 1, 132), 32);
         // R-MAT 2^20 x 16 on 132 multiprocessors: 940,556 blocks.
         assert_eq!(piece_blocks(940_556, 1, 132), 222);
-        // Four heads count as four times the blocks.
-        assert_eq!(piece_blocks(240_000, 4, 132), 227);
+        // R-MAT 2^18 x 16 with four heads: 220,687 blocks, each taken by four warps.
+        assert_eq!(piece_blocks(220_687, 4, 132), 208);
         assert_eq!(piece_blocks(usize::MAX, 2, 132), 512);
         assert_eq!(piece_blocks(1 << 20, 1, 0), 512);
     }
