@@ -515,7 +515,8 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
             a,
             &row_ptr,
             &transposed,
-            (desc.heads, device.info.multiprocessors),
+            desc.heads,
+            device.info.multiprocessors,
         )?;
         (Some(layouts), None)
     } else {

@@ -402,7 +402,8 @@ impl<'t> Layouts<'t> {
         a: CsrRef<'_, T, I>,
         row_ptr: &[usize],
         t: &'t Transposed,
-        (heads, multiprocessors): (usize, u32),
+        heads: usize,
+        multiprocessors: u32,
     ) -> Result<Self> {
         Ok(Layouts {
             a: Layout::of(row_ptr, a.col_idx(), heads, multiprocessors)?,
@@ -721,7 +722,7 @@ mod tests {
     fn the_transposed_layout_takes_columns_as_rows() {
         let a = csr(6, 4, &[(0, 1), (0, 3), (2, 1), (5, 0)]);
         let t = Transposed::of(a.as_ref());
-        let layouts = Layouts::of(a.as_ref(), &row_ptr(&a), &t, (1, 132)).unwrap();
+        let layouts = Layouts::of(a.as_ref(), &row_ptr(&a), &t, 1, 132).unwrap();
         let w = &layouts.t.windows;
         // One window of A's 4 columns; its slots are the rows 0, 2 and 5.
         assert_eq!(w.block_ptr, [0, 1]);
