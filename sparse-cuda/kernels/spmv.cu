@@ -20,11 +20,34 @@
 // - coo: one thread per entry with atomic adds into y (after y = beta*y); the row of each entry
 //   is written once per plan by coo_rows.
 
-template <typename T>
+// Entries from, from + STEP, from + 2*STEP, ... below `to` of a row, dotted with x in that
+// order. With GROUP > 1 the loads of GROUP steps are issued together (those of the last group
+// past the row end read its last entry again and are not added), so that a thread waits on one
+// chain of dependent loads (the column index, then x) per group instead of one per step: on the
+// long rows whole warps walk, latency sets the time. Where a thread takes a step or two, the
+// plain loop is faster.
+template <typename T, u32 STEP, u32 GROUP>
 __device__ __forceinline__ typename acc_of<T>::type
 row_dot(const u32* col_idx, const T* values, const T* x, u32 incx, u32 from, u32 to) {
     typename acc_of<T>::type sum = 0;
-    for (u32 k = from; k < to; ++k) sum += to_acc(load(values + k)) * to_acc(load(x + (u64)load(col_idx + k) * incx));
+    if constexpr (GROUP == 1) {
+        for (u32 k = from; k < to; k += STEP) sum += to_acc(load(values + k)) * to_acc(load(x + (u64)load(col_idx + k) * incx));
+    } else {
+        // Steps counted from k, which stays below `to`, so that no index wraps.
+        for (u32 k = from; k < to; k = to - k > GROUP * STEP ? k + GROUP * STEP : to) {
+            T value[GROUP], xv[GROUP];
+#pragma unroll
+            for (u32 g = 0; g < GROUP; ++g) {
+                const u32 e = g * STEP < to - k ? k + g * STEP : to - 1;
+                value[g] = load(values + e);
+                xv[g] = load(x + (u64)load(col_idx + e) * incx);
+            }
+#pragma unroll
+            for (u32 g = 0; g < GROUP; ++g) {
+                if (g * STEP < to - k) sum += to_acc(value[g]) * to_acc(xv[g]);
+            }
+        }
+    }
     return sum;
 }
 
@@ -34,17 +57,17 @@ __global__ void __launch_bounds__(SPMV_BLOCK) spmv_csr_scalar(const SpmvCsr<T> p
     const u64 row = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (row >= p.rows) return;
     const typename acc_of<T>::type sum =
-        row_dot(p.col_idx, p.values, o.x, o.incx, load(p.row_ptr + row), load(p.row_ptr + row + 1));
+        row_dot<T, 1, 1>(p.col_idx, p.values, o.x, o.incx, load(p.row_ptr + row), load(p.row_ptr + row + 1));
     update(o.y + row * o.incy, o.alpha, sum, o.beta);
 }
 
 // Sum of entries from..to of a row over the W lanes of a sub-warp (lane 0 holds the total).
+// Whole warps walk a row LONG_ROW_GROUP steps at a time (measured against 1, 2 and 8).
+constexpr u32 LONG_ROW_GROUP = 4;
 template <typename T, int W>
 __device__ __forceinline__ typename acc_of<T>::type
 subwarp_row_dot(const u32* col_idx, const T* values, const T* x, u32 incx, u32 from, u32 to, u32 lane) {
-    typename acc_of<T>::type sum = 0;
-    for (u32 k = from + lane; k < to; k += W) sum += to_acc(load(values + k)) * to_acc(load(x + (u64)load(col_idx + k) * incx));
-    return subwarp_sum<W>(sum);
+    return subwarp_sum<W>(row_dot<T, W, W == 32 ? LONG_ROW_GROUP : 1>(col_idx, values, x, incx, from + lane, to));
 }
 
 // The row of `thread` on W lanes, unless it is longer than `long_row` (left to whole warps).

@@ -11,15 +11,15 @@
 //!   iterations ([`TINY_NNZ`], [`TINY_CHAIN`]): our COO `atomic`, whose threads each take a few
 //!   entries; the whole product lasts about as long as that one row otherwise;
 //! - skewed rows (one longer than [`LONG_ROW`] entries, or a coefficient of variation of the
-//!   row lengths above [`SKEWED_CV`]), and in f64 and f32 also a longest row whose iterations
-//!   outlast the stream of the whole matrix by more than [`CHAIN_EXCESS_US`]: below
-//!   [`SPLIT_MAX_NNZ`] entries, `vector-split`, which gives the long rows whole warps in
-//!   segments within its one launch (in f64 and f32 only with a mean under [`LONG_MEAN`]:
-//!   pruned layers, whose every row it would cut and join, run faster on cuSPARSE); otherwise
-//!   cuSPARSE's COO SpMV in f64 and f32, which balances entries over threads, and our
-//!   merge-path in f16 (cuSPARSE's f16 SpMV is slower than our `vector` even there). Rows
-//!   skewed only in their lengths, none longer than [`SHORT_ROW`] (a web graph with many empty
-//!   rows), take `scalar` where it streams them (below);
+//!   row lengths above [`SKEWED_CV`]), or a longest row whose iterations outlast the stream of
+//!   the whole matrix by more than [`CHAIN_EXCESS_US`]: below [`SPLIT_MAX_NNZ`] entries,
+//!   `vector-split`, which gives the long rows whole warps in segments within its one launch
+//!   (pruned layers with rows of hundreds of entries too, since whole warps issue four steps'
+//!   loads at once: `docs/results/h200-2026-11-27i.md`); otherwise cuSPARSE's COO SpMV in f64
+//!   and f32, which balances entries over threads, and our merge-path in f16 (cuSPARSE's f16
+//!   SpMV is slower than our `vector` even there). Rows skewed only in their lengths, none
+//!   longer than [`SHORT_ROW`] (a web graph with many empty rows), take `scalar` where it
+//!   streams them (below);
 //! - long rows (a mean of [`LONG_MEAN`] entries or more): `vector`, 32 lanes a row;
 //! - large and local matrices (at least [`LARGE_NNZ`] entries, rows whose columns span at most
 //!   [`LOCAL_SPAN`] of the columns on average) with regular rows (a coefficient of variation at
@@ -142,10 +142,9 @@ pub(crate) fn csr_choice(
     let stream_us = (nnz as f64 * (value_bytes + 4.0) + rows as f64 * (2.0 * value_bytes + 4.0))
         / STREAM_BYTES_PER_US;
     let walk_outlasts_stream = chain * iteration_us(precision) - stream_us > CHAIN_EXCESS_US;
-    let skewed =
-        stats.max > LONG_ROW as usize || stats.cv > SKEWED_CV || (wide && walk_outlasts_stream);
+    let skewed = stats.max > LONG_ROW as usize || stats.cv > SKEWED_CV || walk_outlasts_stream;
     let skewed_choice = || {
-        if nnz < SPLIT_MAX_NNZ && (stats.mean < LONG_MEAN || !wide) {
+        if nnz < SPLIT_MAX_NNZ {
             Choice::Cuda(Format::Csr, Algorithm::VectorSplit)
         } else if wide {
             Choice::Vendor(Format::Coo, Algorithm::VendorDefault)
@@ -318,12 +317,10 @@ mod tests {
             assert_eq!(pick(stats(15.0, 9458, 5.3), 37_700, 578_006, 0.1, p), split);
         }
         assert_eq!(pick(stats(12.5, 893, 3.2), 8_297, 103_689, 0.1, f32), split);
-        // Skewed with long rows on average: cuSPARSE, but our split in f16.
-        assert_eq!(
-            pick(stats(100.6, 2_000, 1.6), 496, 49_920, 0.9, f64),
-            vendor
-        );
-        assert_eq!(pick(stats(100.6, 2_000, 1.6), 496, 49_920, 0.9, f16), split);
+        // Skewed with long rows on average.
+        for p in [f64, f16] {
+            assert_eq!(pick(stats(100.6, 2_000, 1.6), 496, 49_920, 0.9, p), split);
+        }
         // A large power-law graph.
         for p in [f64, f32] {
             assert_eq!(
@@ -365,17 +362,11 @@ mod tests {
         );
         // A small citation graph: its longest row takes a vector warp 50 iterations.
         assert_eq!(pick(stats(2.8, 99, 1.2), 3_327, 9_228, 0.3, f64), atomic);
-        assert_eq!(pick(stats(2.8, 99, 1.2), 3_327, 9_228, 0.3, f16), vector);
+        assert_eq!(pick(stats(2.8, 99, 1.2), 3_327, 9_228, 0.3, f16), split);
         // A pruned layer of 256 rows of 460 entries: the longest row's 26 iterations outlast
         // its stream; with 2048 such rows the stream hides them.
-        assert_eq!(
-            pick(stats(460.8, 833, 0.17), 256, 117_964, 1.0, f64),
-            vendor
-        );
-        assert_eq!(
-            pick(stats(460.8, 833, 0.17), 256, 117_964, 1.0, f16),
-            vector
-        );
+        assert_eq!(pick(stats(460.8, 833, 0.17), 256, 117_964, 1.0, f64), split);
+        assert_eq!(pick(stats(460.8, 833, 0.17), 256, 117_964, 1.0, f16), split);
         assert_eq!(
             pick(stats(512.0, 623, 0.06), 2_048, 1_048_576, 1.0, f64),
             vector

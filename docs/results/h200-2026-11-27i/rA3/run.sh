@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Committed kernel (grouped loads where whole warps walk a row) and rule (vector-split for skewed pruned layers): tests, conformance, memcheck, corpus and large set against the previous binary.
+set -uo pipefail
+export SPARSE_KERNEL_CACHE_DIR=/tmp/kc SPARSE_REQUIRE_GPU=1 SPARSE_CORPUS=devrun/matrices
+B=/tmp/bin; O=$OUT/rA3; M=devrun/matrices; mkdir -p $B $O
+for f in devrun/bin/*.gz; do gunzip -c $f > $B/$(basename $f .gz); chmod +x $B/$(basename $f .gz); done
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; date -u; } > $O/device.txt 2>&1
+t0=$SECONDS
+step() { local name=$1 limit=$2; shift 2; timeout $limit "$@" > $O/$name.log 2>&1; echo "$name rc=$? $((SECONDS-t0))s" | tee -a $O/steps.txt; }
+C="--backend cuda --corpus $M --large 0 --ops spmv --precisions f64,f32,f16 --formats csr,coo --warmup-ms 20 --time-limit-s 1 --runs 20"
+L="--backend cuda --no-corpus --large 256 --ops spmv --precisions f64,f32 --formats csr,coo --warmup-ms 20 --time-limit-s 2 --runs 10"
+step test-spmv_formats 120 $B/test-spmv_formats --test-threads=1
+step test-spmv_auto 60 $B/test-spmv_auto --test-threads=1
+step test-tilespmv 60 $B/test-tilespmv --test-threads=1
+step conformance-spmv 120 $B/conformance --backend cuda --quick --corpus $M --op spmv --precision f64,f32,f16
+step corpus-base 110 $B/spbench-base $C --out $O/corpus-base
+step corpus-new 110 $B/spbench $C --out $O/corpus-new
+step large-base 70 $B/spbench-base $L --out $O/large-base
+step large-new 70 $B/spbench $L --out $O/large-new
+step memcheck-csr 100 /usr/local/cuda/bin/compute-sanitizer --tool memcheck --error-exitcode 9 $B/test-spmv_formats --test-threads=1 csr_kernels
+rm -f $O/*/*.svg
+cd $OUT && tar czf rA3.tgz rA3 && rm -rf rA3
