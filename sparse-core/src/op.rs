@@ -318,6 +318,10 @@ pub struct SpmmDesc {
     /// The widest N runs will use (`None`: [`DEFAULT_MAX_WIDTH`]); the plan's workspace is sized
     /// for it, so runs up to it never allocate.
     pub max_width: Option<usize>,
+    /// With `auto`: time every candidate on the matrix while planning, with B and C of
+    /// [`SpmmDesc::reserved_width`] columns in row-major order, and keep the fastest (as
+    /// [`SpmvDesc::tune`]).
+    pub tune: bool,
 }
 
 impl SpmmDesc {
@@ -328,7 +332,12 @@ impl SpmmDesc {
             algorithm: Algorithm::Auto,
             block: None,
             max_width: None,
+            tune: false,
         }
+    }
+    /// `auto` by timing the candidates on the matrix while planning (see [`SpmmDesc::tune`]).
+    pub fn tuned(self) -> Self {
+        SpmmDesc { tune: true, ..self }
     }
     pub fn format(self, format: Format) -> Self {
         SpmmDesc { format, ..self }
@@ -367,6 +376,10 @@ pub struct SddmmDesc {
     /// The widest K runs will use (`None`: [`DEFAULT_MAX_WIDTH`]); the plan's workspace is sized
     /// for it, so runs up to it never allocate.
     pub max_width: Option<usize>,
+    /// With `auto`: time every candidate on the matrix while planning, with X and Y of
+    /// [`SddmmDesc::reserved_width`] columns in row-major order, and keep the fastest (as
+    /// [`SpmvDesc::tune`]).
+    pub tune: bool,
 }
 
 impl SddmmDesc {
@@ -378,7 +391,12 @@ impl SddmmDesc {
             block: None,
             scale_by_values: false,
             max_width: None,
+            tune: false,
         }
+    }
+    /// `auto` by timing the candidates on the matrix while planning (see [`SddmmDesc::tune`]).
+    pub fn tuned(self) -> Self {
+        SddmmDesc { tune: true, ..self }
     }
     pub fn format(self, format: Format) -> Self {
         SddmmDesc { format, ..self }

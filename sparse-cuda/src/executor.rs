@@ -14,7 +14,9 @@ use crate::device::{CudaBuffer, Device};
 use crate::plan::{check_request, Desc, PlanClock, Request};
 use crate::registry::{self, Family};
 use crate::spmv_auto::{self, Choice};
-use crate::{attention, bsr, ell, flashsparse, magicube, rode, sddmm, spmm, spmv, tilespmv};
+use crate::{
+    attention, bsr, ell, flashsparse, magicube, rode, sddmm, spmm, spmv, tilespmv, tuning,
+};
 
 /// sparse-blas's CUDA kernels on one device. Plans hold the matrix on the device; operands
 /// must be device memory made by [`Executor::upload`] or [`Executor::zeros`] of this backend.
@@ -140,7 +142,7 @@ impl Executor for CudaBackend {
         if desc.algorithm == Algorithm::Auto && desc.format == Format::Csr {
             check_request::<T>(BackendKind::Cuda, Self::table, desc.request())?;
             if desc.tune {
-                return spmv_auto::tuned(self, a, &desc);
+                return tuning::spmv(self, a, &desc);
             }
             let span = || spmv_auto::column_span(a);
             match spmv_auto::csr_choice(&stats, (a.rows(), a.nnz()), span, desc.precision) {
@@ -199,6 +201,10 @@ impl Executor for CudaBackend {
         desc: &SpmmDesc,
     ) -> Result<Box<dyn SpmmPlan<T> + 'a>> {
         let clock = PlanClock::start();
+        if desc.algorithm == Algorithm::Auto && desc.tune {
+            check_request::<T>(BackendKind::Cuda, Self::table, desc.request())?;
+            return tuning::spmm(self, a, desc);
+        }
         let stats = a.row_stats();
         let (family, algorithm) = Self::resolve::<T>(desc.request(), || {
             self.auto_dense(
@@ -226,6 +232,10 @@ impl Executor for CudaBackend {
         desc: &SddmmDesc,
     ) -> Result<Box<dyn SddmmPlan<T> + 'a>> {
         let clock = PlanClock::start();
+        if desc.algorithm == Algorithm::Auto && desc.tune {
+            check_request::<T>(BackendKind::Cuda, Self::table, desc.request())?;
+            return tuning::sddmm(self, s, desc);
+        }
         let stats = s.row_stats();
         let (family, algorithm) = Self::resolve::<T>(desc.request(), || {
             self.auto_dense(

@@ -30,6 +30,7 @@ mod spmv;
 mod spmv_auto;
 pub mod tilespmv;
 mod timing;
+mod tuning;
 mod vector_ops;
 
 pub use cusparse::{BlockedEllSpmm, CusparseBackend};

@@ -1,9 +1,8 @@
 //! `auto` for SpMV on CSR in the `cuda` backend, with cuSPARSE's CSR and COO algorithms among
 //! the candidates, so that `auto` is never the vendor's slower cousin.
 //!
-//! By default a rule from row statistics chooses (free). With [`SpmvDesc::tuned`], every
-//! candidate is planned and timed on the matrix itself and the fastest is kept; the time that
-//! took is `PlanTime::tuning`.
+//! By default a rule from row statistics chooses (free). With `SpmvDesc::tuned`, every
+//! candidate is planned and timed on the matrix itself instead (`tuning.rs`).
 //!
 //! The rule, calibrated on an H100 over the 49 corpus matrices and four generated ones of 26M to
 //! 34M entries in f64, f32 and f16 (`docs/results/spmv.md` has the figures):
@@ -28,15 +27,8 @@
 //!   bandwidth on the stencils;
 //! - otherwise `vector`, with lanes by the mean row length.
 
-use std::time::{Duration, Instant};
+use sparse_core::{Algorithm, CsrRef, DType, Format, Precision, RowStats, SpIndex};
 
-use sparse_core::{
-    Algorithm, CsrRef, DType, Dense, DenseRef, Executor, Format, Layout, OpKind, Precision, Result,
-    RowStats, Scalar, SpIndex, SpmvDesc, SpmvPlan,
-};
-
-use crate::cusparse::CusparseBackend;
-use crate::executor::CudaBackend;
 use crate::spmv::{vector_width, LONG_ROW};
 
 /// Row lengths whose standard deviation is more than this many means are skewed.
@@ -82,9 +74,6 @@ fn iteration_us(precision: Precision) -> f64 {
         0.17
     }
 }
-
-/// Runs of a candidate timed by tuning, after two untimed ones.
-const TUNING_RUNS: u32 = 10;
 
 /// What `auto` runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -165,127 +154,6 @@ pub(crate) fn csr_choice(
     } else {
         Choice::Cuda(Format::Csr, Algorithm::Vector)
     }
-}
-
-/// A plan chosen by tuning: the fastest candidate, with the tuning time in its account.
-struct Tuned<'a, T: Scalar> {
-    plan: Box<dyn SpmvPlan<T> + 'a>,
-    info: sparse_core::PlanInfo,
-}
-
-impl<T: Scalar> SpmvPlan<T> for Tuned<'_, T> {
-    fn info(&self) -> &sparse_core::PlanInfo {
-        &self.info
-    }
-
-    fn run(
-        &mut self,
-        alpha: T::Acc,
-        x: DenseRef<'_, T>,
-        beta: T::Acc,
-        y: sparse_core::DenseMut<'_, T::Out>,
-    ) -> Result<()> {
-        self.plan.run(alpha, x, beta, y)
-    }
-
-    fn update_values(&mut self, values: DenseRef<'_, T>) -> Result<()> {
-        self.plan.update_values(values)
-    }
-}
-
-/// Mean time of one run of `plan` on x of ones, y written (beta = 0).
-fn time_run<T: Scalar>(
-    backend: &CudaBackend,
-    plan: &mut dyn SpmvPlan<T>,
-    x: &Dense<T>,
-    y: &mut Dense<T::Out>,
-) -> Result<Duration> {
-    let (one, zero) = (
-        <T::Acc as sparse_core::Accumulator>::ONE,
-        <T::Acc as sparse_core::Accumulator>::ZERO,
-    );
-    for _ in 0..2 {
-        plan.run(one, x.as_ref(), zero, y.as_mut())?;
-    }
-    backend.synchronize()?;
-    let start = Instant::now();
-    for _ in 0..TUNING_RUNS {
-        plan.run(one, x.as_ref(), zero, y.as_mut())?;
-    }
-    backend.synchronize()?;
-    Ok(start.elapsed() / TUNING_RUNS)
-}
-
-/// Plans every candidate for `desc` (this backend's algorithms on its format and, on CSR,
-/// cuSPARSE's CSR and COO algorithms when cuSPARSE can be used), times each on the matrix, and
-/// keeps the fastest. A candidate that cannot be planned (a fill limit, say) is passed over;
-/// when none can, the last error is returned.
-pub(crate) fn tuned<'a, T: Scalar, I: SpIndex>(
-    backend: &CudaBackend,
-    a: CsrRef<'a, T, I>,
-    desc: &SpmvDesc,
-) -> Result<Box<dyn SpmvPlan<T> + 'a>> {
-    let started = Instant::now();
-    let fixed = |format: Format, algorithm: Algorithm| SpmvDesc {
-        format,
-        algorithm,
-        tune: false,
-        ..*desc
-    };
-    let mut candidates: Vec<(Option<&CusparseBackend>, SpmvDesc)> =
-        CudaBackend::table(OpKind::Spmv, desc.format, desc.precision)
-            .into_iter()
-            .map(|offer| (None, fixed(desc.format, offer.algorithm)))
-            .collect();
-    let vendor = match desc.format {
-        Format::Csr => CusparseBackend::sharing(backend).ok(),
-        _ => None,
-    };
-    if let Some(vendor) = &vendor {
-        for format in [Format::Csr, Format::Coo] {
-            candidates.extend(
-                CusparseBackend::table(OpKind::Spmv, format, desc.precision)
-                    .into_iter()
-                    .map(|offer| (Some(vendor), fixed(format, offer.algorithm))),
-            );
-        }
-    }
-    let ones = vec![T::from_f64(1.0); a.cols()];
-    let x = backend.upload(DenseRef::vector(&ones))?;
-    let mut y = backend.zeros::<T::Out>(a.rows(), 1, Layout::ColMajor)?;
-    let mut best: Option<(Duration, Box<dyn SpmvPlan<T> + 'a>)> = None;
-    let mut last_error = None;
-    for (on, candidate) in candidates
-        .iter()
-        .filter(|(_, d)| d.algorithm != Algorithm::Auto)
-    {
-        let planned = match on {
-            Some(vendor) => vendor.plan_spmv(a, candidate),
-            None => backend.plan_spmv(a, candidate),
-        };
-        let mut plan = match planned {
-            Ok(plan) => plan,
-            Err(e) => {
-                last_error = Some(e);
-                continue;
-            }
-        };
-        let time = time_run(backend, plan.as_mut(), &x, &mut y)?;
-        if best.as_ref().is_none_or(|(fastest, _)| time < *fastest) {
-            best = Some((time, plan));
-        }
-    }
-    let Some((_, plan)) = best else {
-        return Err(last_error.unwrap_or_else(|| {
-            sparse_core::Error::internal(format!(
-                "tuning found no SpMV candidate on {} in {}",
-                desc.format, desc.precision
-            ))
-        }));
-    };
-    let mut info = plan.info().clone();
-    info.plan_time.tuning = started.elapsed().saturating_sub(info.plan_time.total());
-    Ok(Box::new(Tuned { plan, info }))
 }
 
 #[cfg(test)]

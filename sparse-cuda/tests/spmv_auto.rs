@@ -1,6 +1,6 @@
 //! `auto` SpMV on the cuda backend against the oracle: the rule's choice (`vector-split` for
-//! skewed rows, in f64 and f32 only of a short mean and under 2^20 entries, cuSPARSE's COO
-//! SpMV there otherwise; COO `atomic` for a small matrix with a long row in f64 and f32; `scalar`
+//! skewed rows under 2^20 entries, cuSPARSE's COO SpMV in f64 and f32 and merge-path in f16
+//! above; COO `atomic` for a small matrix with a long row in f64 and f32; `scalar`
 //! for a large matrix of short, local rows however skewed; `scalar` or `vector` otherwise) and
 //! plan-time tuning, which must keep a candidate that computes the product, report what it kept
 //! and what tuning cost, and take value updates.

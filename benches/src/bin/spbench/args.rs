@@ -91,6 +91,12 @@ pub struct Args {
     #[arg(long)]
     pub backward: bool,
 
+    /// Plan `auto` SpMV, SpMM and SDDMM by timing every candidate on the matrix (`tuned()`;
+    /// SpMM and SDDMM at the case's width) rather than by the backend's rule; plan_ms counts the
+    /// tuning.
+    #[arg(long)]
+    pub tune: bool,
+
     /// Layout of the dense operands of SpMM and SDDMM.
     #[arg(long, default_value = "row")]
     pub layout: LayoutArg,
@@ -221,6 +227,7 @@ pub struct Config {
     pub inner_widths: Vec<usize>,
     pub heads: usize,
     pub backward: bool,
+    pub tune: bool,
     pub layout: Layout,
     pub beta: f64,
     pub reference: bool,
@@ -325,6 +332,7 @@ impl Args {
             inner_widths: widths("--k", self.k, if quick { &[32] } else { &[32, 128] })?,
             heads: self.heads,
             backward: self.backward,
+            tune: self.tune,
             layout: self.layout.0,
             beta: self.beta,
             reference: self.reference,

@@ -373,6 +373,7 @@ impl Typed<'_> {
                 let seed = (op_index as u64) << 32 | width as u64;
                 let mut case = Case::new(a, op, width, c.heads, precision, c.layout, c.beta, seed);
                 case.backward = c.backward && op == Op::Attention;
+                case.tune = c.tune;
                 let dense_bytes = a.rows() as f64 * a.cols() as f64 * size_of::<T>() as f64;
                 let extras = Extras {
                     reference: c.reference,

@@ -88,6 +88,8 @@ pub struct Case<'a, T: Scalar> {
     pub out_layout: Layout,
     /// Attention runs its backward pass after each forward.
     pub backward: bool,
+    /// `auto` plans of SpMV, SpMM and SDDMM time their candidates (`tuned()`).
+    pub tune: bool,
 }
 
 /// Values in [-1, 1), or small integers for integer types (so integer results stay exact):
@@ -174,6 +176,7 @@ impl<'a, T: Scalar> Case<'a, T> {
             prior,
             out_layout,
             backward: false,
+            tune: false,
         }
     }
 
@@ -279,7 +282,8 @@ pub fn prepare_plan<'a, T: Scalar>(
     let upload = |d: &Dense<T>| backend.upload(d.as_ref());
     let (runner, plan, upload): (Box<dyn Runner + 'a>, _, _) = match case.op {
         Op::Spmv => {
-            let desc = SpmvDesc::new(p).format(format).algorithm(algorithm);
+            let mut desc = SpmvDesc::new(p).format(format).algorithm(algorithm);
+            desc.tune = case.tune;
             let (plan, plan_time) = timed(backend, || backend.plan_spmv(a, &desc))?;
             let ((x, y), upload_time) = timed(backend, || {
                 let y = initial_output(backend, prior, out_shape, case.out_layout, None)?;
@@ -296,10 +300,11 @@ pub fn prepare_plan<'a, T: Scalar>(
             (Box::new(runner), plan_time, upload_time)
         }
         Op::Spmm => {
-            let desc = SpmmDesc::new(p)
+            let mut desc = SpmmDesc::new(p)
                 .format(format)
                 .algorithm(algorithm)
                 .max_width(case.width);
+            desc.tune = case.tune;
             let (plan, plan_time) = timed(backend, || backend.plan_spmm(a, &desc))?;
             let ((b, c), upload_time) = timed(backend, || {
                 let c = initial_output(backend, prior, out_shape, case.out_layout, None)?;
@@ -316,10 +321,11 @@ pub fn prepare_plan<'a, T: Scalar>(
             (Box::new(runner), plan_time, upload_time)
         }
         Op::Sddmm => {
-            let desc = SddmmDesc::new(p)
+            let mut desc = SddmmDesc::new(p)
                 .format(format)
                 .algorithm(algorithm)
                 .max_width(case.width);
+            desc.tune = case.tune;
             let (plan, plan_time) = timed(backend, || backend.plan_sddmm(a, &desc))?;
             let order = plan.value_order().cloned();
             let ((x, y, c), upload_time) = timed(backend, || {
