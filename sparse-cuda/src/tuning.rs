@@ -83,21 +83,25 @@ struct Tuned<P> {
     info: PlanInfo,
 }
 
-/// The fastest of `candidates` as `plan` plans them and `time` times them, its info charged
-/// with the time since `started` beyond its own planning. `what` names the operation in the
-/// error when no candidate could be planned.
+/// The fastest candidate for `auto` of `op` on `format` in `precision` as `plan` plans it (on
+/// cuSPARSE when given it) and `time` times it, its info charged with the time since `started`
+/// beyond its own planning.
 fn fastest<P: ?Sized>(
-    candidates: &[Candidate<'_>],
-    mut plan: impl FnMut(&Candidate<'_>) -> Result<Box<P>>,
+    backend: &CudaBackend,
+    (op, format, precision): (OpKind, Format, Precision),
+    mut plan: impl FnMut(Option<&CusparseBackend>, Format, Algorithm) -> Result<Box<P>>,
     mut time: impl FnMut(&mut P) -> Result<Duration>,
     info: impl Fn(&P) -> &PlanInfo,
     started: Instant,
-    what: &str,
 ) -> Result<Tuned<Box<P>>> {
+    let vendor = match format {
+        Format::Csr => CusparseBackend::sharing(backend).ok(),
+        _ => None,
+    };
     let mut best: Option<(Duration, Box<P>)> = None;
     let mut last_error = None;
-    for candidate in candidates {
-        let mut planned = match plan(candidate) {
+    for candidate in candidates(op, format, precision, vendor.as_ref()) {
+        let mut planned = match plan(candidate.vendor, candidate.format, candidate.algorithm) {
             Ok(planned) => planned,
             Err(e) => {
                 last_error = Some(e);
@@ -110,20 +114,13 @@ fn fastest<P: ?Sized>(
         }
     }
     let Some((_, plan)) = best else {
-        return Err(last_error
-            .unwrap_or_else(|| Error::internal(format!("tuning found no {what} candidate"))));
+        return Err(last_error.unwrap_or_else(|| {
+            Error::internal(format!("tuning found no {op} candidate on {format}"))
+        }));
     };
     let mut info = info(&plan).clone();
     info.plan_time.tuning = started.elapsed().saturating_sub(info.plan_time.total());
     Ok(Tuned { plan, info })
-}
-
-/// cuSPARSE on the backend's device, where it can be used and the format is CSR.
-fn vendor_for(backend: &CudaBackend, format: Format) -> Option<CusparseBackend> {
-    match format {
-        Format::Csr => CusparseBackend::sharing(backend).ok(),
-        _ => None,
-    }
 }
 
 /// The SpMV plan tuning keeps, timed on x of ones with y written (beta = 0).
@@ -133,21 +130,20 @@ pub(crate) fn spmv<'a, T: Scalar, I: SpIndex>(
     desc: &SpmvDesc,
 ) -> Result<Box<dyn SpmvPlan<T> + 'a>> {
     let started = Instant::now();
-    let vendor = vendor_for(backend, desc.format);
-    let candidates = candidates(OpKind::Spmv, desc.format, desc.precision, vendor.as_ref());
     let x = backend.upload(DenseRef::vector(&vec![T::from_f64(1.0); a.cols()]))?;
     let mut y = backend.zeros::<T::Out>(a.rows(), 1, Layout::ColMajor)?;
     let (one, zero) = (T::Acc::ONE, T::Acc::ZERO);
     let tuned = fastest(
-        &candidates,
-        |c| {
+        backend,
+        (OpKind::Spmv, desc.format, desc.precision),
+        |vendor, format, algorithm| {
             let fixed = SpmvDesc {
-                format: c.format,
-                algorithm: c.algorithm,
+                format,
+                algorithm,
                 tune: false,
                 ..*desc
             };
-            match c.vendor {
+            match vendor {
                 Some(vendor) => vendor.plan_spmv(a, &fixed),
                 None => backend.plan_spmv(a, &fixed),
             }
@@ -157,7 +153,6 @@ pub(crate) fn spmv<'a, T: Scalar, I: SpIndex>(
         },
         |plan| plan.info(),
         started,
-        "SpMV",
     )?;
     Ok(Box::new(tuned))
 }
@@ -170,22 +165,21 @@ pub(crate) fn spmm<'a, T: Scalar, I: SpIndex>(
     desc: &SpmmDesc,
 ) -> Result<Box<dyn SpmmPlan<T> + 'a>> {
     let started = Instant::now();
-    let vendor = vendor_for(backend, desc.format);
-    let candidates = candidates(OpKind::Spmm, desc.format, desc.precision, vendor.as_ref());
     let width = desc.reserved_width();
     let b = ones::<T>(backend, a.cols(), width)?;
     let mut c = backend.zeros::<T::Out>(a.rows(), width, Layout::RowMajor)?;
     let (one, zero) = (T::Acc::ONE, T::Acc::ZERO);
     let tuned = fastest(
-        &candidates,
-        |candidate| {
+        backend,
+        (OpKind::Spmm, desc.format, desc.precision),
+        |vendor, format, algorithm| {
             let fixed = SpmmDesc {
-                format: candidate.format,
-                algorithm: candidate.algorithm,
+                format,
+                algorithm,
                 tune: false,
                 ..*desc
             };
-            match candidate.vendor {
+            match vendor {
                 Some(vendor) => vendor.plan_spmm(a, &fixed),
                 None => backend.plan_spmm(a, &fixed),
             }
@@ -195,7 +189,6 @@ pub(crate) fn spmm<'a, T: Scalar, I: SpIndex>(
         },
         |plan| plan.info(),
         started,
-        "SpMM",
     )?;
     Ok(Box::new(tuned))
 }
@@ -208,22 +201,21 @@ pub(crate) fn sddmm<'a, T: Scalar, I: SpIndex>(
     desc: &SddmmDesc,
 ) -> Result<Box<dyn SddmmPlan<T> + 'a>> {
     let started = Instant::now();
-    let vendor = vendor_for(backend, desc.format);
-    let candidates = candidates(OpKind::Sddmm, desc.format, desc.precision, vendor.as_ref());
     let width = desc.reserved_width();
     let x = ones::<T>(backend, s.rows(), width)?;
     let y = ones::<T>(backend, s.cols(), width)?;
     let (one, zero) = (T::Acc::ONE, T::Acc::ZERO);
     let tuned = fastest(
-        &candidates,
-        |candidate| {
+        backend,
+        (OpKind::Sddmm, desc.format, desc.precision),
+        |vendor, format, algorithm| {
             let fixed = SddmmDesc {
-                format: candidate.format,
-                algorithm: candidate.algorithm,
+                format,
+                algorithm,
                 tune: false,
                 ..*desc
             };
-            match candidate.vendor {
+            match vendor {
                 Some(vendor) => vendor.plan_sddmm(s, &fixed),
                 None => backend.plan_sddmm(s, &fixed),
             }
@@ -237,7 +229,6 @@ pub(crate) fn sddmm<'a, T: Scalar, I: SpIndex>(
         },
         |plan| plan.info(),
         started,
-        "SDDMM",
     )?;
     Ok(Box::new(tuned))
 }

@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{available, collect, value, Case, Failures, Host, SpmvCase};
+use common::{available, collect, doubled, value, Case, Failures, Host, SpmvCase};
 use sparse_core::{
     Algorithm, BackendKind, DenseRef, Executor, Format, Layout, Precision, Scalar, SpmvDesc,
 };
@@ -144,20 +144,8 @@ fn check_tuned<T: Scalar<Out = T>>(b: &CudaBackend, precision: Precision, failur
         );
         case(&a).check(&what, b, plan.as_mut(), &a, precision, failures);
         // New values, the same pattern: the kept plan must compute with them.
-        let doubled: Vec<T> = a
-            .values()
-            .iter()
-            .map(|v| T::from_f64(2.0 * v.to_f64()))
-            .collect();
-        let revalued = Csr::try_new(
-            a.rows(),
-            a.cols(),
-            a.row_ptr().to_vec(),
-            a.col_idx().to_vec(),
-            doubled.clone(),
-        )
-        .expect("same pattern");
-        match plan.update_values(DenseRef::vector(&doubled)) {
+        let revalued = doubled(&a);
+        match plan.update_values(DenseRef::vector(revalued.values())) {
             Ok(()) => case(&a).check(
                 &format!("{what} updated"),
                 b,

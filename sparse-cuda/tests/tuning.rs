@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{available, collect, value, Case, Failures, SddmmCase, SpmmCase};
+use common::{available, collect, doubled, value, Case, Failures, SddmmCase, SpmmCase};
 use sparse_core::{
     Algorithm, BackendKind, DenseRef, Executor, Layout, PlanInfo, Precision, Scalar, SddmmDesc,
     SpmmDesc,
@@ -45,23 +45,6 @@ fn matrices<T: Scalar>() -> Vec<(&'static str, Csr<T>)> {
         ("skewed", csr(300, 700, skewed)),
         ("banded", csr(400, 400, banded)),
     ]
-}
-
-/// A's values doubled, the same pattern.
-fn doubled<T: Scalar>(a: &Csr<T>) -> Csr<T> {
-    let values = a
-        .values()
-        .iter()
-        .map(|v| T::from_f64(2.0 * v.to_f64()))
-        .collect();
-    Csr::try_new(
-        a.rows(),
-        a.cols(),
-        a.row_ptr().to_vec(),
-        a.col_idx().to_vec(),
-        values,
-    )
-    .expect("same pattern")
 }
 
 /// Records a plan that kept `auto` or reports no tuning time; names the kept algorithm.

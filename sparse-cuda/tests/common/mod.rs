@@ -92,6 +92,23 @@ pub fn value(i: usize, j: usize) -> f64 {
     ((i * 7 + j * 3) % 19) as f64 / 7.3 - 1.2
 }
 
+/// A's values doubled, the same pattern: new values for `update_values`.
+pub fn doubled<T: Scalar>(a: &Csr<T>) -> Csr<T> {
+    let values = a
+        .values()
+        .iter()
+        .map(|v| T::from_f64(2.0 * v.to_f64()))
+        .collect();
+    Csr::try_new(
+        a.rows(),
+        a.cols(),
+        a.row_ptr().to_vec(),
+        a.col_idx().to_vec(),
+        values,
+    )
+    .expect("same pattern")
+}
+
 /// `v` in the accumulator type of `T`.
 pub fn acc<T: Scalar>(v: f64) -> T::Acc {
     <T::Acc as Accumulator>::from_f64(v)
