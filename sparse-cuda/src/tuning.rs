@@ -3,8 +3,8 @@
 //! fastest is kept; the time that took is `PlanTime::tuning`. The candidates are this backend's
 //! algorithms on the descriptor's format and, on CSR, cuSPARSE's algorithms for the operation
 //! (on CSR and, for SpMV, on COO) when cuSPARSE can be used. A candidate that cannot be planned
-//! (a fill limit, a shape cuSPARSE refuses) is passed over; when none can, the last error is
-//! returned.
+//! or run on the timing operands (a fill limit, a shape or an odd leading dimension cuSPARSE
+//! refuses) is passed over; when none can, the last error is returned.
 
 use std::time::{Duration, Instant};
 
@@ -108,7 +108,13 @@ fn fastest<P: ?Sized>(
                 continue;
             }
         };
-        let took = time(&mut planned)?;
+        let took = match time(&mut planned) {
+            Ok(took) => took,
+            Err(e) => {
+                last_error = Some(e);
+                continue;
+            }
+        };
         if best.as_ref().is_none_or(|(fastest, _)| took < *fastest) {
             best = Some((took, planned));
         }
@@ -236,14 +242,7 @@ pub(crate) fn sddmm<'a, T: Scalar, I: SpIndex>(
 /// A rows x width row-major matrix of ones on the device.
 fn ones<T: Scalar>(backend: &CudaBackend, rows: usize, width: usize) -> Result<Dense<T>> {
     let host = vec![T::from_f64(1.0); rows * width];
-    let view = DenseRef::try_new(
-        sparse_core::Memory::Host(&host),
-        rows,
-        width,
-        width,
-        Layout::RowMajor,
-    )?;
-    backend.upload(view)
+    backend.upload(DenseRef::from_slice(&host, rows, width, Layout::RowMajor)?)
 }
 
 impl<'a, T: Scalar> SpmvPlan<T> for Tuned<Box<dyn SpmvPlan<T> + 'a>> {
