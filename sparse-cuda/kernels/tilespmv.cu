@@ -7,12 +7,14 @@
 // time: half-warp `half` takes every other tile, and lane r of a half owns row r of its tile.
 // Every tile format is decoded so that a lane visits only entries of its own row, so partial sums
 // stay in registers, are added in a fixed order and need no atomics; the two halves of a row are
-// added once, when the warp has walked all its tiles. Two tiles in flight per warp, and short
-// segments, keep the chain of dependent loads (metadata, payload, x) short: a tile's latency, not
-// its bandwidth, is what a tile row of many sparse tiles waits on.
+// added once, when the warp has walked all its tiles. Two tiles in flight per warp, short
+// segments, and each lane's loads issued four entries at a time keep the chains of dependent
+// loads (metadata, payload, x) few: a tile's latency, not its bandwidth, is what a tile row of
+// many sparse tiles waits on.
 //
-// Per tile, the 16 values of x the tile reads are staged once in its half's shared memory (lanes
-// walk rows of different lengths, so shuffles would diverge); the tile metadata of 32 tiles at a
+// Per tile, lane c of the half loads x at the tile's column c, and the lanes read it by shuffles:
+// the lanes of a half step through their rows together, as many steps as the longest row, so no
+// barrier orders the loads of x before those of the payload. The tile metadata of 32 tiles at a
 // time is loaded by one lane per tile, coalesced, and broadcast by shuffles.
 //
 // Balancing: tile rows of more than `segment_tiles` tiles are cut into segments of that many
@@ -23,7 +25,7 @@
 // vector-split kernels (long rows of deferred entries cut into segments too).
 
 #define TILE 16
-#define WARPS (TILE_BLOCK / 32)
+#define TILE_GROUP 4
 #define FULL 0xffffffffu
 
 enum TileFormat { CSR = 0, COO = 1, ELL = 2, HYB = 3, DENSE = 4, DENSE_ROW = 5, DENSE_COL = 6 };
@@ -54,86 +56,113 @@ struct Tile {
     u32 h, w, nnz;
 };
 
+// x at a tile's columns, column c in lane c of the half-warp that decodes the tile, read by
+// shuffles: all 16 lanes of the half read it together.
+template <typename A>
+struct HalfX {
+    u32 mask;
+    A x;
+    __device__ __forceinline__ A operator[](u32 c) const { return __shfl_sync(mask, x, c, TILE); }
+};
+
+// One of a lane's items: a value, its in-tile column, and whether it is an entry at all (an ELL
+// slot or a Dense cell off its mask is padding, never multiplied).
+template <typename A>
+struct Item {
+    A value;
+    u32 col;
+    bool on;
+};
+
+// A lane's `len` items from `from` of a tile, item(k) each, times x, summed in item order. The
+// lanes of the half take as many steps as the longest of them (each step reads x by a shuffle);
+// a step past a lane's own items reads its last item again, or item 0 where it has none, and adds
+// nothing. The loads of TILE_GROUP items are issued together, so that a lane waits on one chain
+// of dependent loads (payload byte, then value) per group instead of one per entry: tiles are
+// small and many, and latency, not bandwidth, sets their time.
+template <typename A, typename F>
+__device__ __forceinline__ A walk(const HalfX<A>& xs, u32 from, u32 len, const F& item) {
+    const u32 steps = __reduce_max_sync(xs.mask, len);
+    A sum = 0;
+    for (u32 k = 0; k < steps; k += TILE_GROUP) {
+        Item<A> it[TILE_GROUP];
+#pragma unroll
+        for (u32 g = 0; g < TILE_GROUP; ++g) it[g] = item(k + g < len ? from + k + g : len > 0 ? from + len - 1 : 0);
+#pragma unroll
+        for (u32 g = 0; g < TILE_GROUP; ++g) {
+            const A x = xs[it[g].col];
+            if (k + g < len && it[g].on) sum += it[g].value * x;
+        }
+    }
+    return sum;
+}
+
 // Entries of row r among the n row-major positions at pos (COO tiles and the COO part of HYB),
 // values at v.
 template <typename T, typename A>
-__device__ __forceinline__ A coo_row(const unsigned char* pos, const T* v, u32 n, u32 r, const A* xs) {
+__device__ __forceinline__ A coo_row(const unsigned char* pos, const T* v, u32 n, u32 r, const HalfX<A>& xs) {
     const u32 from = lower_bound(pos, n, r << 4), to = lower_bound(pos, n, (r + 1) << 4);
-    A sum = 0;
-    for (u32 k = from; k < to; ++k) sum += to_acc(load(v + k)) * xs[byte_at(pos + k) & 0xF];
-    return sum;
+    return walk(xs, from, to - from, [&](u32 k) { return Item<A>{to_acc(load(v + k)), byte_at(pos + k) & 0xF, true}; });
 }
 
 // The ELL part of width k (ELL and HYB tiles): slot column j holds row r's entry when bit r of its
 // mask is set.
 template <typename T, typename A>
-__device__ __forceinline__ A ell_row(const Tile<T>& t, u32 k, u32 r, const A* xs) {
+__device__ __forceinline__ A ell_row(const Tile<T>& t, u32 k, u32 r, const HalfX<A>& xs) {
     const unsigned char* cols = t.bytes + 1 + 2 * k;
-    A sum = 0;
-    for (u32 j = 0; j < k; ++j) {
+    return walk(xs, 0, k, [&](u32 j) {
         const u32 slot = j * t.h + r;
-        if (mask16(t.bytes + 1 + 2 * j) >> r & 1) sum += to_acc(load(t.values + slot)) * xs[nibble(cols, slot)];
-    }
-    return sum;
+        return Item<A>{to_acc(load(t.values + slot)), nibble(cols, slot), (mask16(t.bytes + 1 + 2 * j) >> r & 1) != 0};
+    });
 }
 
-// Row r (< t.h) of the tile times x.
+// Row r (< t.h) of the tile times x. Every lane of the half calls it, for the same tile.
 template <typename T, typename A>
-__device__ __forceinline__ A tile_row(u32 format, const Tile<T>& t, u32 r, const A* xs) {
-    A sum = 0;
+__device__ __forceinline__ A tile_row(u32 format, const Tile<T>& t, u32 r, const HalfX<A>& xs) {
     switch (format) {
     case CSR: {
         const u32 from = byte_at(t.bytes + r), to = r + 1 < t.h ? byte_at(t.bytes + r + 1) : t.nnz;
-        for (u32 k = from; k < to; ++k) sum += to_acc(load(t.values + k)) * xs[nibble(t.bytes + t.h, k)];
-        break;
+        return walk(xs, from, to - from, [&](u32 k) { return Item<A>{to_acc(load(t.values + k)), nibble(t.bytes + t.h, k), true}; });
     }
     case COO:
-        sum = coo_row(t.bytes, t.values, t.nnz, r, xs);
-        break;
+        return coo_row(t.bytes, t.values, t.nnz, r, xs);
     case ELL:
-        sum = ell_row(t, byte_at(t.bytes), r, xs);
-        break;
+        return ell_row(t, byte_at(t.bytes), r, xs);
     case HYB: {
         const u32 k = byte_at(t.bytes);
         u32 in_ell = 0;
         for (u32 j = 0; j < k; ++j) in_ell += __popc(mask16(t.bytes + 1 + 2 * j));
-        sum = ell_row(t, k, r, xs);
         const unsigned char* pos = t.bytes + 1 + 2 * k + (k * t.h + 1) / 2;
-        sum += coo_row(pos, t.values + k * t.h, t.nnz - in_ell, r, xs);
-        break;
+        return ell_row(t, k, r, xs) + coo_row(pos, t.values + k * t.h, t.nnz - in_ell, r, xs);
     }
     case DENSE:
-        for (u32 c = 0; c < t.w; ++c) {
+        return walk(xs, 0, t.w, [&](u32 c) {
             const u32 slot = c * t.h + r;
-            if (byte_at(t.bytes + slot / 8) >> (slot % 8) & 1) sum += to_acc(load(t.values + slot)) * xs[c];
-        }
-        break;
+            return Item<A>{to_acc(load(t.values + slot)), c, (byte_at(t.bytes + slot / 8) >> (slot % 8) & 1) != 0};
+        });
     case DENSE_ROW: {
         const u32 rows = mask16(t.bytes);
-        if (rows >> r & 1) {
-            const T* row = t.values + __popc(rows & ((1u << r) - 1)) * t.w;
-            for (u32 c = 0; c < t.w; ++c) sum += to_acc(load(row + c)) * xs[c];
-        }
-        break;
+        const bool full = rows >> r & 1;
+        const T* row = t.values + (full ? __popc(rows & ((1u << r) - 1)) * t.w : 0);
+        return walk(xs, 0, full ? t.w : 0, [&](u32 c) { return Item<A>{to_acc(load(row + c)), c, true}; });
     }
-    case DENSE_COL: {
-        u32 j = 0;
-        for (u32 cols = mask16(t.bytes); cols != 0; cols &= cols - 1, ++j)
-            sum += to_acc(load(t.values + j * t.h + r)) * xs[__ffs(cols) - 1];
-        break;
+    default: {  // DENSE_COL: the j-th stored column is the j-th set bit of the mask
+        const u32 cols = mask16(t.bytes);
+        return walk(xs, 0, __popc(cols), [&](u32 j) { return Item<A>{to_acc(load(t.values + j * t.h + r)), __fns(cols, 0, j + 1), true}; });
     }
     }
-    return sum;
 }
 
 // The sum of row (lane % 16) of tile row tr over tiles first..end, complete in lanes 0..15. The
-// whole warp calls it; xs holds 16 values of x for each half.
+// whole warp calls it.
 template <typename T>
 __device__ __forceinline__ typename acc_of<T>::type
-tile_range(const TileMatrix<T>& a, const SpmvDense<T>& o, u32 tr, u32 first, u32 end, typename acc_of<T>::type (*xs)[TILE]) {
+tile_range(const TileMatrix<T>& a, const SpmvDense<T>& o, u32 tr, u32 first, u32 end) {
     typedef typename acc_of<T>::type A;
-    const u32 lane = threadIdx.x % 32, r = lane % TILE, half = lane / TILE;
+    const u32 lane = threadIdx.x % 32, half = lane / TILE;
     const u32 h = min(a.rows - tr * TILE, (u32)TILE);
+    // Lanes past the tile row's last row decode that row again and add nothing.
+    const u32 r = min(lane % TILE, h - 1);
     A sum = 0;
     for (u32 base = first; base < end; base += 32) {
         const u32 mine = base + lane;
@@ -149,7 +178,6 @@ tile_range(const TileMatrix<T>& a, const SpmvDense<T>& o, u32 tr, u32 first, u32
         for (u32 i = 0; i < count; i += 2) {
             // The half's tile; past the last one, the second half repeats it and adds nothing.
             const u32 src = min(i + half, count - 1);
-            const bool active = i + half < count;
             const u32 tc = __shfl_sync(FULL, col, src);
             Tile<T> t;
             t.h = h;
@@ -158,10 +186,11 @@ tile_range(const TileMatrix<T>& a, const SpmvDense<T>& o, u32 tr, u32 first, u32
             t.bytes = a.bytes + __shfl_sync(FULL, byte0, src);
             t.values = a.values + __shfl_sync(FULL, value0, src);
             const u32 f = __shfl_sync(FULL, format, src);
-            __syncwarp();
-            if (active && r < t.w) xs[half][r] = to_acc(load(o.x + ((u64)tc * TILE + r) * o.incx));
-            __syncwarp();
-            if (active && r < h) sum += tile_row(f, t, r, xs[half]);
+            HalfX<A> xs;
+            xs.mask = 0xFFFFu << (TILE * half);
+            xs.x = lane % TILE < t.w ? to_acc(load(o.x + ((u64)tc * TILE + lane % TILE) * o.incx)) : A(0);
+            const A row_sum = tile_row(f, t, r, xs);
+            if (i + half < count && lane % TILE < h) sum += row_sum;
         }
     }
     return sum + __shfl_down_sync(FULL, sum, TILE);
@@ -171,7 +200,6 @@ tile_range(const TileMatrix<T>& a, const SpmvDense<T>& o, u32 tr, u32 first, u32
 // segment of a longer tile row, writing its 16 partial sums.
 template <typename T>
 __global__ void __launch_bounds__(TILE_BLOCK) tile_spmv(const TileSpmv<T> p) {
-    __shared__ typename acc_of<T>::type staged[WARPS][2][TILE];
     const TileMatrix<T>& a = p.a;
     const SpmvDense<T>& o = p.dense;
     const u64 item = ((u64)blockIdx.x * blockDim.x + threadIdx.x) / 32;
@@ -182,14 +210,14 @@ __global__ void __launch_bounds__(TILE_BLOCK) tile_spmv(const TileSpmv<T> p) {
         if (item - a.tile_rows >= p.segments) return;  // whole warps leave together
         tr = load(p.segment_row + (item - a.tile_rows));
         first = load(p.segment_first + (item - a.tile_rows));
-        end = min(load(a.tile_ptr + tr + 1), first + p.segment_tiles);
+        end = load(p.segment_end + (item - a.tile_rows));
     } else {
         tr = (u32)item;
         first = load(a.tile_ptr + tr);
         end = load(a.tile_ptr + tr + 1);
         if (end - first > p.segment_tiles) return;
     }
-    const typename acc_of<T>::type sum = tile_range(a, o, tr, first, end, staged[threadIdx.x / 32]);
+    const typename acc_of<T>::type sum = tile_range(a, o, tr, first, end);
     if (lane >= TILE) return;
     if (segment) {
         p.partial[(item - a.tile_rows) * TILE + lane] = sum;

@@ -72,6 +72,7 @@ kernel_params! {
         segments: u32,
         segment_row: ptr(u32),
         segment_first: ptr(u32),
+        segment_end: ptr(u32),
         partial: out(acc),
         dense: sub(SpmvDense),
     }
@@ -157,9 +158,10 @@ fn segment_tiles(tiles: usize) -> u32 {
 struct Segments {
     /// Tiles per segment; tile rows of at most this many are not cut.
     tiles: u32,
-    /// Per segment, its tile row and first tile.
+    /// Per segment, its tile row, first tile and the tile past its last.
     row: Vec<u32>,
     first: Vec<u32>,
+    end: Vec<u32>,
     /// The long tile rows, and each one's first segment (one more entry).
     long_row: Vec<u32>,
     first_segment: Vec<u32>,
@@ -178,6 +180,7 @@ impl Segments {
                 for first in (w[0]..w[1]).step_by(tiles as usize) {
                     s.row.push(to_u32("tile row", tr)?);
                     s.first.push(first);
+                    s.end.push(w[1].min(first + tiles));
                 }
                 s.first_segment.push(to_u32("segment count", s.row.len())?);
             }
@@ -192,6 +195,7 @@ struct DeviceSegments<T: Scalar> {
     long_rows: u32,
     row: CudaSlice<u32>,
     first: CudaSlice<u32>,
+    end: CudaSlice<u32>,
     long_row: CudaSlice<u32>,
     first_segment: CudaSlice<u32>,
     /// 16 accumulation values per segment.
@@ -215,6 +219,7 @@ impl<T: Scalar> DeviceSegments<T> {
             long_rows: to_u32("long tile row count", s.long_row.len())?,
             row: upload(&s.row)?,
             first: upload(&s.first)?,
+            end: upload(&s.end)?,
             long_row: upload(&s.long_row)?,
             first_segment: upload(&s.first_segment)?,
             partial: device.alloc_zeros::<u8>(
@@ -226,7 +231,7 @@ impl<T: Scalar> DeviceSegments<T> {
     }
 
     fn bytes(&self) -> usize {
-        (2 * self.segments as usize + 2 * self.long_rows as usize + 1) * 4
+        (3 * self.segments as usize + 2 * self.long_rows as usize + 1) * 4
             + self.segments as usize * TILE as usize * size_of::<T::Acc>()
     }
 }
@@ -407,6 +412,7 @@ impl<T: Scalar> SpmvKernels<T> for TileFamily<T> {
             segments: segments.map_or(0, |s| s.segments),
             segment_row: segments.map_or(Ptr::NULL, |s| Ptr::of(&s.row, device)),
             segment_first: segments.map_or(Ptr::NULL, |s| Ptr::of(&s.first, device)),
+            segment_end: segments.map_or(Ptr::NULL, |s| Ptr::of(&s.end, device)),
             partial: segments.map_or(MutPtr::NULL, |s| MutPtr::of_bytes(&s.partial, device)),
             dense,
         };
@@ -560,6 +566,7 @@ mod tests {
         let s = Segments::new(&tile_ptr, tiles).unwrap();
         assert_eq!(s.long_row, [2]);
         assert_eq!(s.first, [3, 7, 11, 15]);
+        assert_eq!(s.end, [7, 11, 15, 16]);
         assert_eq!(s.row, [2; 4]);
         assert_eq!(s.first_segment, [0, 4]);
         assert_eq!(

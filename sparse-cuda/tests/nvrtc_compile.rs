@@ -158,11 +158,11 @@ const EXPECTED: &[(&str, &[&str])] = &[
             "shfl.sync.idx",
             // the two halves of a row added once per tile row
             "shfl.sync.down",
-            // payload bytes and nibbles, the x segment staged per warp
+            // payload bytes and nibbles; each half-warp's longest row, which its lanes step
+            // through together
             "ld.global.nc.u8",
-            "st.shared.f64",
             "popc",
-            "bar.warp.sync",
+            "redux.sync.max.u32",
             // the device conversion: warp reductions over a tile's rows, payload bytes OR-ed
             // into their words
             "redux.sync.min.u32",
