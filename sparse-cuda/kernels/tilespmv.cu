@@ -18,13 +18,16 @@
 // time is loaded by one lane per tile, coalesced, and broadcast by shuffles.
 //
 // Balancing: tile rows of more than `segment_tiles` tiles are cut into segments of that many
-// tiles (chosen per matrix by the plan); one launch runs a warp per short tile row, writing
-// its rows of y, and a warp per segment, writing 16 partial row sums; tile_combine then adds each
-// long tile row's segments in segment order and writes the rows once (deterministic, as spmv's
-// split rows). Deferred very sparse tiles are a CSR added afterwards, with beta = 1, by spmv.cu's
+// tiles (chosen per matrix by the plan). One launch runs a warp per short tile row, writing its
+// rows of y; the segments of a tile row of at most a block's warps of them in consecutive warps
+// of one block, added through shared memory in segment order; and a warp per segment of the
+// longer tile rows, writing 16 partial row sums, which tile_combine then adds in segment order.
+// Every row is written once, its sums added in a fixed order (deterministic, as spmv's split
+// rows). Deferred very sparse tiles are a CSR added afterwards, with beta = 1, by spmv.cu's
 // vector-split kernels (long rows of deferred entries cut into segments too).
 
 #define TILE 16
+#define WARPS (TILE_BLOCK / 32)
 #define TILE_GROUP 4
 #define FULL 0xffffffffu
 
@@ -196,35 +199,53 @@ tile_range(const TileMatrix<T>& a, const SpmvDense<T>& o, u32 tr, u32 first, u32
     return sum + __shfl_down_sync(FULL, sum, TILE);
 }
 
-// One warp per tile row of at most segment_tiles tiles, writing its rows of y, then one warp per
-// segment of a longer tile row, writing its 16 partial sums.
+// One warp per tile row of at most segment_tiles tiles, writing its rows of y; from the block
+// boundary at packed_base, the packed warps: a tile row's segments in consecutive warps of one
+// block, whose first warp adds their sums from shared memory in segment order and writes the
+// rows; then one warp per segment of the longest tile rows, writing its 16 partial sums.
 template <typename T>
 __global__ void __launch_bounds__(TILE_BLOCK) tile_spmv(const TileSpmv<T> p) {
+    typedef typename acc_of<T>::type A;
+    __shared__ A sums[WARPS][TILE];
     const TileMatrix<T>& a = p.a;
     const SpmvDense<T>& o = p.dense;
     const u64 item = ((u64)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    const u32 lane = threadIdx.x % 32;
-    const bool segment = item >= a.tile_rows;
+    const u32 lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const bool tile_row = item < a.tile_rows;
+    // One call of tile_range (inlined, and long) for every kind of warp.
+    u64 s = 0;
     u32 tr, first, end;
-    if (segment) {
-        if (item - a.tile_rows >= p.segments) return;  // whole warps leave together
-        tr = load(p.segment_row + (item - a.tile_rows));
-        first = load(p.segment_first + (item - a.tile_rows));
-        end = load(p.segment_end + (item - a.tile_rows));
-    } else {
+    if (tile_row) {
         tr = (u32)item;
         first = load(a.tile_ptr + tr);
         end = load(a.tile_ptr + tr + 1);
         if (end - first > p.segment_tiles) return;
-    }
-    const typename acc_of<T>::type sum = tile_range(a, o, tr, first, end);
-    if (lane >= TILE) return;
-    if (segment) {
-        p.partial[(item - a.tile_rows) * TILE + lane] = sum;
     } else {
-        const u64 row = (u64)tr * TILE + lane;
-        if (row < a.rows) update(o.y + row * o.incy, o.alpha, sum, o.beta);
+        if (item < p.packed_base) return;  // whole warps of the last tile-row block
+        s = item - p.packed_base;
+        if (s >= (u64)p.packed_warps + p.segments) return;  // whole warps leave together
+        tr = load(p.segment_row + s);
+        first = load(p.segment_first + s);
+        end = load(p.segment_end + s);
     }
+    const A sum = tile_range(a, o, tr, first, end);
+    const u64 row = (u64)tr * TILE + lane;
+    if (tile_row) {
+        if (lane < TILE && row < a.rows) update(o.y + row * o.incy, o.alpha, sum, o.beta);
+        return;
+    }
+    if (s >= p.packed_warps) {
+        if (lane < TILE) p.partial[(s - p.packed_warps) * TILE + lane] = sum;
+        return;
+    }
+    // Every warp of a packed block gets here (the block holds packed warps only).
+    if (lane < TILE) sums[warp][lane] = sum;
+    __syncthreads();
+    const u32 span = load(p.segment_span + s);
+    if (span == 0 || lane >= TILE || row >= a.rows) return;
+    A total = 0;
+    for (u32 w = warp; w < warp + span; ++w) total += sums[w][lane];
+    update(o.y + row * o.incy, o.alpha, total, o.beta);
 }
 
 // One thread per row of a long tile row: its segments' partial sums added in segment order.

@@ -2,7 +2,7 @@
 //! a warp walks its tiles. A plan converts the CSR to Tiled16 on the device ([`build`]: the same
 //! tiles as the format crate's conversion for the same selection; [`gpu_selection`] says which),
 //! with each CSR entry's slot in the values (value updates scatter through it), and cuts tile
-//! rows of more than [`segment_tiles`] tiles into segments of that many tiles, one warp each.
+//! rows of more than [`segment_tiles`] tiles into segments, one warp each ([`Segments`]).
 //! Deferred very sparse tiles are a CSR that spmv's `scalar` or `vector-split` kernels add after
 //! the tile pass, with beta = 1 (`vector-split` cuts a hub row's many deferred entries into
 //! segments too).
@@ -40,6 +40,12 @@ const SEGMENT_TILES: std::ops::RangeInclusive<u32> = 2..=16;
 const TARGET_WARPS: usize = 1 << 16;
 /// Rows (and columns) of a tile.
 const TILE: u32 = TILED16_TILE as u32;
+/// Warps of a TileSpMV block.
+const BLOCK_WARPS: usize = spmv::BLOCK as usize / 32;
+/// Tiles a segment of a packed tile row may hold where the matrix's segments are shorter: a
+/// few more steps of a warp's walk cost less than the second launch that longer tile rows
+/// need (small matrices).
+const PACKED_SEGMENT_TILES: u32 = 8;
 /// [`gpu_selection`]'s thresholds.
 const SPARSE_TILE_MEAN: f64 = 16.0;
 const DEFER_FROM_NNZ: usize = 1 << 17;
@@ -64,15 +70,19 @@ kernel_params! {
 }
 
 kernel_params! {
-    /// `tile_spmv`: tile rows of at most `segment_tiles` tiles write y; the `segments` of
-    /// `segment_tiles` tiles of the longer ones write 16 sums each to `partial`.
+    /// `tile_spmv`: tile rows of at most `segment_tiles` tiles write y; the `packed_warps` from
+    /// warp `packed_base` add the segments of longer tile rows in shared memory and write y; the
+    /// `segments` after them, of the longest tile rows, write 16 sums each to `partial`.
     pub(crate) struct TileSpmv<T> {
         a: sub(TileMatrix),
         segment_tiles: u32,
+        packed_base: u32,
+        packed_warps: u32,
         segments: u32,
         segment_row: ptr(u32),
         segment_first: ptr(u32),
         segment_end: ptr(u32),
+        segment_span: ptr(u32),
         partial: out(acc),
         dense: sub(SpmvDense),
     }
@@ -153,16 +163,25 @@ fn segment_tiles(tiles: usize) -> u32 {
     s
 }
 
-/// Segments of the tile rows of more than `tiles` tiles, from the tile pointers.
+/// Segments of the tile rows of more than `tiles` tiles, from the tile pointers. A tile row that
+/// [`BLOCK_WARPS`] segments of at most `tiles` (or [`PACKED_SEGMENT_TILES`]) tiles cover takes
+/// that many consecutive warps of one block, which add their sums through shared memory: the
+/// packed warps, a whole number of blocks. Longer tile rows, cut into segments of `tiles` tiles,
+/// write their segments' sums (listed after the packed warps) for `tile_combine`.
 #[derive(Debug, Default, PartialEq)]
 struct Segments {
     /// Tiles per segment; tile rows of at most this many are not cut.
     tiles: u32,
-    /// Per segment, its tile row, first tile and the tile past its last.
+    /// Per packed warp, then per segment of the longer tile rows: its tile row, first tile and
+    /// the tile past its last. Warps that fill a block hold tile row 0 and no tile.
     row: Vec<u32>,
     first: Vec<u32>,
     end: Vec<u32>,
-    /// The long tile rows, and each one's first segment (one more entry).
+    /// Per packed warp: in the first warp of a tile row, how many warps hold its segments; 0 in
+    /// the others.
+    span: Vec<u32>,
+    /// The tile rows of more than [`BLOCK_WARPS`] segments, and each one's first segment among
+    /// those after the packed warps (one more entry).
     long_row: Vec<u32>,
     first_segment: Vec<u32>,
 }
@@ -174,28 +193,68 @@ impl Segments {
             first_segment: vec![0],
             ..Segments::default()
         };
+        // The longer tile rows' segments, appended after the packed warps at the end.
+        let mut long = Segments::default();
         for (tr, w) in tile_ptr.windows(2).enumerate() {
-            if w[1] - w[0] > tiles {
-                s.long_row.push(to_u32("tile row", tr)?);
-                for first in (w[0]..w[1]).step_by(tiles as usize) {
-                    s.row.push(to_u32("tile row", tr)?);
-                    s.first.push(first);
-                    s.end.push(w[1].min(first + tiles));
+            if w[1] - w[0] <= tiles {
+                continue;
+            }
+            let tr = to_u32("tile row", tr)?;
+            let packed_step = tiles.max((w[1] - w[0]).div_ceil(BLOCK_WARPS as u32));
+            let packed = packed_step <= tiles.max(PACKED_SEGMENT_TILES);
+            let step = if packed { packed_step } else { tiles };
+            let count = (w[1] - w[0]).div_ceil(step) as usize;
+            let cut = if packed {
+                if s.span.len() % BLOCK_WARPS + count > BLOCK_WARPS {
+                    s.fill_block();
                 }
-                s.first_segment.push(to_u32("segment count", s.row.len())?);
+                s.span.push(count as u32);
+                s.span.resize(s.span.len() + count - 1, 0);
+                &mut s
+            } else {
+                s.long_row.push(tr);
+                s.first_segment
+                    .push(to_u32("segment count", long.row.len() + count)?);
+                &mut long
+            };
+            for first in (w[0]..w[1]).step_by(step as usize) {
+                cut.row.push(tr);
+                cut.first.push(first);
+                cut.end.push(w[1].min(first + step));
             }
         }
+        s.fill_block();
+        s.row.extend(long.row);
+        s.first.extend(long.first);
+        s.end.extend(long.end);
         Ok(s)
+    }
+
+    /// Idle warps up to the end of the last packed block.
+    fn fill_block(&mut self) {
+        let len = self.span.len().next_multiple_of(BLOCK_WARPS);
+        self.span.resize(len, 0);
+        self.row.resize(len, 0);
+        self.first.resize(len, 0);
+        self.end.resize(len, 0);
+    }
+
+    /// Segments after the packed warps.
+    fn long_segments(&self) -> usize {
+        self.row.len() - self.span.len()
     }
 }
 
 /// The segments on the device, with the partial sums they write and their kernels.
 struct DeviceSegments<T: Scalar> {
+    packed_warps: u32,
+    /// Segments after the packed warps.
     segments: u32,
     long_rows: u32,
     row: CudaSlice<u32>,
     first: CudaSlice<u32>,
     end: CudaSlice<u32>,
+    span: CudaSlice<u32>,
     long_row: CudaSlice<u32>,
     first_segment: CudaSlice<u32>,
     /// 16 accumulation values per segment.
@@ -204,26 +263,28 @@ struct DeviceSegments<T: Scalar> {
 }
 
 impl<T: Scalar> DeviceSegments<T> {
-    /// `None` when no tile row is long.
+    /// `None` when no tile row is cut.
     fn upload(
         device: &Device,
         s: &Segments,
         combine: Kernel<TileCombine<T>>,
     ) -> Result<Option<Self>> {
-        if s.long_row.is_empty() {
+        if s.row.is_empty() {
             return Ok(None);
         }
         let upload = |v: &[u32]| device.upload_converted(v, 0, |&i| i);
         Ok(Some(DeviceSegments {
-            segments: to_u32("segment count", s.row.len())?,
+            packed_warps: to_u32("packed warp count", s.span.len())?,
+            segments: to_u32("segment count", s.long_segments())?,
             long_rows: to_u32("long tile row count", s.long_row.len())?,
             row: upload(&s.row)?,
             first: upload(&s.first)?,
             end: upload(&s.end)?,
+            span: upload(&s.span)?,
             long_row: upload(&s.long_row)?,
             first_segment: upload(&s.first_segment)?,
             partial: device.alloc_zeros::<u8>(
-                s.row.len() * TILE as usize * size_of::<T::Acc>(),
+                s.long_segments() * TILE as usize * size_of::<T::Acc>(),
                 "allocating tile-row segment partials",
             )?,
             combine,
@@ -231,8 +292,10 @@ impl<T: Scalar> DeviceSegments<T> {
     }
 
     fn bytes(&self) -> usize {
-        (3 * self.segments as usize + 2 * self.long_rows as usize + 1) * 4
-            + self.segments as usize * TILE as usize * size_of::<T::Acc>()
+        let warps = self.packed_warps as usize;
+        let segments = self.segments as usize;
+        (4 * warps + 3 * segments + 2 * self.long_rows as usize + 1) * 4
+            + segments * TILE as usize * size_of::<T::Acc>()
     }
 }
 
@@ -406,24 +469,34 @@ impl<T: Scalar> SpmvKernels<T> for TileFamily<T> {
         let device = &base.device;
         let (a, dense) = (self.a.params(device), SpmvDense::new(run));
         let segments = self.segments.as_ref();
+        let packed_base = to_u32(
+            "tile row count",
+            (self.a.tile_rows as usize).next_multiple_of(BLOCK_WARPS),
+        )?;
         let params = TileSpmv {
             a,
             segment_tiles: self.segment_tiles,
+            packed_base,
+            packed_warps: segments.map_or(0, |s| s.packed_warps),
             segments: segments.map_or(0, |s| s.segments),
             segment_row: segments.map_or(Ptr::NULL, |s| Ptr::of(&s.row, device)),
             segment_first: segments.map_or(Ptr::NULL, |s| Ptr::of(&s.first, device)),
             segment_end: segments.map_or(Ptr::NULL, |s| Ptr::of(&s.end, device)),
+            segment_span: segments.map_or(Ptr::NULL, |s| Ptr::of(&s.span, device)),
             partial: segments.map_or(MutPtr::NULL, |s| MutPtr::of_bytes(&s.partial, device)),
             dense,
         };
-        let warps = u64::from(self.a.tile_rows) + u64::from(params.segments);
+        let warps =
+            u64::from(packed_base) + u64::from(params.packed_warps) + u64::from(params.segments);
         // SAFETY: the device-built Tiled16 holds the invariants `Tiled16::validate` checks (it
         // equals the host conversion): tile pointers, columns and payloads in range, in-tile
         // indices inside each tile, so x is read below cols and y written below rows, at the
-        // bound operands' strides. One warp per tile row, then one per segment: segments start
-        // at tiles of their tile row, and partial holds 16 values for each.
+        // bound operands' strides. One warp per tile row, then the packed warps from a block
+        // boundary, whole blocks of them (each tile row's segments within one block), then one
+        // per remaining segment: segments start at tiles of their tile row, and partial holds
+        // 16 values for each of those.
         unsafe { self.spmv.launch(spmv::grid(warps * 32)?, &params)? };
-        if let Some(s) = segments {
+        if let Some(s) = segments.filter(|s| s.long_rows > 0) {
             let params = TileCombine {
                 rows: self.a.rows,
                 long_rows: s.long_rows,
@@ -559,16 +632,47 @@ mod tests {
     }
 
     #[test]
-    fn long_tile_rows_are_cut_into_segments() {
+    fn long_tile_rows_are_cut_into_segments_packed_into_blocks() {
         let tiles = 4;
-        let long = 3 * tiles + 1;
-        let tile_ptr = [0, 3, 3, 3 + long, 3 + long + tiles];
+        // Tile rows of 1 tile, 13 (4 segments), 4, 8 (2 segments, which fit beside the 4) and
+        // 24 (6, which do not fit beside the 6 before them and start a block).
+        let lengths = [1, 13, 4, 8, 24];
+        let tile_ptr: Vec<u32> = std::iter::once(0)
+            .chain(lengths.iter().scan(0, |end, n| {
+                *end += n;
+                Some(*end)
+            }))
+            .collect();
         let s = Segments::new(&tile_ptr, tiles).unwrap();
+        let idle = |n| std::iter::repeat_n(0, n);
+        let span: Vec<u32> = [4, 0, 0, 0, 2, 0]
+            .into_iter()
+            .chain(idle(2))
+            .chain([6, 0, 0, 0, 0, 0])
+            .chain(idle(2))
+            .collect();
+        assert_eq!(s.span, span);
+        assert_eq!(s.row[..6], [1, 1, 1, 1, 3, 3]);
+        assert_eq!(s.first[..6], [1, 5, 9, 13, 18, 22]);
+        assert_eq!(s.end[..6], [5, 9, 13, 14, 22, 26]);
+        assert_eq!(s.row[8..14], [4; 6]);
+        assert_eq!(s.end[13], 50);
+        assert_eq!(s.long_segments(), 0);
+        assert!(s.long_row.is_empty());
+
+        // A block's warps cover a tile row of 33 tiles in segments of 5 (7 of them), but one of
+        // 65 only in segments of 9, more than PACKED_SEGMENT_TILES: it goes to tile_combine in
+        // segments of `tiles`.
+        let s = Segments::new(&[0, 2, 35, 100], tiles).unwrap();
+        assert_eq!(s.span[..8], [7, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(s.first[..7], [2, 7, 12, 17, 22, 27, 32]);
+        assert_eq!(s.end[6], 35);
         assert_eq!(s.long_row, [2]);
-        assert_eq!(s.first, [3, 7, 11, 15]);
-        assert_eq!(s.end, [7, 11, 15, 16]);
-        assert_eq!(s.row, [2; 4]);
-        assert_eq!(s.first_segment, [0, 4]);
+        assert_eq!(s.long_segments(), 17);
+        assert_eq!(s.first_segment, [0, 17]);
+        assert_eq!(s.first[8..], (35..100).step_by(4).collect::<Vec<_>>());
+        assert_eq!(s.end[8 + 16], 100);
+
         assert_eq!(
             Segments::new(&[0, tiles], tiles).unwrap(),
             Segments {
