@@ -17,13 +17,14 @@
 // barrier orders the loads of x before those of the payload. The tile metadata of 32 tiles at a
 // time is loaded by one lane per tile, coalesced, and broadcast by shuffles.
 //
-// Balancing: tile rows of more than `segment_tiles` tiles are cut into segments of that many
-// tiles (chosen per matrix by the plan). One launch runs a warp per short tile row, writing its
-// rows of y; the segments of a tile row of at most a block's warps of them in consecutive warps
-// of one block, added through shared memory in segment order; and a warp per segment of the
-// longer tile rows, writing 16 partial row sums, which tile_combine then adds in segment order.
-// Every row is written once, its sums added in a fixed order (deterministic, as spmv's split
-// rows). Deferred very sparse tiles are a CSR added afterwards, with beta = 1, by spmv.cu's
+// Balancing: tile rows of more than `segment_tiles` tiles (chosen per matrix by the plan) are
+// cut into segments. One launch runs a warp per short tile row, writing its rows of y. A tile row
+// that a block's warps cover (segments of `segment_tiles` tiles, or a few more on small
+// matrices; src/tilespmv.rs, Segments) takes consecutive warps of one block, whose sums are added
+// through shared memory in segment order. Longer tile rows take a warp per segment of
+// `segment_tiles` tiles, each writing 16 partial row sums, which tile_combine then adds in
+// segment order. Every row is written once, its sums added in a fixed order (deterministic, as
+// spmv's split rows). Deferred very sparse tiles are a CSR added afterwards, with beta = 1, by spmv.cu's
 // vector-split kernels (long rows of deferred entries cut into segments too).
 
 #define TILE 16
