@@ -180,8 +180,8 @@ struct Segments {
     /// Per packed warp: in the first warp of a tile row, how many warps hold its segments; 0 in
     /// the others.
     span: Vec<u32>,
-    /// The tile rows of more than [`BLOCK_WARPS`] segments, and each one's first segment among
-    /// those after the packed warps (one more entry).
+    /// The tile rows not packed, and each one's first segment among those after the packed
+    /// warps (one more entry).
     long_row: Vec<u32>,
     first_segment: Vec<u32>,
 }
@@ -323,6 +323,8 @@ pub(crate) struct TileFamily<T: Scalar> {
     spmv: Kernel<TileSpmv<T>>,
     /// Tiles per segment, and the most a tile row holds without being cut.
     segment_tiles: u32,
+    /// The first packed warp: the tile rows' warps, rounded up to whole blocks.
+    packed_base: u32,
     segments: Option<DeviceSegments<T>>,
     /// `scalar` or `vector-split` over the deferred entries.
     deferred: Option<CsrRows<T>>,
@@ -423,6 +425,10 @@ fn plan_with<T: Scalar, I: SpIndex>(
     let tiles = dev.host_tile_ptr.last().map_or(0, |&n| n as usize);
     let segments = Segments::new(&dev.host_tile_ptr, segment_tiles(tiles))?;
     let segment_tiles = segments.tiles;
+    let packed_base = to_u32(
+        "tile row count",
+        (dev.tile_rows as usize).next_multiple_of(BLOCK_WARPS),
+    )?;
     clock.lap(device, Phase::Host)?;
     let deferred_rows = dev
         .deferred
@@ -458,6 +464,7 @@ fn plan_with<T: Scalar, I: SpIndex>(
             a: dev,
             spmv,
             segment_tiles,
+            packed_base,
             segments,
             deferred,
         },
@@ -469,14 +476,10 @@ impl<T: Scalar> SpmvKernels<T> for TileFamily<T> {
         let device = &base.device;
         let (a, dense) = (self.a.params(device), SpmvDense::new(run));
         let segments = self.segments.as_ref();
-        let packed_base = to_u32(
-            "tile row count",
-            (self.a.tile_rows as usize).next_multiple_of(BLOCK_WARPS),
-        )?;
         let params = TileSpmv {
             a,
             segment_tiles: self.segment_tiles,
-            packed_base,
+            packed_base: self.packed_base,
             packed_warps: segments.map_or(0, |s| s.packed_warps),
             segments: segments.map_or(0, |s| s.segments),
             segment_row: segments.map_or(Ptr::NULL, |s| Ptr::of(&s.row, device)),
@@ -486,8 +489,9 @@ impl<T: Scalar> SpmvKernels<T> for TileFamily<T> {
             partial: segments.map_or(MutPtr::NULL, |s| MutPtr::of_bytes(&s.partial, device)),
             dense,
         };
-        let warps =
-            u64::from(packed_base) + u64::from(params.packed_warps) + u64::from(params.segments);
+        let warps = u64::from(self.packed_base)
+            + u64::from(params.packed_warps)
+            + u64::from(params.segments);
         // SAFETY: the device-built Tiled16 holds the invariants `Tiled16::validate` checks (it
         // equals the host conversion): tile pointers, columns and payloads in range, in-tile
         // indices inside each tile, so x is read below cols and y written below rows, at the
