@@ -212,11 +212,11 @@ __global__ void __launch_bounds__(TILE_BLOCK) tile_spmv(const TileSpmv<T> p) {
     const SpmvDense<T>& o = p.dense;
     const u64 item = ((u64)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const u32 lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    const bool tile_row = item < a.tile_rows;
+    const bool whole_row = item < a.tile_rows;  // a warp for a whole tile row
     // One call of tile_range (inlined, and long) for every kind of warp.
     u64 s = 0;
     u32 tr, first, end;
-    if (tile_row) {
+    if (whole_row) {
         tr = (u32)item;
         first = load(a.tile_ptr + tr);
         end = load(a.tile_ptr + tr + 1);
@@ -231,7 +231,7 @@ __global__ void __launch_bounds__(TILE_BLOCK) tile_spmv(const TileSpmv<T> p) {
     }
     const A sum = tile_range(a, o, tr, first, end);
     const u64 row = (u64)tr * TILE + lane;
-    if (tile_row) {
+    if (whole_row) {
         if (lane < TILE && row < a.rows) update(o.y + row * o.incy, o.alpha, sum, o.beta);
         return;
     }
