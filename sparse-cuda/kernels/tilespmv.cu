@@ -24,8 +24,10 @@
 // through shared memory in segment order. Longer tile rows take a warp per segment of
 // `segment_tiles` tiles, each writing 16 partial row sums, which tile_combine then adds in
 // segment order. Every row is written once, its sums added in a fixed order (deterministic, as
-// spmv's split rows). Deferred very sparse tiles are a CSR added afterwards, with beta = 1, by spmv.cu's
-// vector-split kernels (long rows of deferred entries cut into segments too).
+// spmv's split rows). Deferred very sparse tiles are a CSR: where its rows are short, the thread
+// that writes a row adds the row's deferred entries to its tiles' sum (the two lanes of a whole
+// row's warp take every other entry each); otherwise spmv.cu's scalar or vector-split kernels add
+// them afterwards, with beta = 1 (long rows of deferred entries cut into segments too).
 
 #define TILE 16
 #define WARPS (TILE_BLOCK / 32)
@@ -200,6 +202,44 @@ tile_range(const TileMatrix<T>& a, const SpmvDense<T>& o, u32 tr, u32 first, u32
     return sum + __shfl_down_sync(FULL, sum, TILE);
 }
 
+// Row `row`'s deferred entries times x (a.deferred_ptr set): the thread's share, the entries
+// part, part + parts, ... of the row, summed in that order. The loads of TILE_GROUP entries are
+// issued together, as walk's are.
+template <typename T>
+__device__ __forceinline__ typename acc_of<T>::type deferred_share(const TileMatrix<T>& a, const SpmvDense<T>& o, u64 row,
+                                                                   u32 part, u32 parts) {
+    typedef typename acc_of<T>::type A;
+    const u32 from = load(a.deferred_ptr + row) + part, to = load(a.deferred_ptr + row + 1);
+    A sum = 0;
+    for (u32 k = from; k < to; k += parts * TILE_GROUP) {
+        u32 col[TILE_GROUP];
+        A v[TILE_GROUP];
+#pragma unroll
+        for (u32 g = 0; g < TILE_GROUP; ++g) {
+            const u32 e = k + g * parts < to ? k + g * parts : k;
+            col[g] = load(a.deferred_col + e);
+            v[g] = to_acc(load(a.deferred_values + e));
+        }
+#pragma unroll
+        for (u32 g = 0; g < TILE_GROUP; ++g)
+            if (k + g * parts < to) sum += v[g] * to_acc(load(o.x + (u64)col[g] * o.incx));
+    }
+    return sum;
+}
+
+// The deferred entries of row (lane % 16) of tile row tr, complete in lanes 0..15: the two
+// halves take every other entry. 0 where the tile kernels add no deferred entries. The whole
+// warp calls it.
+template <typename T>
+__device__ __forceinline__ typename acc_of<T>::type deferred_rows(const TileMatrix<T>& a, const SpmvDense<T>& o, u32 tr) {
+    typedef typename acc_of<T>::type A;
+    if (a.deferred_ptr == nullptr) return 0;
+    const u32 lane = threadIdx.x % 32;
+    const u64 row = (u64)tr * TILE + lane % TILE;
+    const A share = row < a.rows ? deferred_share(a, o, row, lane / TILE, 2) : A(0);
+    return share + __shfl_down_sync(FULL, share, TILE);
+}
+
 // One warp per tile row of at most segment_tiles tiles, writing its rows of y; from the block
 // boundary at packed_base, the packed warps: a tile row's segments in consecutive warps of one
 // block, whose first warp adds their sums from shared memory in segment order and writes the
@@ -232,7 +272,8 @@ __global__ void __launch_bounds__(TILE_BLOCK) tile_spmv(const TileSpmv<T> p) {
     const A sum = tile_range(a, o, tr, first, end);
     const u64 row = (u64)tr * TILE + lane;
     if (whole_row) {
-        if (lane < TILE && row < a.rows) update(o.y + row * o.incy, o.alpha, sum, o.beta);
+        const A total = sum + deferred_rows(a, o, tr);
+        if (lane < TILE && row < a.rows) update(o.y + row * o.incy, o.alpha, total, o.beta);
         return;
     }
     if (s >= p.packed_warps) {
@@ -243,13 +284,16 @@ __global__ void __launch_bounds__(TILE_BLOCK) tile_spmv(const TileSpmv<T> p) {
     if (lane < TILE) sums[warp][lane] = sum;
     __syncthreads();
     const u32 span = load(p.segment_span + s);
-    if (span == 0 || lane >= TILE || row >= a.rows) return;
+    if (span == 0) return;
+    const A rest = deferred_rows(a, o, tr);
+    if (lane >= TILE || row >= a.rows) return;
     A total = 0;
     for (u32 w = warp; w < warp + span; ++w) total += sums[w][lane];
-    update(o.y + row * o.incy, o.alpha, total, o.beta);
+    update(o.y + row * o.incy, o.alpha, total + rest, o.beta);
 }
 
-// One thread per row of a long tile row: its segments' partial sums added in segment order.
+// One thread per row of a long tile row: its segments' partial sums added in segment order,
+// then its fused deferred entries.
 template <typename T>
 __global__ void __launch_bounds__(TILE_BLOCK) tile_combine(const TileCombine<T> p) {
     const SpmvDense<T>& o = p.dense;
@@ -258,10 +302,11 @@ __global__ void __launch_bounds__(TILE_BLOCK) tile_combine(const TileCombine<T> 
     const u32 r = t % TILE;
     if (l >= p.long_rows) return;
     const u64 row = (u64)load(p.long_row + l) * TILE + r;
-    if (row >= p.rows) return;
+    if (row >= p.a.rows) return;
     typename acc_of<T>::type sum = 0;
     const u32 from = load(p.first_segment + l), to = load(p.first_segment + l + 1);
     for (u32 s = from; s < to; ++s) sum += load(p.partial + (u64)s * TILE + r);
+    if (p.a.deferred_ptr != nullptr) sum += deferred_share(p.a, o, row, 0, 1);
     update(o.y + row * o.incy, o.alpha, sum, o.beta);
 }
 

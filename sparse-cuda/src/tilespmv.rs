@@ -3,9 +3,10 @@
 //! tiles as the format crate's conversion for the same selection; [`gpu_selection`] says which),
 //! with each CSR entry's slot in the values (value updates scatter through it), and cuts tile
 //! rows of more than [`segment_tiles`] tiles into segments, one warp each ([`Segments`]).
-//! Deferred very sparse tiles are a CSR that spmv's `scalar` or `vector-split` kernels add after
-//! the tile pass, with beta = 1 (`vector-split` cuts a hub row's many deferred entries into
-//! segments too).
+//! Deferred very sparse tiles are a CSR. Where its rows are short ([`FUSED_DEFERRED_MAX`]), the
+//! tile kernels add each row's deferred entries before writing it; otherwise spmv's `scalar` or
+//! `vector-split` kernels add them after the tile pass, with beta = 1 (`vector-split` cuts a hub
+//! row's many deferred entries into segments too).
 
 use std::sync::Arc;
 
@@ -47,9 +48,16 @@ const BLOCK_WARPS: usize = spmv::BLOCK as usize / 32;
 /// need (small matrices).
 const PACKED_SEGMENT_TILES: u32 = 8;
 /// [`gpu_selection`]'s thresholds.
-const SPARSE_TILE_MEAN: f64 = 16.0;
-const DEFER_FROM_NNZ: usize = 1 << 17;
 const SPARSE_TILE_MAX: usize = 32;
+const SPARSE_TILE_MEAN: f64 = 16.0;
+const DENSE_TILE_MEAN: f64 = 48.0;
+/// Matrices under this many entries take as long as their longest chain of dependent loads, not
+/// as their bytes take to stream: the tile kernels add their deferred entries themselves.
+const LATENCY_BOUND_NNZ: usize = 1 << 21;
+/// The longest row of deferred entries the tile kernels add themselves (two lanes a row, each
+/// walking every other entry). Longer rows, a graph's hubs, go to the second launch, where
+/// `vector-split` cuts them.
+const FUSED_DEFERRED_MAX: u32 = 64;
 
 kernel_params! {
     /// A Tiled16 matrix on the device as the kernels read it (`tile_format` one byte per tile,
@@ -66,6 +74,10 @@ kernel_params! {
         value_ptr: ptr(u32),
         bytes: ptr(u8),
         values: ptr(T),
+        /// The deferred CSR where the tile kernels add it, else null.
+        deferred_ptr: ptr(u32),
+        deferred_col: ptr(u32),
+        deferred_values: ptr(T),
     }
 }
 
@@ -89,9 +101,10 @@ kernel_params! {
 }
 
 kernel_params! {
-    /// `tile_combine`: each long tile row's segment sums added in order (x unused).
+    /// `tile_combine`: each long tile row's segment sums added in order, then its rows' fused
+    /// deferred entries (the only reads of `a` and x).
     pub(crate) struct TileCombine<T> {
-        rows: u32,
+        a: sub(TileMatrix),
         long_rows: u32,
         long_row: ptr(u32),
         first_segment: ptr(u32),
@@ -300,7 +313,9 @@ impl<T: Scalar> DeviceSegments<T> {
 }
 
 impl<T: Scalar> DeviceTiled16<T> {
-    fn params(&self, device: &Device) -> TileMatrix<T> {
+    /// The matrix as the kernels read it, the deferred CSR with it where they add it (`fused`).
+    fn params(&self, device: &Device, fused: bool) -> TileMatrix<T> {
+        let deferred = self.deferred.as_ref().filter(|_| fused);
         TileMatrix {
             rows: self.rows,
             cols: self.cols,
@@ -313,6 +328,11 @@ impl<T: Scalar> DeviceTiled16<T> {
             value_ptr: Ptr::of(&self.value_ptr, device),
             bytes: Ptr::of(&self.payload, device),
             values: Ptr::of_buffer(&self.values),
+            deferred_ptr: deferred.map_or(Ptr::NULL, |d| Ptr::of(&d.row_ptr, device)),
+            deferred_col: deferred.map_or(Ptr::NULL, |d| Ptr::of(&d.col_idx, device)),
+            deferred_values: deferred.map_or(Ptr::NULL, |_| {
+                Ptr::of_buffer(&self.values).offset(self.tile_values)
+            }),
         }
     }
 }
@@ -326,8 +346,16 @@ pub(crate) struct TileFamily<T: Scalar> {
     /// The first packed warp: the tile rows' warps, rounded up to whole blocks.
     packed_base: u32,
     segments: Option<DeviceSegments<T>>,
-    /// `scalar` or `vector-split` over the deferred entries.
-    deferred: Option<CsrRows<T>>,
+    deferred: Option<Deferred<T>>,
+}
+
+/// Who adds the deferred entries.
+enum Deferred<T: Scalar> {
+    /// The tile kernels, each row's before it is written: rows of at most
+    /// [`FUSED_DEFERRED_MAX`] entries.
+    Fused,
+    /// `scalar` or `vector-split`, after the tile pass.
+    Pass(CsrRows<T>),
 }
 
 /// A planned TileSpMV for `desc`, its tiles chosen by [`gpu_selection`]; Tiled16 has no block
@@ -347,15 +375,21 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
     plan_with(device, a, desc.precision, &gpu_selection(a), clock)
 }
 
-/// The paper's selection, except that a matrix of sparse tiles (fewer than [`SPARSE_TILE_MEAN`]
-/// entries a tile on average) with at least [`DEFER_FROM_NNZ`] entries defers its tiles of at
-/// most [`SPARSE_TILE_MAX`] entries to the CSR pass at any size. On the GPU each tile costs a chain
-/// of dependent loads whatever it holds, so the scattered entries of meshes and graphs run faster
-/// as CSR rows; below that size the second launch costs more than the tiles it removes, and
-/// matrices of fuller tiles (stencils, FEM blocks) keep them.
+/// The paper's selection, except that tiles of at most [`SPARSE_TILE_MAX`] entries are deferred
+/// to CSR rows in matrices whose tiles hold, on average, fewer than [`DENSE_TILE_MEAN`] entries
+/// (under [`LATENCY_BOUND_NNZ`] entries) or [`SPARSE_TILE_MEAN`] (larger ones). On the GPU each
+/// tile costs a chain of dependent loads whatever it holds, so the scattered entries of meshes
+/// and graphs run faster as CSR rows, which small matrices add in the tile kernels themselves.
+/// Block-structured matrices keep their few sparse tiles: there a warp's walk of its deferred
+/// rows would lengthen its chain more than the tiles removed shorten it. Large matrices of
+/// fuller tiles (stencils) keep them too: there bytes set the time.
 fn gpu_selection<T, I: SpIndex>(a: CsrRef<'_, T, I>) -> TileSelection {
-    let sparse =
-        a.nnz() >= DEFER_FROM_NNZ && (a.nnz() as f64) < SPARSE_TILE_MEAN * tile_count(a) as f64;
+    let mean = if a.nnz() < LATENCY_BOUND_NNZ {
+        DENSE_TILE_MEAN
+    } else {
+        SPARSE_TILE_MEAN
+    };
+    let sparse = (a.nnz() as f64) < mean * tile_count(a) as f64;
     TileSelection {
         deferred_coo: if sparse {
             Some(DeferredCoo {
@@ -436,19 +470,26 @@ fn plan_with<T: Scalar, I: SpIndex>(
         .map(|d| download(device, &d.row_ptr, dev.rows as usize + 1))
         .transpose()?;
     clock.lap(device, Phase::Transfer)?;
-    // The deferred entries run on the CSR kernel `auto` would give the whole matrix: `scalar`
-    // where it streams the matrix best, else `vector-split`.
+    // Small matrices' short deferred rows are added by the tile kernels. Otherwise they run on
+    // the CSR kernel `auto` would give the whole matrix: `scalar` where it streams the matrix
+    // best, else `vector-split`. Where bandwidth sets the time, `scalar`'s thread a row streams
+    // them better than two lanes of each tile row's warp.
     let scalar = || scalar_streams(&a.row_stats(), a.nnz(), || column_span(a));
     let deferred = deferred_rows
-        .map(|row_ptr| {
-            if scalar() {
-                CsrRows::scalar(device)
-            } else {
-                let rows = row_ptr.len() - 1;
-                CsrRows::vector_split(device, rows, |i| {
-                    row_ptr[i] as usize..row_ptr[i + 1] as usize
-                })
-            }
+        .map(|row_ptr| -> Result<_> {
+            let longest = row_ptr.windows(2).map(|w| w[1] - w[0]).max();
+            Ok(
+                if a.nnz() < LATENCY_BOUND_NNZ && longest.unwrap_or(0) <= FUSED_DEFERRED_MAX {
+                    Deferred::Fused
+                } else if scalar() {
+                    Deferred::Pass(CsrRows::scalar(device)?)
+                } else {
+                    let rows = row_ptr.len() - 1;
+                    Deferred::Pass(CsrRows::vector_split(device, rows, |i| {
+                        row_ptr[i] as usize..row_ptr[i + 1] as usize
+                    })?)
+                },
+            )
         })
         .transpose()?;
     clock.lap(device, Phase::Kernels)?;
@@ -456,7 +497,10 @@ fn plan_with<T: Scalar, I: SpIndex>(
     clock.lap(device, Phase::Transfer)?;
     let bytes = dev.bytes()
         + segments.as_ref().map_or(0, DeviceSegments::bytes)
-        + deferred.as_ref().map_or(0, CsrRows::bytes);
+        + match &deferred {
+            Some(Deferred::Pass(rows)) => rows.bytes(),
+            _ => 0,
+        };
     Ok(base.into_plan(
         clock,
         bytes,
@@ -474,7 +518,8 @@ fn plan_with<T: Scalar, I: SpIndex>(
 impl<T: Scalar> SpmvKernels<T> for TileFamily<T> {
     fn run(&mut self, base: &PlanBase<T>, run: &Run<SpmvOperands, T::Acc>) -> Result<()> {
         let device = &base.device;
-        let (a, dense) = (self.a.params(device), SpmvDense::new(run));
+        let fused = matches!(self.deferred, Some(Deferred::Fused));
+        let (a, dense) = (self.a.params(device, fused), SpmvDense::new(run));
         let segments = self.segments.as_ref();
         let params = TileSpmv {
             a,
@@ -502,7 +547,7 @@ impl<T: Scalar> SpmvKernels<T> for TileFamily<T> {
         unsafe { self.spmv.launch(spmv::grid(warps * 32)?, &params)? };
         if let Some(s) = segments.filter(|s| s.long_rows > 0) {
             let params = TileCombine {
-                rows: self.a.rows,
+                a,
                 long_rows: s.long_rows,
                 long_row: Ptr::of(&s.long_row, device),
                 first_segment: Ptr::of(&s.first_segment, device),
@@ -518,7 +563,7 @@ impl<T: Scalar> SpmvKernels<T> for TileFamily<T> {
                 )?
             };
         }
-        if let (Some(rows), Some(csr)) = (&self.deferred, &self.a.deferred) {
+        if let (Some(Deferred::Pass(rows)), Some(csr)) = (&self.deferred, &self.a.deferred) {
             let pointers = (
                 Ptr::of(&csr.row_ptr, device),
                 Ptr::of(&csr.col_idx, device),
@@ -621,18 +666,20 @@ mod tests {
     }
 
     #[test]
-    fn only_large_matrices_of_sparse_tiles_defer_them() {
+    fn matrices_of_sparse_tiles_defer_them() {
         let deferred = |a: &Csr<f64>| gpu_selection(a.as_ref()).deferred_max_nnz(a.nnz());
-        // Entries 4099 columns apart: a tile (at most) per entry.
-        assert_eq!(deferred(&banded(1 << 16, 4, 4099)), Some(SPARSE_TILE_MAX));
-        // The same entries in too small a matrix, and a full band of 32 in each tile row, keep
-        // the paper's rule.
-        for a in [banded(1 << 12, 4, 1021), banded(1 << 16, 32, 1)] {
-            assert_eq!(
-                deferred(&a),
-                TileSelection::default().deferred_max_nnz(a.nnz())
-            );
+        let paper = |a: &Csr<f64>| TileSelection::default().deferred_max_nnz(a.nnz());
+        // Entries 4099 columns apart: a tile (at most) per entry; large and small.
+        for a in [banded(1 << 19, 4, 4099), banded(1 << 12, 4, 1021)] {
+            assert_eq!(deferred(&a), Some(SPARSE_TILE_MAX));
         }
+        // Four diagonals 16 columns apart: tiles of 16 entries, sparse for a small matrix only.
+        let (small, large) = (banded(1 << 12, 4, 16), banded(1 << 20, 4, 16));
+        assert_eq!(deferred(&small), Some(SPARSE_TILE_MAX));
+        assert_eq!(deferred(&large), paper(&large));
+        // Bands of 64: dense tiles, the paper's rule at any size.
+        let a = banded(1 << 12, 64, 1);
+        assert_eq!(deferred(&a), paper(&a));
     }
 
     #[test]

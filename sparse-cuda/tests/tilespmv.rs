@@ -75,6 +75,15 @@ fn matrices() -> Vec<(&'static str, Csr<f64>)> {
     let mut long: Vec<(usize, usize)> = (0..48_000).step_by(16).map(|j| (5, j + 5)).collect();
     long.extend((0..40).map(|i| (i, (i * 131) % 48_000)));
     long.extend((20..24).flat_map(|i| (0..48_000).step_by(250).map(move |j| (i, j + i))));
+    // Tile rows of 40 and 200 tiles of 16 entries (packed into a block; cut for tile_combine)
+    // and a short one, every row also holding two entries alone in their tiles: the deferred
+    // rows are short, so the tile kernels add them.
+    let mut fused: Vec<(usize, usize)> = (0..40)
+        .flat_map(|t| (0..16).map(move |k| (k, 16 * t + k)))
+        .collect();
+    fused.extend((0..200).flat_map(|t| (0..16).map(move |k| (16 + k, 16 * t + (3 * k) % 16))));
+    fused.extend((32..40).flat_map(|i| (0..4).map(move |j| (i, j))));
+    fused.extend((0..40).flat_map(|i| [(i, 40_000 + 97 * i), (i, 45_000 + 13 * i)]));
     // A dense 40 x 40 block (dense tiles, full rows and columns), a full row and a full column.
     let mut dense: Vec<(usize, usize)> =
         (0..40).flat_map(|i| (0..40).map(move |j| (i, j))).collect();
@@ -100,6 +109,10 @@ fn matrices() -> Vec<(&'static str, Csr<f64>)> {
             generate::uniform(37, 53, 7, 1).expect("generated"),
         ),
         ("long tile rows", from_cells(41, 48_000, long)),
+        (
+            "long tile rows, short deferred rows",
+            from_cells(40, 48_000, fused),
+        ),
         ("dense block", from_cells(61, 61, dense)),
         ("explicit zeros", zeros),
         ("rmat 2^11", generate::rmat(11, 8, 2).expect("generated")),
@@ -222,6 +235,16 @@ fn the_matrices_cover_every_format_deferral_and_long_tile_rows() {
         })
         .max();
     assert!(longest_deferred > Some(1024), "{longest_deferred:?}");
+    // A matrix whose deferred rows the tile kernels add (at most 64 entries), with tile rows
+    // packed into a block and cut for tile_combine.
+    let (_, fused) = all
+        .iter()
+        .find(|(name, _)| *name == "long tile rows, short deferred rows")
+        .expect("listed");
+    let m = tiled(fused, &deferring);
+    let d = m.deferred().expect("deferred entries");
+    assert!((0..d.rows()).all(|i| d.as_ref().row_len(i) <= 64));
+    assert!(m.tile_ptr().windows(2).any(|w| w[1] - w[0] > 64));
 }
 
 fn same_tiles<T: Scalar>(b: &CudaBackend, failures: &mut Failures) {
