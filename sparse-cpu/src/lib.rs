@@ -18,3 +18,4 @@ mod stored;
 mod vector_ops;
 
 pub use executor::CpuBackend;
+pub use stored::tile_selection;

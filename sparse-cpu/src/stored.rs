@@ -5,7 +5,7 @@ use sparse_core::{
     Algorithm, BlockShape, Compute, CsrRef, DenseMut, DenseRef, Error, Format, Offer, OpKind,
     Precision, Result, Scalar, SpIndex, ValueOrder,
 };
-use sparse_formats::{Converted, FillLimit};
+use sparse_formats::{Converted, DeferredCoo, FillLimit, TileSelection, Tiled16};
 
 use crate::formats;
 use crate::formats::coo::CooPart;
@@ -69,6 +69,23 @@ fn formats_for(op: OpKind) -> &'static [Format] {
     }
 }
 
+/// Tiles of at most this many entries go to Tiled16's deferred CSR in CPU plans.
+const DEFERRED_TILE_MAX: usize = 32;
+
+/// The tile formats of CPU plans on Tiled16: the paper's rule, but every tile of at most
+/// [`DEFERRED_TILE_MAX`] entries deferred whatever the matrix's size. The kernel pays for each
+/// tile's view, its format's dispatch and its payload's decoding whatever the tile holds, which
+/// tiles of a few entries do not repay: as CSR rows they are walked like any other.
+pub fn tile_selection() -> TileSelection {
+    TileSelection {
+        deferred_coo: Some(DeferredCoo {
+            max_tile_nnz: DEFERRED_TILE_MAX,
+            min_matrix_nnz: 0,
+        }),
+        ..TileSelection::default()
+    }
+}
+
 pub(crate) enum Stored<T> {
     /// The caller's CSR, which the plan borrows; with values of its own once
     /// [`Stored::set_values`] gave it new ones.
@@ -98,7 +115,14 @@ impl<T: Scalar> Stored<T> {
                 None => Ok(Stored::Csr(None)),
             };
         }
-        let matrix = Converted::from_csr(a, format, block, FillLimit::default())?;
+        let matrix = match (format, block) {
+            (Format::Tiled16, None) => Converted::Tiled16(Tiled16::from_csr(
+                a,
+                &tile_selection(),
+                FillLimit::default(),
+            )?),
+            _ => Converted::from_csr(a, format, block, FillLimit::default())?,
+        };
         let order = matrix.value_order()?;
         let coo_parts = if format == Format::Coo {
             formats::coo::partition(a, part_count(a.nnz() + a.rows()))

@@ -10,7 +10,7 @@ use sparse_core::{
     Result, Scalar, SddmmDesc, SpmmDesc, SpmvDesc, Support, DEFAULT_MAX_WIDTH,
 };
 use sparse_cpu::CpuBackend;
-use sparse_formats::{generate, Converted, Csr, FillLimit};
+use sparse_formats::{generate, Converted, Csr, FillLimit, Tiled16};
 
 const CPU: CpuBackend = CpuBackend;
 
@@ -555,7 +555,14 @@ fn plans_count_the_value_order_they_keep() {
             .plan_spmv(a.as_ref(), &SpmvDesc::new(Precision::F64).format(format))
             .unwrap();
         let block = Converted::<f64>::default_block(format, sparse_core::DType::F64);
-        let m = Converted::from_csr(a.as_ref(), format, block, FillLimit::default()).unwrap();
+        let m = if format == Format::Tiled16 {
+            let selection = sparse_cpu::tile_selection();
+            Converted::Tiled16(
+                Tiled16::from_csr(a.as_ref(), &selection, FillLimit::default()).unwrap(),
+            )
+        } else {
+            Converted::from_csr(a.as_ref(), format, block, FillLimit::default()).unwrap()
+        };
         let order = m.stored_slots() * std::mem::size_of::<usize>();
         assert_eq!(p.info().bytes, m.memory_bytes() + order, "{format}");
     }
