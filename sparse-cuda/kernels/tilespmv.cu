@@ -24,10 +24,11 @@
 // through shared memory in segment order. Longer tile rows take a warp per segment of
 // `segment_tiles` tiles, each writing 16 partial row sums, which tile_combine then adds in
 // segment order. Every row is written once, its sums added in a fixed order (deterministic, as
-// spmv's split rows). Deferred very sparse tiles are a CSR: where its rows are short, the thread
-// that writes a row adds the row's deferred entries to its tiles' sum (the two lanes of a whole
-// row's warp take every other entry each); otherwise spmv.cu's scalar or vector-split kernels add
-// them afterwards, with beta = 1 (long rows of deferred entries cut into segments too).
+// spmv's split rows). Deferred very sparse tiles are a CSR: in small matrices whose deferred rows
+// are short, the thread that writes a row adds the row's deferred entries to its tiles' sum (the
+// two halves of a tile row's warp take every other entry each); otherwise spmv.cu's scalar or
+// vector-split kernels add them afterwards, with beta = 1 (long rows of deferred entries cut into
+// segments too).
 
 #define TILE 16
 #define WARPS (TILE_BLOCK / 32)

@@ -3,10 +3,11 @@
 //! tiles as the format crate's conversion for the same selection; [`gpu_selection`] says which),
 //! with each CSR entry's slot in the values (value updates scatter through it), and cuts tile
 //! rows of more than [`segment_tiles`] tiles into segments, one warp each ([`Segments`]).
-//! Deferred very sparse tiles are a CSR. Where its rows are short ([`FUSED_DEFERRED_MAX`]), the
-//! tile kernels add each row's deferred entries before writing it; otherwise spmv's `scalar` or
-//! `vector-split` kernels add them after the tile pass, with beta = 1 (`vector-split` cuts a hub
-//! row's many deferred entries into segments too).
+//! Deferred very sparse tiles are a CSR. In matrices under [`LATENCY_BOUND_NNZ`] entries whose
+//! deferred rows are short ([`FUSED_DEFERRED_MAX`]), the tile kernels add each row's deferred
+//! entries before writing it; otherwise spmv's `scalar` or `vector-split` kernels add them after
+//! the tile pass, with beta = 1 (`vector-split` cuts a hub row's many deferred entries into
+//! segments too).
 
 use std::sync::Arc;
 
