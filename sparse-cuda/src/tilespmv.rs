@@ -331,10 +331,13 @@ impl<T: Scalar> DeviceTiled16<T> {
             values: Ptr::of_buffer(&self.values),
             deferred_ptr: deferred.map_or(Ptr::NULL, |d| Ptr::of(&d.row_ptr, device)),
             deferred_col: deferred.map_or(Ptr::NULL, |d| Ptr::of(&d.col_idx, device)),
-            deferred_values: deferred.map_or(Ptr::NULL, |_| {
-                Ptr::of_buffer(&self.values).offset(self.tile_values)
-            }),
+            deferred_values: deferred.map_or(Ptr::NULL, |_| self.deferred_values()),
         }
+    }
+
+    /// The deferred entries' values: the last of the value buffer's.
+    fn deferred_values(&self) -> Ptr<T> {
+        Ptr::of_buffer(&self.values).offset(self.tile_values)
     }
 }
 
@@ -568,7 +571,7 @@ impl<T: Scalar> SpmvKernels<T> for TileFamily<T> {
             let pointers = (
                 Ptr::of(&csr.row_ptr, device),
                 Ptr::of(&csr.col_idx, device),
-                Ptr::of_buffer(&self.a.values).offset(self.a.tile_values),
+                self.a.deferred_values(),
             );
             let beta_one = SpmvDense {
                 beta: T::Acc::ONE,
