@@ -15,7 +15,9 @@
 // Per tile, lane c of the half loads x at the tile's column c, and the lanes read it by shuffles:
 // the lanes of a half step through their rows together, as many steps as the longest row, so no
 // barrier orders the loads of x before those of the payload. The tile metadata of 32 tiles at a
-// time is loaded by one lane per tile, coalesced, and broadcast by shuffles.
+// time is loaded by one lane per tile, coalesced, and broadcast by shuffles. A tile's row starts
+// (RowStarts, 16 bytes a tile kept beside the format's arrays) are loaded a pair of tiles ahead,
+// so that a CSR or COO row's entries wait on the metadata alone, not on payload bytes as well.
 //
 // Balancing: tile rows of more than `segment_tiles` tiles (chosen per matrix by the plan) are
 // cut into segments. One launch runs a warp per short tile row, writing its rows of y. A tile row
@@ -45,14 +47,28 @@ __device__ __forceinline__ u32 nibble(const unsigned char* p, u32 k) { return by
 // A little-endian u16 mask.
 __device__ __forceinline__ u32 mask16(const unsigned char* p) { return byte_at(p) | byte_at(p + 1) << 8; }
 
-// The first of the n row-major positions (row << 4 | col) at or after `key`.
-__device__ __forceinline__ u32 lower_bound(const unsigned char* pos, u32 n, u32 key) {
-    u32 lo = 0, hi = n;
-    while (lo < hi) {
-        const u32 mid = (lo + hi) / 2;
-        if (byte_at(pos + mid) < key) lo = mid + 1; else hi = mid;
-    }
-    return lo;
+// Where a lane's row r of a tile lies among the tile's CSR or COO entries (a HYB tile's COO
+// part), from the 16 bytes the builder lists per tile (`row_start`): byte r > 0 is row r's first
+// entry (the entry count for rows past the tile's height), byte 0 a HYB tile's COO count. They
+// are loaded with the tile's metadata, so that a row's entries wait on no payload byte (a CSR
+// tile's row starts, a COO tile's binary searches).
+struct RowStarts {
+    u32 from, next, hyb_count;
+};
+
+template <typename T>
+__device__ __forceinline__ RowStarts row_starts(const TileMatrix<T>& a, u32 tile, u32 r) {
+    const unsigned char* starts = a.row_start + (u64)tile * TILE;
+    return RowStarts{r > 0 ? byte_at(starts + r) : 0u, r + 1 < TILE ? byte_at(starts + r + 1) : 0u, byte_at(starts)};
+}
+
+// Row r's entries [from, to) of a tile whose CSR or COO entries number `count`.
+struct RowSpan {
+    u32 from, to;
+};
+
+__device__ __forceinline__ RowSpan row_span(const RowStarts& s, u32 r, u32 count) {
+    return RowSpan{s.from, r + 1 < TILE ? s.next : count};
 }
 
 // One stored tile as a lane decodes it.
@@ -104,12 +120,12 @@ __device__ __forceinline__ A walk(const HalfX<A>& xs, u32 from, u32 len, const F
     return sum;
 }
 
-// Entries of row r among the n row-major positions at pos (COO tiles and the COO part of HYB),
-// values at v.
+// Entries `span` of the row-major positions at pos (COO tiles and the COO part of HYB), values at
+// v.
 template <typename T, typename A>
-__device__ __forceinline__ A coo_row(const unsigned char* pos, const T* v, u32 n, u32 r, const HalfX<A>& xs) {
-    const u32 from = lower_bound(pos, n, r << 4), to = lower_bound(pos, n, (r + 1) << 4);
-    return walk(xs, from, to - from, [&](u32 k) { return Item<A>{to_acc(load(v + k)), byte_at(pos + k) & 0xF, true}; });
+__device__ __forceinline__ A coo_row(const unsigned char* pos, const T* v, RowSpan span, const HalfX<A>& xs) {
+    return walk(xs, span.from, span.to - span.from,
+                [&](u32 k) { return Item<A>{to_acc(load(v + k)), byte_at(pos + k) & 0xF, true}; });
 }
 
 // The ELL part of width k (ELL and HYB tiles): slot column j holds row r's entry when bit r of its
@@ -123,24 +139,24 @@ __device__ __forceinline__ A ell_row(const Tile<T>& t, u32 k, u32 r, const HalfX
     });
 }
 
-// Row r (< t.h) of the tile times x. Every lane of the half calls it, for the same tile.
+// Row r (< t.h) of the tile times x, its CSR or COO entries placed by `starts`. Every lane of the
+// half calls it, for the same tile.
 template <typename T, typename A>
-__device__ __forceinline__ A tile_row(u32 format, const Tile<T>& t, u32 r, const HalfX<A>& xs) {
+__device__ __forceinline__ A tile_row(u32 format, const Tile<T>& t, u32 r, const RowStarts& starts, const HalfX<A>& xs) {
     switch (format) {
     case CSR: {
-        const u32 from = byte_at(t.bytes + r), to = r + 1 < t.h ? byte_at(t.bytes + r + 1) : t.nnz;
-        return walk(xs, from, to - from, [&](u32 k) { return Item<A>{to_acc(load(t.values + k)), nibble(t.bytes + t.h, k), true}; });
+        const RowSpan span = row_span(starts, r, t.nnz);
+        return walk(xs, span.from, span.to - span.from,
+                    [&](u32 k) { return Item<A>{to_acc(load(t.values + k)), nibble(t.bytes + t.h, k), true}; });
     }
     case COO:
-        return coo_row(t.bytes, t.values, t.nnz, r, xs);
+        return coo_row(t.bytes, t.values, row_span(starts, r, t.nnz), xs);
     case ELL:
         return ell_row(t, byte_at(t.bytes), r, xs);
     case HYB: {
         const u32 k = byte_at(t.bytes);
-        u32 in_ell = 0;
-        for (u32 j = 0; j < k; ++j) in_ell += __popc(mask16(t.bytes + 1 + 2 * j));
         const unsigned char* pos = t.bytes + 1 + 2 * k + (k * t.h + 1) / 2;
-        return ell_row(t, k, r, xs) + coo_row(pos, t.values + k * t.h, t.nnz - in_ell, r, xs);
+        return ell_row(t, k, r, xs) + coo_row(pos, t.values + k * t.h, row_span(starts, r, starts.hyb_count), xs);
     }
     case DENSE:
         return walk(xs, 0, t.w, [&](u32 c) {
@@ -182,9 +198,13 @@ tile_range(const TileMatrix<T>& a, const SpmvDense<T>& o, u32 tr, u32 first, u32
             nnz = load(a.tile_nnz + mine + 1) - load(a.tile_nnz + mine);
         }
         const u32 count = min(end - base, 32u);
+        // The row starts of the half's next tile, loaded a pair of tiles ahead.
+        RowStarts next = row_starts(a, base + min(half, count - 1), r);
         for (u32 i = 0; i < count; i += 2) {
             // The half's tile; past the last one, the second half repeats it and adds nothing.
             const u32 src = min(i + half, count - 1);
+            const RowStarts starts = next;
+            if (i + 2 < count) next = row_starts(a, base + min(i + 2 + half, count - 1), r);
             const u32 tc = __shfl_sync(FULL, col, src);
             Tile<T> t;
             t.h = h;
@@ -196,7 +216,7 @@ tile_range(const TileMatrix<T>& a, const SpmvDense<T>& o, u32 tr, u32 first, u32
             HalfX<A> xs;
             xs.mask = 0xFFFFu << (TILE * half);
             xs.x = lane % TILE < t.w ? to_acc(load(o.x + ((u64)tc * TILE + lane % TILE) * o.incx)) : A(0);
-            const A row_sum = tile_row(f, t, r, xs);
+            const A row_sum = tile_row(f, t, r, starts, xs);
             if (i + half < count && lane % TILE < h) sum += row_sum;
         }
     }
@@ -318,7 +338,7 @@ __global__ void __launch_bounds__(TILE_BLOCK) tile_combine(const TileCombine<T> 
 // - count (FILL = false): per tile row, its stored tiles and their entries, payload bytes and
 //   values; per row, its deferred entries. Scans of these (fs_scan_*) place every tile row.
 // - fill (FILL = true): the same walk again, writing level 1, the payloads, the values, the
-//   deferred CSR and each CSR entry's slot.
+//   deferred CSR, each CSR entry's slot, and each tile's row starts (RowStarts).
 // Lane r < 16 holds row r of the tile row and a cursor into it; the next tile is the smallest
 // tile column under the cursors (a warp minimum), and each lane takes its row's entries in it.
 // The selection rule is evaluated by every lane alike, from warp reductions of the row lengths
@@ -507,6 +527,11 @@ __global__ void __launch_bounds__(TILE_BLOCK) tile_build(const TileBuild<T> p) {
         const u32 over_before = warp_inclusive(over) - over;
         const u32 r = lane, full_cols = all_cols(l);
         const u64 b = bytes;
+        // Row starts are below 256: a tile of 256 entries has 16 in each row.
+        const u32 hyb_count = overflow(l, t.width);
+        if (lane < TILE)
+            p.row_start[(u64)tiles * TILE + lane] =
+                (unsigned char)(lane > 0 ? (t.format == HYB ? over_before : before) : t.format == HYB ? hyb_count : 0u);
         switch (t.format) {
         case CSR:
             if (l.has) or_byte(p.payload, b + r, before);

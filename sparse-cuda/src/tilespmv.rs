@@ -75,6 +75,8 @@ kernel_params! {
         value_ptr: ptr(u32),
         bytes: ptr(u8),
         values: ptr(T),
+        /// Per tile, 16 bytes placing its rows' entries (`DeviceTiled16::row_start`).
+        row_start: ptr(u8),
         /// The deferred CSR where the tile kernels add it, else null.
         deferred_ptr: ptr(u32),
         deferred_col: ptr(u32),
@@ -329,6 +331,7 @@ impl<T: Scalar> DeviceTiled16<T> {
             value_ptr: Ptr::of(&self.value_ptr, device),
             bytes: Ptr::of(&self.payload, device),
             values: Ptr::of_buffer(&self.values),
+            row_start: Ptr::of(&self.row_start, device),
             deferred_ptr: deferred.map_or(Ptr::NULL, |d| Ptr::of(&d.row_ptr, device)),
             deferred_col: deferred.map_or(Ptr::NULL, |d| Ptr::of(&d.col_idx, device)),
             deferred_values: deferred.map_or(Ptr::NULL, |_| self.deferred_values()),

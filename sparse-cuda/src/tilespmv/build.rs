@@ -69,6 +69,7 @@ kernel_params! {
         values: out(T),
         deferred_col: out(u32),
         slots: out(u32),
+        row_start: out(u8),
     }
 }
 
@@ -161,6 +162,11 @@ pub(crate) struct DeviceTiled16<T: Scalar> {
     pub tile_values: usize,
     pub deferred: Option<DeviceDeferredCsr>,
     pub slots: CudaSlice<u32>,
+    /// Per tile, 16 bytes: byte r > 0 the first of row r's entries among the tile's CSR or COO
+    /// entries (a HYB tile's COO part), the count for rows past the tile's height; byte 0 a HYB
+    /// tile's COO count. The tile kernels read a row's span here, at the level of the tile's
+    /// metadata, instead of from its payload.
+    pub row_start: CudaSlice<u8>,
     pub nnz: usize,
     /// The tile pointers, also on the host.
     pub host_tile_ptr: Vec<u32>,
@@ -236,6 +242,7 @@ impl<T: Scalar> DeviceTiled16<T> {
             values: MutPtr::NULL,
             deferred_col: MutPtr::NULL,
             slots: MutPtr::NULL,
+            row_start: MutPtr::NULL,
         };
         if tile_rows > 0 {
             // SAFETY: one warp per tile row reads its rows of the canonical CSR (row_ptr holds
@@ -272,6 +279,7 @@ impl<T: Scalar> DeviceTiled16<T> {
         let values = device.zeros::<T>(tile_values + deferred_nnz)?;
         let deferred_col = zeros(deferred_nnz)?;
         let slots = zeros(nnz as usize)?;
+        let row_start = device.alloc_zeros::<u8>(tiles * TILE as usize, ARRAYS)?;
         params.tile_ptr = Ptr::of(&tile_ptr, device);
         params.nnz_base = Ptr::of(&nnz_base, device);
         params.byte_base = Ptr::of(&byte_base, device);
@@ -286,11 +294,12 @@ impl<T: Scalar> DeviceTiled16<T> {
         params.values = MutPtr::of_buffer(&values);
         params.deferred_col = MutPtr::of(&deferred_col, device);
         params.slots = MutPtr::of(&slots, device);
+        params.row_start = MutPtr::of(&row_start, device);
         if tile_rows > 0 {
             // SAFETY: the walk repeats the counting pass's, so each tile row writes its own
             // stretches, placed by the scans, of arrays sized by their totals: tiles (+ 1) of
             // level 1, payload_len bytes (whole words), tile_values + deferred values, the
-            // deferred columns, and one slot per CSR entry.
+            // deferred columns, one slot per CSR entry, and 16 row starts per tile.
             unsafe {
                 kernels
                     .fill
@@ -318,6 +327,7 @@ impl<T: Scalar> DeviceTiled16<T> {
                 nnz: deferred_nnz,
             }),
             slots,
+            row_start,
             nnz: nnz as usize,
             host_tile_ptr,
         })
@@ -338,6 +348,7 @@ impl<T: Scalar> DeviceTiled16<T> {
         let offsets = self.tile_rows as usize + 1 + tiles + 3 * (tiles + 1) + self.nnz;
         offsets * 4
             + tiles
+            + self.row_start.len()
             + self.payload.len()
             + (self.tile_values + self.deferred.as_ref().map_or(0, |d| d.nnz)) * size_of::<T>()
             + deferred
