@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# gather with at least 5 blocks a multiprocessor (96 registers), score kernel too for KC <= 2 (spbench), against 44014d7 (spbench-base): forward + backward, R-MAT 2^20 x 16, one head, f16, d = 64 and 128; then the edge-case attention tests.
+set -uo pipefail
+export SPARSE_KERNEL_CACHE_DIR=/tmp/kc SPARSE_REQUIRE_GPU=1
+B=/tmp/bin; O=$OUT/rE3; mkdir -p $B $O
+for f in devrun/bin/spbench*.xz; do n=$B/$(basename $f .xz); xz -dc $f > $n 2>/dev/null || python3 -c "import lzma,sys; sys.stdout.buffer.write(lzma.open(sys.argv[1]).read())" $f > $n; chmod +x $n; done
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; date -u; } > $O/device.txt 2>&1
+t0=$SECONDS
+step() { local name=$1 limit=$2; shift 2; timeout $limit "$@" > $O/$name.log 2>&1; echo "$name rc=$? $((SECONDS-t0))s" | tee -a $O/steps.txt; }
+pack() { rm -f $O/*/*.svg; (cd $OUT && tar czf rE3.tgz rE3); }
+S="--backend cuda --no-corpus --large 118 --generators rmat --ops attention --heads 1 --k 64,128 --precisions f16 --algorithms fused-tc --warmup-ms 20 --time-limit-s 1 --runs 5"
+step base-fwd-bwd 120 $B/spbench-base $S --backward --out $O/base-fwd-bwd; pack
+step new-fwd-bwd 120 $B/spbench $S --backward --out $O/new-fwd-bwd; pack
+for f in devrun/bin/test-attention.xz; do n=$B/$(basename $f .xz); xz -dc $f > $n; chmod +x $n; done
+step test-attention 300 $B/test-attention --test-threads=4 attention_meets heads_that an_infinite; pack
+rm -rf $O
