@@ -185,6 +185,12 @@ template <typename T>
 __device__ __forceinline__ void tc_stage_sum_rows(TcStage& stage, const T* head, u32 rs, u32 cs, u32 len, bool vec,
                                                   const u32 (&rows)[4], u32 first, u32 g, u32 lane) {
     const u32 at = first + 8 * g;
+    // Every run whole (tested once for the warp): no branch a copy.
+    if (vec && first + 64 <= len) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) cp_async<16>(&stage[i][lane], head + (u64)rows[i] * rs + at, 16);
+        return;
+    }
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
         const T* row = head + (u64)rows[i] * rs;
@@ -198,15 +204,9 @@ __device__ __forceinline__ void tc_stage_sum_rows(TcStage& stage, const T* head,
     }
 }
 
-// acc += W X for a block: W (16 rows x 16 slots) in the scores' C layout in s (0 where a row
-// lacks the slot), X the slots' rows, columns first .. of the head, loaded into `run`.
-// acc[c][j][2r + e] is row g + 8r, column first + 64c + 8(2t + e) + j. A block whose X rows
-// hold a non-finite value is summed on CUDA cores instead (see the top of the file).
+// Whether any of the words of `run` holds an infinite or NaN element, over the warp.
 template <typename T, int DVC>
-__device__ __forceinline__ void tc_weighted_sum(float (&acc)[DVC][8][4], const float (&s)[2][4], const u32 (&run)[4][DVC][4],
-                                                const u32 (&bits)[2], const T* head, u32 rs, u32 cs, u32 len, const u32* cols,
-                                                u32 first, u32 g, u32 t) {
-    const int PARTS = tc_type<T>::PARTS;
+__device__ __forceinline__ bool tc_any_nonfinite(const u32 (&run)[4][DVC][4]) {
     // Four chains of additions, so that none waits long on the one before.
     u32 found[4] = {0, 0, 0, 0};
 #pragma unroll
@@ -215,7 +215,20 @@ __device__ __forceinline__ void tc_weighted_sum(float (&acc)[DVC][8][4], const f
         for (int c = 0; c < DVC; ++c)
 #pragma unroll
             for (int w = 0; w < 4; ++w) tc_nonfinite_add<T>(found[i], run[i][c][w]);
-    if (!__any_sync(0xffffffffu, (found[0] | found[1] | found[2] | found[3]) != 0)) {
+    return __any_sync(0xffffffffu, (found[0] | found[1] | found[2] | found[3]) != 0);
+}
+
+// acc += W X for a block: W (16 rows x 16 slots) in the scores' C layout in s (0 where a row
+// lacks the slot), X the slots' rows, columns first .. of the head, loaded into `run`.
+// acc[c][j][2r + e] is row g + 8r, column first + 64c + 8(2t + e) + j. A block whose X rows
+// hold a non-finite value is summed on CUDA cores instead (see the top of the file); `finite`:
+// the caller knows every X row to be finite, and the rows are not tested.
+template <typename T, int DVC>
+__device__ __forceinline__ void tc_weighted_sum(float (&acc)[DVC][8][4], const float (&s)[2][4], const u32 (&run)[4][DVC][4],
+                                                const u32 (&bits)[2], const T* head, u32 rs, u32 cs, u32 len, const u32* cols,
+                                                u32 first, u32 g, u32 t, bool finite) {
+    const int PARTS = tc_type<T>::PARTS;
+    if (finite || !tc_any_nonfinite<T, DVC>(run)) {
         // a_q for q = 2h + r: row g + 8r, slots 8h + 2t, 8h + 2t + 1.
         u32 w_frag[PARTS][4];
 #pragma unroll
@@ -419,7 +432,7 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc(const AttentionT
             }
             if (p.ops.bias) entry[r] += __popc(bits[r]);
         }
-        tc_weighted_sum<T, DVC>(acc, s, v_run, bits, v_head, p.ops.v_rs, p.ops.v_cs, p.ops.dv, cols, v_first, g, t);
+        tc_weighted_sum<T, DVC>(acc, s, v_run, bits, v_head, p.ops.v_rs, p.ops.v_cs, p.ops.dv, cols, v_first, g, t, false);
     }
 
 #pragma unroll
@@ -556,6 +569,10 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc_grad_scores(cons
         entry[r] = load(p.win.item_entry + (u64)item * 16 + g + 8 * r);
     }
     float2* prob_grads = reinterpret_cast<float2*>(a.prob_grads);
+    // Whether every entry's S and dP so far is finite: then so is every element of the K, Q and dO
+    // rows the weighted sums read (an infinite or NaN element makes each product with its row
+    // infinite or NaN).
+    bool finite = true;
     // Block b + 1's rows of K and V and its bitmaps, loaded while block b is scored.
     u32 rows_next[2] = {0, 0}, bits_next[2] = {0, 0};
     const auto load_ahead = [&](u32 b) {
@@ -581,6 +598,7 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc_grad_scores(cons
                     const u32 slot = 8 * h + 2 * t + e;
                     if (!(bits[r] >> slot & 1)) continue;
                     const u32 pos = entry[r] + __popc(bits[r] & ((1u << slot) - 1));
+                    finite &= isfinite(s[h][2 * r + e]) && isfinite(dp[h][2 * r + e]);
                     float x = s[h][2 * r + e] * a.scale;
                     if (a.bias) x += to_acc(load(a.values + pos));
                     const float prob = expf(x - max[r]) * inv_sum[r];
@@ -591,6 +609,7 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc_grad_scores(cons
             entry[r] += __popc(bits[r]);
         }
     }
+    if (__any_sync(0xffffffffu, !finite) && lane == 0) atomicOr(p.nonfinite, 1u);
     // A long window's pieces each raise their rows' maxima.
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -678,6 +697,8 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc_gather(const Att
     const u32 window = load(p.win.item_window + item), begin = load(p.win.item_begin + item);
     const u32 end = load(p.win.item_end + item), piece = load(p.win.item_piece + item);
     const T* x_head = p.x + (u64)head * p.width * p.x_cs;
+    // The score kernel found every S and dP finite, so X's rows need no test.
+    const bool x_finite = load(p.nonfinite) == 0;
     u32 entry[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) entry[r] = load(p.win.item_entry + (u64)item * 16 + g + 8 * r);
@@ -686,14 +707,15 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc_gather(const Att
     // sums are kept in units of 2^-shift[r]: f16 parts of a weight far below 1 (a gradient's
     // weights may all be) would be subnormal and lose its digits. The shift puts the row's
     // largest weight in [2^14, 2^15); a row whose largest is zero, infinite or NaN takes none.
-    // Every factor is a power of two: runs stay bit-reproducible.
+    // The shifts are powers of two: runs stay bit-reproducible. `factor` multiplies the sums
+    // once, at the end.
     int shift[2];
     float scale[2][2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         const u32 row = window * 16 + g + 8 * r;
         const float largest =
-            row < p.win.rows ? p.factor * __uint_as_float(load(p.row_max + 2 * ((u64)row * p.heads + head) + p.component)) : 0.0f;
+            row < p.win.rows ? __uint_as_float(load(p.row_max + 2 * ((u64)row * p.heads + head) + p.component)) : 0.0f;
         shift[r] = largest > 0.0f && largest < ATTN_TC_INF ? 14 - ilogbf(largest) : ATTN_TC_NO_SHIFT;
         tc_pow2_parts(shift[r] == ATTN_TC_NO_SHIFT ? 0 : shift[r], scale[r]);
     }
@@ -729,7 +751,7 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc_gather(const Att
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
             const int r = i % 4 / 2;
-            s[i / 4][i % 4] = p.factor * w[i / 4][i % 4] * scale[r][0] * scale[r][1];
+            s[i / 4][i % 4] = w[i / 4][i % 4] * scale[r][0] * scale[r][1];
         }
         cp_async_wait<1>();
         u32 x_run[4][1][4];
@@ -741,7 +763,7 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc_gather(const Att
             x_run[i][0][2] = v.z;
             x_run[i][0][3] = v.w;
         }
-        tc_weighted_sum<T, 1>(acc, s, x_run, bits, x_head, p.x_rs, p.x_cs, p.width, cols, first, g, t);
+        tc_weighted_sum<T, 1>(acc, s, x_run, bits, x_head, p.x_rs, p.x_cs, p.width, cols, first, g, t, x_finite);
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
             bits[r] = bits_next[r];
@@ -751,13 +773,19 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc_gather(const Att
         for (int i = 0; i < 8; ++i) w[i / 4][i % 4] = w_next[i / 4][i % 4];
     }
 #pragma unroll
-    for (int r = 0; r < 2; ++r)
+    for (int r = 0; r < 2; ++r) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            acc[0][j][2 * r] *= p.factor;
+            acc[0][j][2 * r + 1] *= p.factor;
+        }
         if (shift[r] != ATTN_TC_NO_SHIFT)
 #pragma unroll
             for (int j = 0; j < 8; ++j) {
                 acc[0][j][2 * r] = ldexpf(acc[0][j][2 * r], -shift[r]);
                 acc[0][j][2 * r + 1] = ldexpf(acc[0][j][2 * r + 1], -shift[r]);
             }
+    }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         const u32 row = window * 16 + g + 8 * r;

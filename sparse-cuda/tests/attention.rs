@@ -565,3 +565,46 @@ fn an_infinite_v_row_reaches_only_the_rows_that_have_its_column() {
         check::<bf16>(b, Precision::BF16, f);
     });
 }
+
+/// A NaN in Q's row 3 (a row of A with 3 of the 40 columns) or in K's row 37 (a column of A
+/// that row 7 has and the other rows of its 16-row window lack) reaches, forward and backward,
+/// only what depends on it: the tensor-core backward must not let it into the rows or columns
+/// that share a block with it.
+#[test]
+fn a_nan_q_or_k_row_reaches_only_the_gradients_that_depend_on_it() {
+    fn check<T: Scalar<Out = T>>(b: &CudaBackend, precision: Precision, f: &mut Failures) {
+        let (_, a) = matrices().swap_remove(0);
+        let a: Csr<T> = a.cast();
+        for offer in CudaBackend::table(OpKind::Attention, Format::Csr, precision) {
+            let desc = AttentionDesc::new(precision).algorithm(offer.algorithm);
+            // (operand, its row, its padding, its fill as Run::new has it)
+            let cases: [(&str, usize, usize, Fill); 2] =
+                [("Q", 3, 1, value), ("K", 37, 2, |i, j| value(j, i))];
+            for (operand, row, pad, fill) in cases {
+                let mut run = Run::new(&a, desc, (16, 72), Scores::Mixed, 0);
+                let host = if operand == "Q" {
+                    &mut run.q
+                } else {
+                    &mut run.k
+                };
+                let (shape, layout) = (host.view().shape(), host.view().layout());
+                *host = Host::new(shape, layout, pad, |i, j| {
+                    if i == row && j == 5 {
+                        f64::NAN
+                    } else {
+                        fill(i, j)
+                    }
+                });
+                let what = format!("{} {precision}: {operand} row {row} NaN", offer.algorithm);
+                run.check(b, &what, f);
+                run.check_backward(b, &what, f);
+            }
+        }
+    }
+    let backend = available(BackendKind::Cuda, CudaBackend::new(0));
+    collect(backend, |b, f| {
+        check::<f32>(b, Precision::F32, f);
+        check::<f16>(b, Precision::F16, f);
+        check::<bf16>(b, Precision::BF16, f);
+    });
+}

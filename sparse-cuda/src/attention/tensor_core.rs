@@ -113,7 +113,8 @@ kernel_params! {
     /// and its column (the row of A^T), and `t_prob_grads` the pairs in A^T's order.
     /// `row_max` and `t_row_max`: the largest magnitude of each component of the pairs of each
     /// (row, head) of A and of A^T, as bits (laid out as a pair), raised by atomic maxima from
-    /// zero (A's P component is not kept).
+    /// zero (A's P component is not kept). `nonfinite`, cleared before, is set when an entry's
+    /// S or dP is infinite or NaN.
     pub(crate) struct AttentionTcScores<T> {
         win: plain(TcWindows),
         q_vec: u32,
@@ -126,6 +127,7 @@ kernel_params! {
         t_prob_grads: out(f32),
         row_max: out(u32),
         t_row_max: out(u32),
+        nonfinite: out(u32),
         grad: sub(AttentionGrad),
     }
 }
@@ -135,7 +137,8 @@ kernel_params! {
     /// x heads*width) = W X over a window layout, W = `factor` times component `component` of
     /// the (entry, head) pairs at `weights` (in the layout's order), X (`x`, the slots' rows x
     /// heads*width) in `slices` slices of 64 columns; `row_max`: the largest magnitude of each
-    /// component of each (row, head) of the layout (see [`AttentionTcScores`]).
+    /// component of each (row, head) of the layout, and `nonfinite` whether an S or dP was not
+    /// finite (see [`AttentionTcScores`]).
     pub(crate) struct AttentionTcGather<T> {
         win: plain(TcWindows),
         slices: u32,
@@ -151,6 +154,7 @@ kernel_params! {
         out_vec: u32,
         weights: ptr(f32),
         row_max: ptr(u32),
+        nonfinite: ptr(u32),
         component: u32,
         factor: f32,
         part_acc: out(f32),
@@ -542,6 +546,8 @@ pub(super) struct TensorCore<T: Scalar> {
     /// The largest magnitudes of the pairs of each (row, head) of A and of A^T.
     row_max: CudaSlice<u32>,
     t_row_max: CudaSlice<u32>,
+    /// One word: whether the last backward's score kernel met an infinite or NaN S or dP.
+    nonfinite: CudaSlice<u32>,
     /// By (KC, DVC, KS), in the order of [`CHUNKS`].
     kernels: Vec<Kernel<AttentionTc<T>>>,
     combine: Kernel<AttentionTc<T>>,
@@ -583,6 +589,7 @@ impl<T: Scalar> TensorCore<T> {
                 .alloc_zeros(pairs(nnz)?, "attention weights and score gradients")?,
             row_max: device.alloc_zeros(pairs(rows)?, "attention row maxima")?,
             t_row_max: device.alloc_zeros(pairs(cols)?, "attention column maxima")?,
+            nonfinite: device.alloc_zeros(1, "attention non-finite flag")?,
             kernels,
             combine: device.kernel(&combine_entry::<T>()?)?,
             grad: backward::Kernels::load(device)?,
@@ -598,7 +605,7 @@ impl<T: Scalar> TensorCore<T> {
             + (self.t_entry.len() + self.t_col.len()) * size_of::<u32>()
             + (self.t_prob_grads.len() + self.part_acc.len() + self.part_stats.len())
                 * size_of::<f32>()
-            + (self.row_max.len() + self.t_row_max.len()) * size_of::<u32>()
+            + (self.row_max.len() + self.t_row_max.len() + self.nonfinite.len()) * size_of::<u32>()
     }
 
     /// Whether the kernels take heads of this shape.

@@ -127,11 +127,11 @@ impl<T: Scalar> TensorCore<T> {
             .scratch(heads, d)?
             .max(self.t.scratch(heads, d.max(dv))?);
         self.reserve(device, need)?;
-        for maxima in [&mut self.row_max, &mut self.t_row_max] {
+        for cleared in [&mut self.row_max, &mut self.t_row_max, &mut self.nonfinite] {
             device
                 .stream
-                .memset_zeros(maxima)
-                .map_err(|e| device.error("clearing the attention row maxima", e))?;
+                .memset_zeros(cleared)
+                .map_err(|e| device.error("clearing the attention row maxima and flag", e))?;
         }
         let scores = AttentionTcScores {
             win: self.a.params(device),
@@ -145,9 +145,11 @@ impl<T: Scalar> TensorCore<T> {
             t_prob_grads: MutPtr::of(&self.t_prob_grads, device),
             row_max: MutPtr::of(&self.row_max, device),
             t_row_max: MutPtr::of(&self.t_row_max, device),
+            nonfinite: MutPtr::of(&self.nonfinite, device),
             grad,
         };
         let t_pairs = Ptr::of(&self.t_prob_grads, device);
+        let nonfinite = Ptr::of(&self.nonfinite, device);
         let (a_max, t_max) = (
             Ptr::of(&self.row_max, device),
             Ptr::of(&self.t_row_max, device),
@@ -192,7 +194,7 @@ impl<T: Scalar> TensorCore<T> {
         // item_entry and from t_entry (a permutation of 0..nnz) stay below nnz for the rows'
         // own entries, and both pair buffers hold nnz*heads pairs (sized for the plan's heads,
         // which `shape` matches), and the row maxima a pair per (row, head) of A and per
-        // (column, head), cleared above on the same stream; Q, K, V, O, dO and the gradients
+        // (column, head), and the non-finite flag one word, cleared above on the same stream; Q, K, V, O, dO and the gradients
         // span their shapes at their strides (bound and checked against `shape`), read and
         // written for columns below d (dv) of each head only, by 16-byte accesses only where
         // `vectors` holds; the scratch holds every piece's rows at the widest width; the score
@@ -224,6 +226,7 @@ impl<T: Scalar> TensorCore<T> {
                     out_vec: u32::from(vectors::<T>(g.out, shape.heads, g.width)),
                     weights: g.weights,
                     row_max: g.row_max,
+                    nonfinite,
                     component: g.component,
                     factor: g.factor,
                     part_acc: MutPtr::of(&self.part_acc, device),
