@@ -194,10 +194,10 @@ impl<T: Scalar> TensorCore<T> {
         // item_entry and from t_entry (a permutation of 0..nnz) stay below nnz for the rows'
         // own entries, and both pair buffers hold nnz*heads pairs (sized for the plan's heads,
         // which `shape` matches), and the row maxima a pair per (row, head) of A and per
-        // (column, head), and the non-finite flag one word, cleared above on the same stream; Q, K, V, O, dO and the gradients
-        // span their shapes at their strides (bound and checked against `shape`), read and
-        // written for columns below d (dv) of each head only, by 16-byte accesses only where
-        // `vectors` holds; the scratch holds every piece's rows at the widest width; the score
+        // (column, head), and the non-finite flag one word, cleared above on the same stream;
+        // Q, K, V, O, dO and the gradients span their shapes at their strides (bound and
+        // checked against `shape`), read and written for columns below d (dv) of each head
+        // only, by 16-byte accesses only where `vectors` holds; the scratch holds every piece's rows at the widest width; the score
         // kernel finishes before the copy into A^T's order, that before the weighted sums read
         // the pairs, and each combine after its sum (one stream).
         unsafe {
