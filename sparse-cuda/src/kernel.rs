@@ -342,6 +342,17 @@ impl<P: KernelParams> Kernel<P> {
         }
     }
 
+    /// How many blocks of `block` threads (no dynamic shared memory) one multiprocessor holds at
+    /// once, as the kernel's registers and shared memory allow.
+    pub(crate) fn resident_blocks(&self, block: u32) -> Result<u32> {
+        self.function
+            .occupancy_max_active_blocks_per_multiprocessor(block, 0, None)
+            .map_err(|e| {
+                self.device
+                    .error(&format!("querying the occupancy of {}", self.name), e)
+            })
+    }
+
     /// Enqueues the kernel on the device's stream.
     ///
     /// # Safety

@@ -2,7 +2,8 @@
 //! a warp walks its tiles. A plan converts the CSR to Tiled16 on the device ([`build`]: the same
 //! tiles as the format crate's conversion for the same selection; [`gpu_selection`] says which),
 //! with each CSR entry's slot in the values (value updates scatter through it), and cuts tile
-//! rows of more than [`segment_tiles`] tiles into segments, one warp each ([`Segments`]).
+//! rows of more than [`segment_tiles`] tiles into segments, one warp each ([`Segments`]), longer
+//! ones where a small matrix's launch then takes fewer waves ([`choose_segments`]).
 //! Deferred very sparse tiles are a CSR. In matrices under [`LATENCY_BOUND_NNZ`] entries whose
 //! deferred rows are short ([`FUSED_DEFERRED_MAX`]), the tile kernels add each row's deferred
 //! entries before writing it; otherwise spmv's `scalar` or `vector-split` kernels add them after
@@ -48,6 +49,8 @@ const BLOCK_WARPS: usize = spmv::BLOCK as usize / 32;
 /// few more steps of a warp's walk cost less than the second launch that longer tile rows
 /// need (small matrices).
 const PACKED_SEGMENT_TILES: u32 = 8;
+/// Segment lengths a small matrix's plan tries beyond [`segment_tiles`]'s ([`choose_segments`]).
+const LONGER_SEGMENT_TILES: [u32; 4] = [3, 4, 6, 8];
 /// [`gpu_selection`]'s thresholds.
 const SPARSE_TILE_MAX: usize = 32;
 const SPARSE_TILE_MEAN: f64 = 16.0;
@@ -179,6 +182,29 @@ fn segment_tiles(tiles: usize) -> u32 {
     s
 }
 
+/// The segments of a matrix of `nnz` entries in `tiles` tiles on a device that holds `wave`
+/// blocks at once: [`segment_tiles`]'s, or in a matrix under [`LATENCY_BOUND_NNZ`] entries, the
+/// shortest of those and [`LONGER_SEGMENT_TILES`] whose launch takes the fewest waves of the
+/// blocks that do work ([`Segments::busy_blocks`]). Such a matrix takes as long as its longest
+/// chain of dependent loads: a block past a wave starts only when one before it ends, which adds
+/// a whole chain, where longer segments add a few steps to each warp's walk.
+fn choose_segments(tile_ptr: &[u32], tiles: usize, nnz: usize, wave: usize) -> Result<Segments> {
+    let rule = Segments::new(tile_ptr, segment_tiles(tiles))?;
+    if nnz >= LATENCY_BOUND_NNZ || wave == 0 {
+        return Ok(rule);
+    }
+    let waves = |s: &Segments| s.busy_blocks(tile_ptr).div_ceil(wave);
+    let shortest = rule.tiles;
+    let mut best = rule;
+    for t in LONGER_SEGMENT_TILES.into_iter().filter(|&t| t > shortest) {
+        let longer = Segments::new(tile_ptr, t)?;
+        if waves(&longer) < waves(&best) {
+            best = longer;
+        }
+    }
+    Ok(best)
+}
+
 /// Segments of the tile rows of more than `tiles` tiles, from the tile pointers. A tile row that
 /// [`BLOCK_WARPS`] segments of at most `tiles` (or [`PACKED_SEGMENT_TILES`]) tiles cover takes
 /// that many consecutive warps of one block, which add their sums through shared memory: the
@@ -258,6 +284,18 @@ impl Segments {
     /// Segments after the packed warps.
     fn long_segments(&self) -> usize {
         self.row.len() - self.span.len()
+    }
+
+    /// Blocks of the `tile_spmv` launch that do work: those of a warp per tile row where one of
+    /// their tile rows is not cut (the warps of the others leave at once), then the packed
+    /// warps' and the long tile rows' segments'.
+    fn busy_blocks(&self, tile_ptr: &[u32]) -> usize {
+        let rows: Vec<u32> = tile_ptr.windows(2).map(|w| w[1] - w[0]).collect();
+        let whole = rows
+            .chunks(BLOCK_WARPS)
+            .filter(|block| block.iter().any(|&tiles| tiles <= self.tiles))
+            .count();
+        whole + self.row.len().div_ceil(BLOCK_WARPS)
     }
 }
 
@@ -453,6 +491,7 @@ fn plan_with<T: Scalar, I: SpIndex>(
     let (base, mut clock) = PlanBase::new(device, a, info, &specs, clock)?;
     let builder = builder.load(device)?;
     let spmv = device.kernel(&entries.spmv)?;
+    let wave = spmv.resident_blocks(spmv::BLOCK)? as usize * device.info.multiprocessors as usize;
     let combine = device.kernel(&entries.combine)?;
     clock.lap(device, Phase::Kernels)?;
     let dev = DeviceTiled16::build(
@@ -464,7 +503,7 @@ fn plan_with<T: Scalar, I: SpIndex>(
         &mut clock,
     )?;
     let tiles = dev.host_tile_ptr.last().map_or(0, |&n| n as usize);
-    let segments = Segments::new(&dev.host_tile_ptr, segment_tiles(tiles))?;
+    let segments = choose_segments(&dev.host_tile_ptr, tiles, a.nnz(), wave)?;
     let segment_tiles = segments.tiles;
     let packed_base = to_u32(
         "tile row count",
@@ -747,6 +786,25 @@ mod tests {
         assert_eq!(segment_tiles(4 * TARGET_WARPS - 1), 2);
         assert_eq!(segment_tiles(4 * TARGET_WARPS), 4);
         assert_eq!(segment_tiles(usize::MAX), 16);
+    }
+
+    #[test]
+    fn small_matrices_take_the_segments_of_fewest_waves() {
+        // 100 tile rows of 6 tiles: segments of 2 take 3 warps a tile row, two tile rows a block
+        // (50 blocks); segments of 3 or 4 take 2 warps, four tile rows a block (25 blocks). The
+        // 13 blocks of a warp per tile row work only where some tile row is not cut: with
+        // segments of 6, where every tile row is a whole warp's.
+        let tile_ptr: Vec<u32> = (0..=100).map(|tr| 6 * tr).collect();
+        let tiles = 600;
+        let chosen = |nnz, wave| {
+            let s = choose_segments(&tile_ptr, tiles, nnz, wave).unwrap();
+            (s.tiles, s.busy_blocks(&tile_ptr))
+        };
+        assert_eq!(chosen(0, 50), (2, 50));
+        assert_eq!(chosen(0, 49), (3, 25));
+        assert_eq!(chosen(0, 24), (6, 13));
+        assert_eq!(chosen(0, 12), (6, 13));
+        assert_eq!(chosen(LATENCY_BOUND_NNZ, 12), (2, 50));
     }
 
     #[test]
