@@ -174,32 +174,40 @@ __device__ __forceinline__ void tc_load_sum_rows(const T* head, u32 rs, u32 cs, 
         for (int c = 0; c < DVC; ++c) load_run<T, 8>(head + (u64)rows[i] * rs, first + 64 * c + 8 * g, len, cs, vec, run[i][c]);
 }
 
-// One block's runs of tc_load_sum_rows<T, 1> in shared memory: run i of lane l at [i][l], so a
-// warp's 16-byte reads of one i are consecutive. A lane reads back only the runs it copied.
-typedef uint4 TcStage[4][32];
+// One block's runs of tc_load_sum_rows<T, DVC> in shared memory: run (i, c) of lane l at
+// [i][c][l], so a warp's 16-byte reads of one (i, c) are consecutive. A lane reads back only the
+// runs it copied.
+template <int DVC>
+using TcStage = uint4[4][DVC][32];
 
-// Starts copying the runs of tc_load_sum_rows<T, 1> of the slots' rows `rows` into `stage`: by
+// Starts copying the runs of tc_load_sum_rows<T, DVC> of the slots' rows `rows` into `stage`: by
 // cp.async where a run is whole and `vec`, else through registers (memcheck reports a cp.async
 // of fewer bytes, zero-filled, as a read of all 16, past a row that ends its allocation).
-template <typename T>
-__device__ __forceinline__ void tc_stage_sum_rows(TcStage& stage, const T* head, u32 rs, u32 cs, u32 len, bool vec,
+template <typename T, int DVC>
+__device__ __forceinline__ void tc_stage_sum_rows(TcStage<DVC>& stage, const T* head, u32 rs, u32 cs, u32 len, bool vec,
                                                   const u32 (&rows)[4], u32 first, u32 g, u32 lane) {
     const u32 at = first + 8 * g;
     // Every run whole (tested once for the warp): no branch a copy.
-    if (vec && first + 64 <= len) {
+    if (vec && first + 64 * DVC <= len) {
 #pragma unroll
-        for (int i = 0; i < 4; ++i) cp_async<16>(&stage[i][lane], head + (u64)rows[i] * rs + at, 16);
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int c = 0; c < DVC; ++c) cp_async<16>(&stage[i][c][lane], head + (u64)rows[i] * rs + (at + 64 * c), 16);
         return;
     }
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
         const T* row = head + (u64)rows[i] * rs;
-        if (vec && at + 8 <= len) {
-            cp_async<16>(&stage[i][lane], row + at, 16);
-        } else {
-            u32 w[4];
-            load_run<T, 8>(row, at, len, cs, vec, w);
-            stage[i][lane] = make_uint4(w[0], w[1], w[2], w[3]);
+#pragma unroll
+        for (int c = 0; c < DVC; ++c) {
+            const u32 col = at + 64 * c;
+            if (vec && col + 8 <= len) {
+                cp_async<16>(&stage[i][c][lane], row + col, 16);
+            } else {
+                u32 w[4];
+                load_run<T, 8>(row, col, len, cs, vec, w);
+                stage[i][c][lane] = make_uint4(w[0], w[1], w[2], w[3]);
+            }
         }
     }
 }
@@ -218,42 +226,44 @@ __device__ __forceinline__ bool tc_any_nonfinite(const u32 (&run)[4][DVC][4]) {
     return __any_sync(0xffffffffu, (found[0] | found[1] | found[2] | found[3]) != 0);
 }
 
-// acc += W X for a block: W (16 rows x 16 slots) in the scores' C layout in s (0 where a row
-// lacks the slot), X the slots' rows, columns first .. of the head, loaded into `run`.
-// acc[c][j][2r + e] is row g + 8r, column first + 64c + 8(2t + e) + j. A block whose X rows
-// hold a non-finite value is summed on CUDA cores instead (see the top of the file); `finite`:
-// the caller knows every X row to be finite, and the rows are not tested.
-template <typename T, int DVC>
-__device__ __forceinline__ void tc_weighted_sum(float (&acc)[DVC][8][4], const float (&s)[2][4], const u32 (&run)[4][DVC][4],
-                                                const u32 (&bits)[2], const T* head, u32 rs, u32 cs, u32 len, const u32* cols,
-                                                u32 first, u32 g, u32 t, bool finite) {
-    const int PARTS = tc_type<T>::PARTS;
-    if (finite || !tc_any_nonfinite<T, DVC>(run)) {
-        // a_q for q = 2h + r: row g + 8r, slots 8h + 2t, 8h + 2t + 1.
-        u32 w_frag[PARTS][4];
+// A block's weights W (16 rows x 16 slots, in the scores' C layout in s, 0 where a row lacks
+// the slot) as the A fragments of their parts: a_q for q = 2h + r is row g + 8r, slots
+// 8h + 2t, 8h + 2t + 1.
+template <typename T>
+__device__ __forceinline__ void tc_weight_frags(const float (&s)[2][4], u32 (&w_frag)[tc_type<T>::PARTS][4]) {
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-            u32 lo[PARTS], hi[PARTS];
-            tc_split<T>(s[q / 2][2 * (q % 2)], lo);
-            tc_split<T>(s[q / 2][2 * (q % 2) + 1], hi);
+    for (int q = 0; q < 4; ++q) {
+        u32 lo[tc_type<T>::PARTS], hi[tc_type<T>::PARTS];
+        tc_split<T>(s[q / 2][2 * (q % 2)], lo);
+        tc_split<T>(s[q / 2][2 * (q % 2) + 1], hi);
 #pragma unroll
-            for (int part = 0; part < PARTS; ++part) w_frag[part][q] = lo[part] | hi[part] << 16;
-        }
-#pragma unroll
-        for (int c = 0; c < DVC; ++c)
-#pragma unroll
-            for (int j = 0; j < 8; ++j) {
-                const u32 select = j % 2 ? 0x7632 : 0x5410;
-                const u32 b0 = __byte_perm(run[0][c][j / 2], run[1][c][j / 2], select);
-                const u32 b1 = __byte_perm(run[2][c][j / 2], run[3][c][j / 2], select);
-#pragma unroll
-                for (int part = 0; part < PARTS; ++part) tc_mma<T>(acc[c][j], w_frag[part], b0, b1);
-            }
-        return;
+        for (int part = 0; part < tc_type<T>::PARTS; ++part) w_frag[part][q] = lo[part] | hi[part] << 16;
     }
-    // Lane (g, t) adds, for rows g and g+8, the slots each row has times its columns 16t ..
-    // 16t+15 of each chunk, read element by element. A slot's weights are in lane
-    // (g, (slot % 8) / 2), in s[slot / 8][2r + slot % 2].
+}
+
+// acc (chunk c of 64 columns) += W X on the MMA, W's parts in w_frag, X the slots' rows in
+// `run` (tc_load_sum_rows). acc[j][2r + e] is row g + 8r, column 64c + 8(2t + e) + j.
+template <typename T, int DVC>
+__device__ __forceinline__ void tc_mma_chunk(float (&acc)[8][4], const u32 (&w_frag)[tc_type<T>::PARTS][4],
+                                             const u32 (&run)[4][DVC][4], int c) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+        const u32 select = j % 2 ? 0x7632 : 0x5410;
+        const u32 b0 = __byte_perm(run[0][c][j / 2], run[1][c][j / 2], select);
+        const u32 b1 = __byte_perm(run[2][c][j / 2], run[3][c][j / 2], select);
+#pragma unroll
+        for (int part = 0; part < tc_type<T>::PARTS; ++part) tc_mma<T>(acc[j], w_frag[part], b0, b1);
+    }
+}
+
+// acc += W X for a block on CUDA cores (s as in tc_weight_frags, X's rows read element by
+// element): what a block whose X rows hold a non-finite value takes (see the top of the file).
+// Lane (g, t) adds, for rows g and g+8, the slots each row has times its columns 16t .. 16t+15
+// of each chunk. A slot's weights are in lane (g, (slot % 8) / 2), in s[slot / 8][2r + slot % 2].
+template <typename T, int DVC>
+__device__ __forceinline__ void tc_cuda_core_sum(float (&acc)[DVC][8][4], const float (&s)[2][4], const u32 (&bits)[2],
+                                                 const T* head, u32 rs, u32 cs, u32 len, const u32* cols, u32 first,
+                                                 u32 g, u32 t) {
 #pragma unroll 1
     for (u32 slot = 0; slot < 16; ++slot) {
         const u32 from = 4 * g + slot % 8 / 2;
@@ -277,6 +287,24 @@ __device__ __forceinline__ void tc_weighted_sum(float (&acc)[DVC][8][4], const f
                 }
         }
     }
+}
+
+// acc += W X for a block: W as in tc_weight_frags, X the slots' rows, columns first .. of the
+// head, loaded into `run`. acc[c][j][2r + e] is row g + 8r, column first + 64c + 8(2t + e) + j.
+// A block whose X rows hold a non-finite value is summed on CUDA cores; `finite`: the caller
+// knows every X row to be finite, and the rows are not tested.
+template <typename T, int DVC>
+__device__ __forceinline__ void tc_weighted_sum(float (&acc)[DVC][8][4], const float (&s)[2][4], const u32 (&run)[4][DVC][4],
+                                                const u32 (&bits)[2], const T* head, u32 rs, u32 cs, u32 len, const u32* cols,
+                                                u32 first, u32 g, u32 t, bool finite) {
+    if (finite || !tc_any_nonfinite<T, DVC>(run)) {
+        u32 w_frag[tc_type<T>::PARTS][4];
+        tc_weight_frags<T>(s, w_frag);
+#pragma unroll
+        for (int c = 0; c < DVC; ++c) tc_mma_chunk<T, DVC>(acc[c], w_frag, run, c);
+        return;
+    }
+    tc_cuda_core_sum<T, DVC>(acc, s, bits, head, rs, cs, len, cols, first, g, t);
 }
 
 // Block b's bitmaps of rows g and g + 8 of its window.
@@ -680,20 +708,23 @@ __device__ __forceinline__ void tc_gather_weights(const AttentionTcGather<T>& p,
     }
 }
 
-// attention_tc_gather<T>: a warp per (item, head, slice of 64 columns) of a window layout:
+// attention_tc_gather<T, DVC>: a warp per (item, head, slice of 64*DVC columns) of a window layout:
 // out = W X, W the `component` (P or dS) of the pairs at `weights` in the layout's order times
 // `factor`, X's rows by the slots. The chain of loads a block's weights wait on (bitmaps, then
 // the weights at the positions they give) runs ahead of the sums: a block's bitmaps are loaded
 // two blocks before its sum and its weights one block before. X's rows are copied into shared
 // memory by cp.async one block ahead (their row numbers loaded two blocks ahead), so no register
-// waits on them while the block before is summed.
-template <typename T>
-__global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc_gather(const AttentionTcGather<T> p) {
+// waits on them while the block before is summed. A slice of 128 columns (DVC = 2) loads,
+// scales and splits each block's weights once for twice the MMAs; held to 128 registers, four
+// blocks share a multiprocessor (unbounded, its 186 registers left two, and the saved
+// instructions bought no time).
+template <typename T, int DVC>
+__global__ void __launch_bounds__(ATTN_TC_THREADS, DVC == 2 ? 4 : 0) attention_tc_gather(const AttentionTcGather<T> p) {
     const u32 lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const u64 work = (u64)blockIdx.x * ATTN_TC_WARPS + threadIdx.x / 32;
     if (work >= (u64)p.win.items * p.heads * p.slices) return;
     const u32 item = (u32)(work / p.slices / p.heads), head = (u32)(work / p.slices % p.heads);
-    const u32 first = (u32)(work % p.slices) * 64;
+    const u32 first = (u32)(work % p.slices) * 64 * DVC;
     const u32 window = load(p.win.item_window + item), begin = load(p.win.item_begin + item);
     const u32 end = load(p.win.item_end + item), piece = load(p.win.item_piece + item);
     const T* x_head = p.x + (u64)head * p.width * p.x_cs;
@@ -702,7 +733,7 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc_gather(const Att
     u32 entry[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) entry[r] = load(p.win.item_entry + (u64)item * 16 + g + 8 * r);
-    float acc[1][8][4] = {};
+    float acc[DVC][8][4] = {};
     // Row g + 8r's weights enter the MMA times 2^shift[r] (the product of scale[r]), and its
     // sums are kept in units of 2^-shift[r]: f16 parts of a weight far below 1 (a gradient's
     // weights may all be) would be subnormal and lose its digits. The shift puts the row's
@@ -723,8 +754,8 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc_gather(const Att
     u32 bits[2] = {0, 0}, bits_next[2] = {0, 0};
     float w[2][4] = {};
     // Two stages a warp, block b's in stages[b & 1]; rows_next: block b + 1's rows of X.
-    __shared__ TcStage staged[ATTN_TC_WARPS][2];
-    TcStage(&stages)[2] = staged[threadIdx.x / 32];
+    __shared__ TcStage<DVC> staged[ATTN_TC_WARPS][2];
+    TcStage<DVC>(&stages)[2] = staged[threadIdx.x / 32];
     u32 rows_next[4];
     if (begin < end) {
         tc_load_bits(p.win, begin, g, bits);
@@ -732,7 +763,7 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc_gather(const Att
         tc_gather_weights<T>(p, head, bits, t, entry, w);
         u32 rows[4];
         tc_sum_slots(p.win.blk_col + (u64)begin * 16, t, rows);
-        tc_stage_sum_rows<T>(stages[begin & 1], x_head, p.x_rs, p.x_cs, p.width, p.x_vec, rows, first, g, lane);
+        tc_stage_sum_rows<T, DVC>(stages[begin & 1], x_head, p.x_rs, p.x_cs, p.width, p.x_vec, rows, first, g, lane);
         if (begin + 1 < end) tc_sum_slots(p.win.blk_col + (u64)(begin + 1) * 16, t, rows_next);
     }
     cp_async_commit();
@@ -740,7 +771,7 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc_gather(const Att
         const u32* cols = p.win.blk_col + (u64)b * 16;
         // Block b - 1 read stages[(b + 1) & 1] into registers and used them before this copy.
         if (b + 1 < end)
-            tc_stage_sum_rows<T>(stages[(b + 1) & 1], x_head, p.x_rs, p.x_cs, p.width, p.x_vec, rows_next, first, g, lane);
+            tc_stage_sum_rows<T, DVC>(stages[(b + 1) & 1], x_head, p.x_rs, p.x_cs, p.width, p.x_vec, rows_next, first, g, lane);
         cp_async_commit();
         if (b + 2 < end) tc_sum_slots(p.win.blk_col + (u64)(b + 2) * 16, t, rows_next);
         u32 bits_after[2] = {0, 0};
@@ -754,16 +785,48 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc_gather(const Att
             s[i / 4][i % 4] = w[i / 4][i % 4] * scale[r][0] * scale[r][1];
         }
         cp_async_wait<1>();
-        u32 x_run[4][1][4];
+        const auto chunk = [&](int c, u32 (&run)[4][1][4]) {
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            const uint4 v = stages[b & 1][i][lane];
-            x_run[i][0][0] = v.x;
-            x_run[i][0][1] = v.y;
-            x_run[i][0][2] = v.z;
-            x_run[i][0][3] = v.w;
+            for (int i = 0; i < 4; ++i) {
+                const uint4 v = stages[b & 1][i][c][lane];
+                run[i][0][0] = v.x;
+                run[i][0][1] = v.y;
+                run[i][0][2] = v.z;
+                run[i][0][3] = v.w;
+            }
+        };
+        if constexpr (DVC == 1) {
+            // The runs are read before the weights are split, which hides the reads' latency.
+            u32 x_run[4][1][4];
+            chunk(0, x_run);
+            tc_weighted_sum<T, 1>(acc, s, x_run, bits, x_head, p.x_rs, p.x_cs, p.width, cols, first, g, t, x_finite);
+        } else {
+            // X's chunks are read one at a time, so that only one chunk's runs are live in
+            // registers beside the accumulators.
+            bool on_mma = x_finite;
+            if (!on_mma) {
+                bool found = false;
+#pragma unroll
+                for (int c = 0; c < DVC; ++c) {
+                    u32 run[4][1][4];
+                    chunk(c, run);
+                    found |= tc_any_nonfinite<T, 1>(run);
+                }
+                on_mma = !found;
+            }
+            if (on_mma) {
+                u32 w_frag[tc_type<T>::PARTS][4];
+                tc_weight_frags<T>(s, w_frag);
+#pragma unroll
+                for (int c = 0; c < DVC; ++c) {
+                    u32 run[4][1][4];
+                    chunk(c, run);
+                    tc_mma_chunk<T, 1>(acc[c], w_frag, run, 0);
+                }
+            } else {
+                tc_cuda_core_sum<T, DVC>(acc, s, bits, x_head, p.x_rs, p.x_cs, p.width, cols, first, g, t);
+            }
         }
-        tc_weighted_sum<T, 1>(acc, s, x_run, bits, x_head, p.x_rs, p.x_cs, p.width, cols, first, g, t, x_finite);
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
             bits[r] = bits_next[r];
@@ -775,16 +838,20 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc_gather(const Att
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
 #pragma unroll
-        for (int j = 0; j < 8; ++j) {
-            acc[0][j][2 * r] *= p.factor;
-            acc[0][j][2 * r + 1] *= p.factor;
-        }
-        if (shift[r] != ATTN_TC_NO_SHIFT)
+        for (int c = 0; c < DVC; ++c)
 #pragma unroll
             for (int j = 0; j < 8; ++j) {
-                acc[0][j][2 * r] = ldexpf(acc[0][j][2 * r], -shift[r]);
-                acc[0][j][2 * r + 1] = ldexpf(acc[0][j][2 * r + 1], -shift[r]);
+                acc[c][j][2 * r] *= p.factor;
+                acc[c][j][2 * r + 1] *= p.factor;
             }
+        if (shift[r] != ATTN_TC_NO_SHIFT)
+#pragma unroll
+            for (int c = 0; c < DVC; ++c)
+#pragma unroll
+                for (int j = 0; j < 8; ++j) {
+                    acc[c][j][2 * r] = ldexpf(acc[c][j][2 * r], -shift[r]);
+                    acc[c][j][2 * r + 1] = ldexpf(acc[c][j][2 * r + 1], -shift[r]);
+                }
     }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -792,10 +859,10 @@ __global__ void __launch_bounds__(ATTN_TC_THREADS) attention_tc_gather(const Att
         if (row >= p.win.rows) continue;
         if (piece == ATTN_TC_WHOLE) {
             T* out_row = p.out + (u64)row * p.out_rs + (u64)head * p.width * p.out_cs;
-            tc_store_row<T, 1>(acc, r, 1.0f, out_row, first, p.width, p.out_cs, p.out_vec, t);
+            tc_store_row<T, DVC>(acc, r, 1.0f, out_row, first, p.width, p.out_cs, p.out_vec, t);
         } else {
             const u64 at = ((u64)piece * p.heads + head) * 16 + g + 8 * r;
-            tc_store_piece<1>(acc, r, p.part_acc + at * p.width, first, p.width, t);
+            tc_store_piece<DVC>(acc, r, p.part_acc + at * p.width, first, p.width, t);
         }
     }
 }

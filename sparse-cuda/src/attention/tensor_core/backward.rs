@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use sparse_core::{AttentionShape, Error, Result, Scalar};
+use sparse_core::{AttentionShape, DType, Error, Result, Scalar};
 
 use crate::attention::AttentionGrad;
 use crate::device::Device;
@@ -24,8 +24,19 @@ use super::{
 
 /// KC of the score kernel instantiated: chunks of 32 columns holding both d and dv.
 const SCORE_CHUNKS: [u32; 4] = [1, 2, 4, 8];
-/// Columns of X (and of the gradient) a warp of the weighted sum takes.
-const SLICE: usize = 64;
+/// Columns of X (and of the gradient) in a chunk: a warp of the weighted sum takes DVC chunks.
+const CHUNK: usize = 64;
+
+/// The DVC of each weighted sum instantiated, the narrowest first: one chunk, and in f16 two for
+/// heads wider than one chunk, which load and split each block's weights once for twice the
+/// MMAs (measured faster in f16; bf16, with three parts a weight, was not measured).
+fn gather_chunks<T: Scalar>() -> &'static [u32] {
+    if T::DTYPE == DType::F16 {
+        &[1, 2]
+    } else {
+        &[1]
+    }
+}
 
 fn score_entry<T: Scalar>(chunks: u32) -> Result<Entry<AttentionTcScores<T>>> {
     Entry::new(
@@ -43,13 +54,31 @@ fn transpose_entry<T: Scalar>() -> Result<Entry<AttentionTcScores<T>>> {
     )
 }
 
-/// `attention_tc_gather<T>` and `attention_tc_gather_combine<T>`.
-fn gather_entries<T: Scalar>() -> Result<[Entry<AttentionTcGather<T>>; 2]> {
+/// The index into [`gather_chunks`] of the weighted sum of `width` columns: a head wider than
+/// a chunk takes the widest slices instantiated.
+fn gather_kind<T: Scalar>(width: usize) -> usize {
+    if width > CHUNK {
+        gather_chunks::<T>().len() - 1
+    } else {
+        0
+    }
+}
+
+/// `attention_tc_gather<T, DVC>` for each of [`gather_chunks`].
+fn gather_entries<T: Scalar>() -> Result<Vec<Entry<AttentionTcGather<T>>>> {
     let t = c_type(T::DTYPE)?;
-    Ok([
-        Entry::new(&SOURCE, "attention_tc_gather", &[&t])?,
-        Entry::new(&SOURCE, "attention_tc_gather_combine", &[&t])?,
-    ])
+    gather_chunks::<T>()
+        .iter()
+        .map(|dvc| Entry::new(&SOURCE, "attention_tc_gather", &[&t, dvc]))
+        .collect()
+}
+
+fn combine_entry<T: Scalar>() -> Result<Entry<AttentionTcGather<T>>> {
+    Entry::new(
+        &SOURCE,
+        "attention_tc_gather_combine",
+        &[&c_type(T::DTYPE)?],
+    )
 }
 
 pub(super) fn specs<T: Scalar>() -> Result<Vec<KernelSpec>> {
@@ -59,6 +88,7 @@ pub(super) fn specs<T: Scalar>() -> Result<Vec<KernelSpec>> {
         .collect::<Result<Vec<_>>>()?;
     specs.push(transpose_entry::<T>()?.spec().clone());
     specs.extend(gather_entries::<T>()?.iter().map(|e| e.spec().clone()));
+    specs.push(combine_entry::<T>()?.spec().clone());
     Ok(specs)
 }
 
@@ -67,21 +97,24 @@ pub(super) struct Kernels<T: Scalar> {
     /// By KC, in the order of [`SCORE_CHUNKS`].
     scores: Vec<Kernel<AttentionTcScores<T>>>,
     transpose: Kernel<AttentionTcScores<T>>,
-    gather: Kernel<AttentionTcGather<T>>,
+    /// By DVC, in the order of [`gather_chunks`].
+    gather: Vec<Kernel<AttentionTcGather<T>>>,
     combine: Kernel<AttentionTcGather<T>>,
 }
 
 impl<T: Scalar> Kernels<T> {
     pub(super) fn load(device: &Arc<Device>) -> Result<Self> {
-        let [gather, combine] = gather_entries::<T>()?;
         Ok(Kernels {
             scores: SCORE_CHUNKS
                 .iter()
                 .map(|&c| device.kernel(&score_entry::<T>(c)?))
                 .collect::<Result<_>>()?,
             transpose: device.kernel(&transpose_entry::<T>()?)?,
-            gather: device.kernel(&gather)?,
-            combine: device.kernel(&combine)?,
+            gather: gather_entries::<T>()?
+                .iter()
+                .map(|e| device.kernel(e))
+                .collect::<Result<_>>()?,
+            combine: device.kernel(&combine_entry::<T>()?)?,
         })
     }
 }
@@ -208,7 +241,9 @@ impl<T: Scalar> TensorCore<T> {
                 .transpose
                 .launch(grid(pairs.div_ceil(32))?, &scores)?;
             for g in gathers {
-                let slices = to_u32("attention column slices", g.width.div_ceil(SLICE))?;
+                let kind = gather_kind::<T>(g.width);
+                let columns = CHUNK * gather_chunks::<T>()[kind] as usize;
+                let slices = to_u32("attention column slices", g.width.div_ceil(columns))?;
                 let (x_rs, x_cs) = g.x.0.strides();
                 let (out_rs, out_cs) = g.out.strides();
                 let params = AttentionTcGather {
@@ -232,7 +267,7 @@ impl<T: Scalar> TensorCore<T> {
                     part_acc: MutPtr::of(&self.part_acc, device),
                 };
                 let warps = u64::from(g.layout.items) * u64::from(heads) * u64::from(slices);
-                self.grad.gather.launch(grid(warps)?, &params)?;
+                self.grad.gather[kind].launch(grid(warps)?, &params)?;
                 if g.layout.windows > 0 {
                     let warps = u64::from(g.layout.windows) * WINDOW as u64 * u64::from(heads);
                     self.grad.combine.launch(grid(warps)?, &params)?;
@@ -240,5 +275,21 @@ impl<T: Scalar> TensorCore<T> {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_f16_heads_wider_than_a_chunk_take_two_chunks_a_warp() {
+        let chunks = |width| gather_chunks::<half::f16>()[gather_kind::<half::f16>(width)];
+        assert_eq!(
+            [chunks(1), chunks(64), chunks(65), chunks(130)],
+            [1, 1, 2, 2]
+        );
+        let bf16 = |width| gather_chunks::<half::bf16>()[gather_kind::<half::bf16>(width)];
+        assert_eq!([bf16(64), bf16(128)], [1, 1]);
     }
 }
