@@ -195,14 +195,15 @@ fn choose_segments(tile_ptr: &[u32], tiles: usize, nnz: usize, wave: usize) -> R
     }
     let waves = |s: &Segments| s.busy_blocks(tile_ptr).div_ceil(wave);
     let shortest = rule.tiles;
-    let mut best = rule;
+    let mut best = (waves(&rule), rule);
     for t in LONGER_SEGMENT_TILES.into_iter().filter(|&t| t > shortest) {
         let longer = Segments::new(tile_ptr, t)?;
-        if waves(&longer) < waves(&best) {
-            best = longer;
+        let longer_waves = waves(&longer);
+        if longer_waves < best.0 {
+            best = (longer_waves, longer);
         }
     }
-    Ok(best)
+    Ok(best.1)
 }
 
 /// Segments of the tile rows of more than `tiles` tiles, from the tile pointers. A tile row that
