@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use sparse_core::{AttentionShape, DType, Error, Result, Scalar};
+use sparse_core::{AttentionShape, Error, Result, Scalar};
 
 use crate::attention::AttentionGrad;
 use crate::device::Device;
@@ -27,16 +27,9 @@ const SCORE_CHUNKS: [u32; 4] = [1, 2, 4, 8];
 /// Columns of X (and of the gradient) in a chunk: a warp of the weighted sum takes DVC chunks.
 const CHUNK: usize = 64;
 
-/// The DVC of each weighted sum instantiated, the narrowest first: one chunk, and in f16 two for
-/// heads wider than one chunk, which load and split each block's weights once for twice the
-/// MMAs (measured faster in f16; bf16, with three parts a weight, was not measured).
-fn gather_chunks<T: Scalar>() -> &'static [u32] {
-    if T::DTYPE == DType::F16 {
-        &[1, 2]
-    } else {
-        &[1]
-    }
-}
+/// The DVC of each weighted sum instantiated, the narrowest first: one chunk, and two for heads
+/// wider than one chunk, which load and split each block's weights once for twice the MMAs.
+const GATHER_CHUNKS: [u32; 2] = [1, 2];
 
 fn score_entry<T: Scalar>(chunks: u32) -> Result<Entry<AttentionTcScores<T>>> {
     Entry::new(
@@ -54,20 +47,20 @@ fn transpose_entry<T: Scalar>() -> Result<Entry<AttentionTcScores<T>>> {
     )
 }
 
-/// The index into [`gather_chunks`] of the weighted sum of `width` columns: a head wider than
-/// a chunk takes the widest slices instantiated.
-fn gather_kind<T: Scalar>(width: usize) -> usize {
+/// The index into [`GATHER_CHUNKS`] of the weighted sum of `width` columns: a head wider than a
+/// chunk takes the widest slices instantiated.
+fn gather_kind(width: usize) -> usize {
     if width > CHUNK {
-        gather_chunks::<T>().len() - 1
+        GATHER_CHUNKS.len() - 1
     } else {
         0
     }
 }
 
-/// `attention_tc_gather<T, DVC>` for each of [`gather_chunks`].
+/// `attention_tc_gather<T, DVC>` for each of [`GATHER_CHUNKS`].
 fn gather_entries<T: Scalar>() -> Result<Vec<Entry<AttentionTcGather<T>>>> {
     let t = c_type(T::DTYPE)?;
-    gather_chunks::<T>()
+    GATHER_CHUNKS
         .iter()
         .map(|dvc| Entry::new(&SOURCE, "attention_tc_gather", &[&t, dvc]))
         .collect()
@@ -97,7 +90,7 @@ pub(super) struct Kernels<T: Scalar> {
     /// By KC, in the order of [`SCORE_CHUNKS`].
     scores: Vec<Kernel<AttentionTcScores<T>>>,
     transpose: Kernel<AttentionTcScores<T>>,
-    /// By DVC, in the order of [`gather_chunks`].
+    /// By DVC, in the order of [`GATHER_CHUNKS`].
     gather: Vec<Kernel<AttentionTcGather<T>>>,
     combine: Kernel<AttentionTcGather<T>>,
 }
@@ -241,8 +234,8 @@ impl<T: Scalar> TensorCore<T> {
                 .transpose
                 .launch(grid(pairs.div_ceil(32))?, &scores)?;
             for g in gathers {
-                let kind = gather_kind::<T>(g.width);
-                let columns = CHUNK * gather_chunks::<T>()[kind] as usize;
+                let kind = gather_kind(g.width);
+                let columns = CHUNK * GATHER_CHUNKS[kind] as usize;
                 let slices = to_u32("attention column slices", g.width.div_ceil(columns))?;
                 let (x_rs, x_cs) = g.x.0.strides();
                 let (out_rs, out_cs) = g.out.strides();
@@ -283,13 +276,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_f16_heads_wider_than_a_chunk_take_two_chunks_a_warp() {
-        let chunks = |width| gather_chunks::<half::f16>()[gather_kind::<half::f16>(width)];
+    fn heads_wider_than_a_chunk_take_two_chunks_a_warp() {
+        let chunks = |width| GATHER_CHUNKS[gather_kind(width)];
         assert_eq!(
             [chunks(1), chunks(64), chunks(65), chunks(130)],
             [1, 1, 2, 2]
         );
-        let bf16 = |width| gather_chunks::<half::bf16>()[gather_kind::<half::bf16>(width)];
-        assert_eq!([bf16(64), bf16(128)], [1, 1]);
     }
 }
