@@ -3,8 +3,10 @@
 // CooRows (src/spmv.rs), with SpmvDense<T> (src/operand.rs).
 //
 // - scalar: one thread per row; best when rows are very short.
-// - vector<W>: W lanes per row (W = 2..32) with a shuffle reduction; W is chosen from the mean
-//   row length so lanes are not idle.
+// - vector<W, G>: W lanes per row (W = 2..32) with a shuffle reduction, each lane issuing the
+//   loads of G steps together; W and G are chosen from the row statistics (src/spmv.rs,
+//   vector_shape): W by the mean row length so lanes are not idle where chains of loads set
+//   the time, fewer lanes with G = 4 where the stream does.
 // - merge: merge-path load balancing (Merrill & Garland): every block consumes the same number
 //   of row ends plus entries (a tile), and every thread the same share of its tile, so one huge
 //   row is shared by many blocks and short rows stream through shared memory with coalesced
@@ -61,17 +63,24 @@ __global__ void __launch_bounds__(SPMV_BLOCK) spmv_csr_scalar(const SpmvCsr<T> p
     update(o.y + row * o.incy, o.alpha, sum, o.beta);
 }
 
-// Sum of entries from..to of a row over the W lanes of a sub-warp (lane 0 holds the total).
-// Whole warps walk a row LONG_ROW_GROUP steps at a time (measured against 1, 2 and 8).
-constexpr u32 LONG_ROW_GROUP = 4;
-template <typename T, int W>
+// Sum of entries from..to of a row over the W lanes of a sub-warp (lane 0 holds the total), each
+// lane's loads of G steps issued together (row_dot).
+template <typename T, int W, u32 G>
 __device__ __forceinline__ typename acc_of<T>::type
 subwarp_row_dot(const u32* col_idx, const T* values, const T* x, u32 incx, u32 from, u32 to, u32 lane) {
-    return subwarp_sum<W>(row_dot<T, W, W == 32 ? LONG_ROW_GROUP : 1>(col_idx, values, x, incx, from + lane, to));
+    return subwarp_sum<W>(row_dot<T, W, G>(col_idx, values, x, incx, from + lane, to));
 }
 
+// Whole warps walk a row LONG_ROW_GROUP steps at a time (measured against 1, 2 and 8).
+constexpr u32 LONG_ROW_GROUP = 4;
+
+// The group of the rows W lanes take in `vector-split`: whole warps' on long rows, else a plain
+// loop.
+template <int W>
+constexpr u32 split_group() { return W == 32 ? LONG_ROW_GROUP : 1; }
+
 // The row of `thread` on W lanes, unless it is longer than `long_row` (left to whole warps).
-template <typename T, int W>
+template <typename T, int W, u32 G>
 __device__ __forceinline__ void vector_row(const SpmvCsr<T>& p, u64 thread) {
     const SpmvDense<T>& o = p.dense;
     const u64 row = thread / W;
@@ -84,13 +93,13 @@ __device__ __forceinline__ void vector_row(const SpmvCsr<T>& p, u64 thread) {
     }
     const bool live = row < p.rows && to - from <= p.long_row;
     const typename acc_of<T>::type sum =
-        subwarp_row_dot<T, W>(p.col_idx, p.values, o.x, o.incx, live ? from : 0, live ? to : 0, lane);
+        subwarp_row_dot<T, W, G>(p.col_idx, p.values, o.x, o.incx, live ? from : 0, live ? to : 0, lane);
     if (live && lane == 0) update(o.y + row * o.incy, o.alpha, sum, o.beta);
 }
 
-template <typename T, int W>
+template <typename T, int W, u32 G>
 __global__ void __launch_bounds__(SPMV_BLOCK) spmv_csr_vector(const SpmvCsr<T> p) {
-    vector_row<T, W>(p, (u64)blockIdx.x * blockDim.x + threadIdx.x);
+    vector_row<T, W, G>(p, (u64)blockIdx.x * blockDim.x + threadIdx.x);
 }
 
 // One warp per segment of a long row: partial[s] = sum of the segment's products.
@@ -103,7 +112,7 @@ __global__ void __launch_bounds__(SPMV_BLOCK) spmv_long_segments(const SpmvSegme
     const u32 from = p.segment_start[s];
     const u32 row_end = load(p.row_ptr + p.segment_row[s] + 1);
     const u32 to = row_end - from < p.segment_length ? row_end : from + p.segment_length;
-    const typename acc_of<T>::type sum = subwarp_row_dot<T, 32>(p.col_idx, p.values, o.x, o.incx, from, to, lane);
+    const typename acc_of<T>::type sum = subwarp_row_dot<T, 32, LONG_ROW_GROUP>(p.col_idx, p.values, o.x, o.incx, from, to, lane);
     if (lane == 0) p.partial[s] = sum;
 }
 
@@ -115,7 +124,7 @@ __global__ void __launch_bounds__(SPMV_BLOCK) spmv_csr_split(const SpmvSplit<T> 
     const SpmvCsr<T>& p = s.csr;
     const SpmvDense<T>& o = p.dense;
     if (blockIdx.x >= s.segment_blocks) {
-        vector_row<T, W>(p, (u64)(blockIdx.x - s.segment_blocks) * blockDim.x + threadIdx.x);
+        vector_row<T, W, split_group<W>()>(p, (u64)(blockIdx.x - s.segment_blocks) * blockDim.x + threadIdx.x);
         return;
     }
     const u64 seg = ((u64)blockIdx.x * blockDim.x + threadIdx.x) / 32;
@@ -123,7 +132,7 @@ __global__ void __launch_bounds__(SPMV_BLOCK) spmv_csr_split(const SpmvSplit<T> 
     if (seg >= s.segments) return;  // whole warps leave together
     const u32 from = load(s.segment_start + seg), to = load(s.segment_end + seg);
     const u32 r = load(s.segment_row + seg);
-    const A sum = subwarp_row_dot<T, 32>(p.col_idx, p.values, o.x, o.incx, from, to, lane);
+    const A sum = subwarp_row_dot<T, 32, LONG_ROW_GROUP>(p.col_idx, p.values, o.x, o.incx, from, to, lane);
     const u32 first = load(s.first_segment + r), count = load(s.first_segment + r + 1) - first;
     const u64 out = (u64)load(s.matrix_row + r) * o.incy;
     if (count == 1) {

@@ -225,7 +225,7 @@ pub(crate) use kernel_params;
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct KernelSpec {
     pub source: &'static str,
-    /// The name expression, e.g. `spmv_csr_vector<float, 8>`.
+    /// The name expression, e.g. `spmv_csr_vector<float, 8, 4>`.
     pub expression: String,
     /// The C type of its one parameter, e.g. `SpmvCsr<float>`.
     pub params: String,

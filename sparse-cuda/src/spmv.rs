@@ -16,6 +16,7 @@ use crate::kernel::{
 use crate::matrix::DeviceCsr;
 use crate::operand::{to_u32, Run, SpmvDense, SpmvOperands};
 use crate::plan::{CudaPlan, Kernels, Phase, PlanBase, PlanClock, SpmvKernels, Values};
+use crate::spmv_auto;
 
 /// Threads per block of every SpMV kernel but the merge-path product (`SPMV_BLOCK`, and the
 /// ELL, HYB and BSR files').
@@ -31,6 +32,22 @@ const MERGE_TILE: u32 = MERGE_BLOCK * MERGE_ITEMS;
 const MERGE_MAX_ROWS: usize = 1 << 30;
 /// Lanes per row the vector kernel is instantiated for (per block row, the BSR kernel).
 pub(crate) const VECTOR_LANES: [u32; 5] = [2, 4, 8, 16, 32];
+/// Steps whose loads a lane of `vector` issues together where the stream sets the time
+/// ([`vector_shape`]), as whole warps do on long rows.
+const STREAM_GROUP: u32 = 4;
+/// The shapes `spmv_csr_vector` is instantiated for: every lane count of [`vector_shape`]'s
+/// plain loops, then those of its streaming rows.
+const VECTOR_SHAPES: [VectorShape; 9] = [
+    VectorShape::new(2, 1),
+    VectorShape::new(4, 1),
+    VectorShape::new(8, 1),
+    VectorShape::new(16, 1),
+    VectorShape::new(32, STREAM_GROUP),
+    VectorShape::new(2, STREAM_GROUP),
+    VectorShape::new(4, STREAM_GROUP),
+    VectorShape::new(8, STREAM_GROUP),
+    VectorShape::new(16, STREAM_GROUP),
+];
 
 /// Rows longer than this are skewed for `auto`, and HYB cuts its overflow rows into segments of
 /// this length: a warp then loops at most 32 times over one row.
@@ -42,7 +59,7 @@ const SPLIT_DEPTH: u32 = 8;
 const SPLIT_SEGMENT: u32 = 32 * SPLIT_DEPTH;
 
 kernel_params! {
-    /// `spmv_csr_scalar`, `spmv_csr_vector<W>`: rows longer than `long_row` are skipped.
+    /// `spmv_csr_scalar`, `spmv_csr_vector<W, G>`: rows longer than `long_row` are skipped.
     pub(crate) struct SpmvCsr<T> {
         rows: u32,
         row_ptr: ptr(u32),
@@ -169,7 +186,7 @@ pub(crate) const SOURCE: KernelSource = KernelSource {
 /// The entries of this file for storage type `T`: the names Rust can form, each built once here.
 struct Entries<T: Scalar> {
     scalar: Entry<SpmvCsr<T>>,
-    /// One per [`VECTOR_LANES`].
+    /// One per [`VECTOR_SHAPES`].
     vector: Vec<Entry<SpmvCsr<T>>>,
     /// One per [`VECTOR_LANES`].
     split: Vec<Entry<SpmvSplit<T>>>,
@@ -186,9 +203,9 @@ impl<T: Scalar> Entries<T> {
         let t = c_type(T::DTYPE)?;
         Ok(Entries {
             scalar: Entry::new(&SOURCE, "spmv_csr_scalar", &[&t])?,
-            vector: VECTOR_LANES
+            vector: VECTOR_SHAPES
                 .iter()
-                .map(|lanes| Entry::new(&SOURCE, "spmv_csr_vector", &[&t, lanes]))
+                .map(|v| Entry::new(&SOURCE, "spmv_csr_vector", &[&t, &v.lanes, &v.group]))
                 .collect::<Result<_>>()?,
             split: VECTOR_LANES
                 .iter()
@@ -203,8 +220,12 @@ impl<T: Scalar> Entries<T> {
         })
     }
 
-    fn vector(&self, lanes: u32) -> Result<&Entry<SpmvCsr<T>>> {
-        Ok(&self.vector[lanes_index(lanes)?])
+    fn vector(&self, shape: VectorShape) -> Result<&Entry<SpmvCsr<T>>> {
+        let i = VECTOR_SHAPES
+            .iter()
+            .position(|&v| v == shape)
+            .ok_or_else(|| Error::internal(format!("no vector SpMV of shape {shape:?}")))?;
+        Ok(&self.vector[i])
     }
 
     fn split(&self, lanes: u32) -> Result<&Entry<SpmvSplit<T>>> {
@@ -273,6 +294,39 @@ pub fn auto_algorithm(format: Format) -> Algorithm {
 pub(crate) fn vector_width(mean: f64) -> u32 {
     let w = mean.max(1.0).log2().round().clamp(1.0, 5.0) as u32;
     1 << w
+}
+
+/// How `vector` walks rows: `lanes` a row, each lane issuing the loads of `group` steps together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct VectorShape {
+    pub lanes: u32,
+    pub group: u32,
+}
+
+impl VectorShape {
+    const fn new(lanes: u32, group: u32) -> Self {
+        VectorShape { lanes, group }
+    }
+}
+
+/// `vector`'s shape for rows of `mean` entries. Where chains of dependent loads set the time, a
+/// lane a row entry ([`vector_width`]), so that a row takes one step or few; whole warps issue
+/// four steps' loads at once. Where the stream does (`streams`: `spmv_auto::rows_stream`), a lane
+/// for about four entries, each lane's four steps issued together: a warp then has a whole
+/// batch of rows in flight, not one row's 32 entries. On block-poisson3d 65³ x 4 (28 entries a
+/// row), 8 lanes streamed the matrix 2.5x (f64) and 2.8x (f32) as fast as 32 lanes, 1.30x and
+/// 1.15x cuSPARSE's CSR SpMV (`docs/results/h200-2026-11-29f.md`).
+pub(crate) fn vector_shape(mean: f64, streams: bool) -> VectorShape {
+    if streams {
+        let w = (mean / STREAM_GROUP as f64)
+            .max(1.0)
+            .log2()
+            .round()
+            .clamp(1.0, 5.0) as u32;
+        return VectorShape::new(1 << w, STREAM_GROUP);
+    }
+    let lanes = vector_width(mean);
+    VectorShape::new(lanes, if lanes == 32 { STREAM_GROUP } else { 1 })
 }
 
 /// One thread per `items` items, in blocks of [`BLOCK`].
@@ -673,8 +727,13 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
     (format, precision, algorithm): (Format, Precision, Algorithm),
     clock: PlanClock,
 ) -> Result<CudaPlan<T, SpmvFamily<T>>> {
+    let shape = vector_shape(
+        stats.mean,
+        algorithm == Algorithm::Vector
+            && spmv_auto::rows_stream(stats, a.nnz(), || spmv_auto::column_span(a)),
+    );
     let lanes = match algorithm {
-        Algorithm::Vector => vector_width(stats.mean),
+        Algorithm::Vector => shape.lanes,
         Algorithm::VectorSplit => split_width(a.rows(), |i| a.row_range(i)),
         _ => 1,
     };
@@ -682,7 +741,7 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
     let mut specs = Vec::new();
     let csr_entry = match (format, algorithm) {
         (Format::Csr, Algorithm::Scalar) => Some(&entries.scalar),
-        (Format::Csr, Algorithm::Vector) => Some(entries.vector(lanes)?),
+        (Format::Csr, Algorithm::Vector) => Some(entries.vector(shape)?),
         _ => None,
     };
     let others: Vec<&KernelSpec> = match (format, algorithm) {
@@ -872,6 +931,25 @@ mod tests {
                 r6 + 257
             ]
         );
+    }
+
+    #[test]
+    fn streaming_rows_take_a_lane_for_four_entries() {
+        let shape = |mean, streams| {
+            let v = vector_shape(mean, streams);
+            (v.lanes, v.group)
+        };
+        assert_eq!(shape(27.6, false), (32, STREAM_GROUP));
+        assert_eq!(shape(27.6, true), (8, STREAM_GROUP));
+        assert_eq!(shape(6.7, false), (8, 1));
+        assert_eq!(shape(6.7, true), (2, STREAM_GROUP));
+        assert_eq!(shape(1.0, true), (2, STREAM_GROUP));
+        assert_eq!(shape(500.0, true), (32, STREAM_GROUP));
+        for mean in [0.5, 3.0, 12.0, 40.0, 100.0, 1e6] {
+            for streams in [false, true] {
+                assert!(VECTOR_SHAPES.contains(&vector_shape(mean, streams)));
+            }
+        }
     }
 
     #[test]

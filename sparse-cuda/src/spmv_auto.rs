@@ -19,13 +19,22 @@
 //!   SpMV is slower than our `vector` even there). Rows skewed only in their lengths, none
 //!   longer than [`SHORT_ROW`] (a web graph with many empty rows), take `scalar` where it
 //!   streams them (below);
-//! - long rows (a mean of [`LONG_MEAN`] entries or more): `vector`, 32 lanes a row;
+//! - long rows (a mean of [`LONG_MEAN`] entries or more): `vector`, 32 lanes a row, or in a
+//!   large and local matrix of regular rows ([`rows_stream`]) a lane for about four entries,
+//!   each lane's loads of four steps issued together (`spmv::vector_shape`);
 //! - large and local matrices (at least [`LARGE_NNZ`] entries, rows whose columns span at most
 //!   [`LOCAL_SPAN`] of the columns on average) with regular rows (a coefficient of variation at
-//!   most [`REGULAR_CV`]: stencils, FEM) or short ones (none over [`SHORT_ROW`]), or a mean
-//!   below 1.5: `scalar`, one thread a row, which streams the matrix at 90% or more of the copy
-//!   bandwidth on the stencils;
+//!   most [`REGULAR_CV`]: stencils, FEM) of [`STREAM_VECTOR_MEAN`] entries or more on average:
+//!   `vector` in that shape, which streams a 3D Poisson stencil of 26M entries at 97% of the
+//!   copy bandwidth in f64 (in 14% less time than `scalar`; the same time in f32) and one of
+//!   4 x 4 blocks (28 entries a row) at 1.28x cuSPARSE in f64, where 32 lanes a row ran at 0.50x
+//!   (H200, `docs/results/h200-2026-11-29f.md`);
+//! - the same matrices with shorter rows, or with short rows (none over [`SHORT_ROW`]) of any
+//!   lengths, or a mean below 1.5: `scalar`, one thread a row, which streams the matrix at 90%
+//!   or more of the copy bandwidth on the stencils;
 //! - otherwise `vector`, with lanes by the mean row length.
+
+use std::cell::OnceCell;
 
 use sparse_core::{Algorithm, CsrRef, DType, Format, Precision, RowStats, SpIndex};
 
@@ -35,6 +44,9 @@ use crate::spmv::{vector_width, LONG_ROW};
 pub const SKEWED_CV: f64 = 1.5;
 /// Rows of at least this many entries on average take a whole warp each.
 pub const LONG_MEAN: f64 = 24.0;
+/// Regular rows of at least this many entries on average stream faster on `vector`, in the
+/// shape of [`rows_stream`] matrices, than on `scalar` (a 3D Poisson stencil has 6.7).
+pub const STREAM_VECTOR_MEAN: f64 = 6.0;
 /// Matrices from this many entries on stream past the L2 enough for `scalar` to pay.
 pub const LARGE_NNZ: usize = 500_000;
 /// Skewed matrices of fewer entries run on `vector-split`: there launches and chains of
@@ -108,6 +120,13 @@ pub(crate) fn column_span<T, I: SpIndex>(a: CsrRef<'_, T, I>) -> f64 {
     }
 }
 
+/// Whether the stream of a large matrix, not its chains of dependent loads, sets the time of
+/// its SpMV, with regular rows whose columns lie close together (stencils, FEM): x's entries are
+/// then reused from L1, and a warp does best with many rows' bytes in flight at once.
+pub(crate) fn rows_stream(stats: &RowStats, nnz: usize, span: impl FnOnce() -> f64) -> bool {
+    nnz >= LARGE_NNZ && stats.cv <= REGULAR_CV && span() <= LOCAL_SPAN
+}
+
 /// Whether one thread a row streams these rows best: a mean below 1.5, or a large matrix of
 /// regular or short rows that span few columns (x reused from L1).
 pub(crate) fn scalar_streams(stats: &RowStats, nnz: usize, span: impl FnOnce() -> f64) -> bool {
@@ -122,9 +141,13 @@ pub(crate) fn scalar_streams(stats: &RowStats, nnz: usize, span: impl FnOnce() -
 pub(crate) fn csr_choice(
     stats: &RowStats,
     (rows, nnz): (usize, usize),
-    span: impl FnOnce() -> f64,
+    span: impl Fn() -> f64,
     precision: Precision,
 ) -> Choice {
+    let span = {
+        let once = OnceCell::new();
+        move || *once.get_or_init(&span)
+    };
     let wide = matches!(precision.storage, DType::F64 | DType::F32);
     let chain = stats.max as f64 / f64::from(vector_width(stats.mean));
     let value_bytes = (precision.storage.bits() / 8) as f64;
@@ -145,9 +168,11 @@ pub(crate) fn csr_choice(
         Choice::Cuda(Format::Coo, Algorithm::Atomic)
     } else if skewed && stats.max > SHORT_ROW {
         skewed_choice()
-    } else if stats.mean >= LONG_MEAN {
+    } else if stats.mean >= LONG_MEAN
+        || (stats.mean >= STREAM_VECTOR_MEAN && rows_stream(stats, nnz, &span))
+    {
         Choice::Cuda(Format::Csr, Algorithm::Vector)
-    } else if scalar_streams(stats, nnz, span) {
+    } else if scalar_streams(stats, nnz, &span) {
         Choice::Cuda(Format::Csr, Algorithm::Scalar)
     } else if skewed {
         skewed_choice()
@@ -212,10 +237,19 @@ mod tests {
             pick(stats(2.85, 60, 1.95), 32_573, 92_985, 0.27, f32),
             split
         );
-        // A 3D Poisson stencil, and the same rows with random columns.
+        // A 3D Poisson stencil, a 2D one, one of 4 x 4 blocks, and the same rows with random
+        // columns.
         assert_eq!(
-            pick(stats(7.0, 7, 0.05), 3_800_000, 26_000_000, 0.01, f64),
+            pick(stats(6.7, 7, 0.05), 3_800_000, 26_000_000, 0.01, f64),
+            vector
+        );
+        assert_eq!(
+            pick(stats(5.0, 5, 0.05), 4_900_000, 24_600_000, 0.01, f32),
             scalar
+        );
+        assert_eq!(
+            pick(stats(27.6, 28, 0.05), 1_100_000, 30_000_000, 0.01, f32),
+            vector
         );
         assert_eq!(
             pick(stats(16.0, 30, 0.25), 1_800_000, 29_000_000, 0.9, f64),

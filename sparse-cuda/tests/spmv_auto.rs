@@ -1,7 +1,8 @@
 //! `auto` SpMV on the cuda backend against the oracle: the rule's choice (`vector-split` for
 //! skewed rows under 2^20 entries, cuSPARSE's COO SpMV in f64 and f32 and merge-path in f16
 //! above; COO `atomic` for a small matrix with a long row in f64 and f32; `scalar`
-//! for a large matrix of short, local rows however skewed; `scalar` or `vector` otherwise) and
+//! for a large matrix of short, local rows however skewed; `vector` with a lane for about four
+//! entries for a large one of regular, local rows; `scalar` or `vector` otherwise) and
 //! plan-time tuning, which must keep a candidate that computes the product, report what it kept
 //! and what tuning cost, and take value updates.
 //!
@@ -15,7 +16,7 @@ use sparse_core::{
     Algorithm, BackendKind, DenseRef, Executor, Format, Layout, Precision, Scalar, SpmvDesc,
 };
 use sparse_cuda::CudaBackend;
-use sparse_formats::Csr;
+use sparse_formats::{generate, Csr};
 
 fn backend() -> Option<CudaBackend> {
     available(BackendKind::Cuda, CudaBackend::new(0))
@@ -57,6 +58,17 @@ fn banded<T: Scalar>() -> Csr<T> {
         }
     }
     Csr::from_triplets(500, 500, &triplets).expect("valid matrix")
+}
+
+/// `n` x `n` with a band of `half` entries on each side of the diagonal: regular, local rows.
+fn band<T: Scalar>(n: usize, half: usize) -> Csr<T> {
+    let mut triplets = Vec::new();
+    for i in 0..n {
+        for j in i.saturating_sub(half)..(i + half + 1).min(n) {
+            triplets.push((i, j, T::from_f64(value(i, j))));
+        }
+    }
+    Csr::from_triplets(n, n, &triplets).expect("valid matrix")
 }
 
 fn case<T: Scalar>(a: &Csr<T>) -> SpmvCase<T> {
@@ -101,6 +113,24 @@ fn check_auto<T: Scalar<Out = T>>(b: &CudaBackend, precision: Precision, failure
         (
             "banded",
             banded::<T>(),
+            (BackendKind::Cuda, Format::Csr, Algorithm::Vector),
+        ),
+        // Large, local and regular: `vector` with a lane for about four entries, each lane's
+        // loads of four steps together; rows of 7 (two lanes, one group), 28 (eight lanes, one
+        // group) and 41 entries (eight lanes, two groups).
+        (
+            "3D stencil",
+            generate::poisson3d(45).expect("valid matrix"),
+            (BackendKind::Cuda, Format::Csr, Algorithm::Vector),
+        ),
+        (
+            "3D stencil of 4 x 4 blocks",
+            generate::block_poisson3d(18, 4).expect("valid matrix"),
+            (BackendKind::Cuda, Format::Csr, Algorithm::Vector),
+        ),
+        (
+            "wide band",
+            band::<T>(15_000, 20),
             (BackendKind::Cuda, Format::Csr, Algorithm::Vector),
         ),
     ] {
