@@ -24,11 +24,12 @@
 //!   each lane's loads of four steps issued together (`spmv::vector_shape`);
 //! - large and local matrices (at least [`LARGE_NNZ`] entries, rows whose columns span at most
 //!   [`LOCAL_SPAN`] of the columns on average) with regular rows (a coefficient of variation at
-//!   most [`REGULAR_CV`]: stencils, FEM) of [`STREAM_VECTOR_MEAN`] entries or more on average:
-//!   `vector` in that shape, which streams a 3D Poisson stencil of 26M entries at 97% of the
-//!   copy bandwidth in f64 (in 14% less time than `scalar`; the same time in f32) and one of
-//!   4 x 4 blocks (28 entries a row) at 1.28x cuSPARSE in f64, where 32 lanes a row ran at 0.50x
-//!   (H200, `docs/results/h200-2026-11-29f.md`);
+//!   most [`REGULAR_CV`]: stencils, FEM) whose rows hold [`STREAM_ROW_BYTES`] or more of
+//!   indices and values on average: `vector` in that shape, which streams a 3D Poisson stencil
+//!   of 26M entries at 97% of the copy bandwidth in f64 (in 14% less time than `scalar`; in f32
+//!   the same time, in f16 9% more) and one of 4 x 4 blocks (28 entries a row) at 1.28x
+//!   cuSPARSE in f64, where 32 lanes a row ran at 0.50x (H200,
+//!   `docs/results/h200-2026-11-29f.md`);
 //! - the same matrices with shorter rows, or with short rows (none over [`SHORT_ROW`]) of any
 //!   lengths, or a mean below 1.5: `scalar`, one thread a row, which streams the matrix at 90%
 //!   or more of the copy bandwidth on the stencils;
@@ -44,9 +45,11 @@ use crate::spmv::{vector_width, LONG_ROW};
 pub const SKEWED_CV: f64 = 1.5;
 /// Rows of at least this many entries on average take a whole warp each.
 pub const LONG_MEAN: f64 = 24.0;
-/// Regular rows of at least this many entries on average stream faster on `vector`, in the
-/// shape of [`rows_stream`] matrices, than on `scalar` (a 3D Poisson stencil has 6.7).
-pub const STREAM_VECTOR_MEAN: f64 = 6.0;
+/// Regular rows of at least this many bytes of indices and values on average stream faster on
+/// `vector`, in the shape of [`rows_stream`] matrices, than on `scalar`, whose thread walks a
+/// row alone: a 3D Poisson stencil's 6.7 entries a row hold 80 bytes in f64, where `vector`
+/// was faster, and 54 in f32, where the two took the same time.
+pub const STREAM_ROW_BYTES: f64 = 64.0;
 /// Matrices from this many entries on stream past the L2 enough for `scalar` to pay.
 pub const LARGE_NNZ: usize = 500_000;
 /// Skewed matrices of fewer entries run on `vector-split`: there launches and chains of
@@ -169,7 +172,7 @@ pub(crate) fn csr_choice(
     } else if skewed && stats.max > SHORT_ROW {
         skewed_choice()
     } else if stats.mean >= LONG_MEAN
-        || (stats.mean >= STREAM_VECTOR_MEAN && rows_stream(stats, nnz, &span))
+        || (stats.mean * (value_bytes + 4.0) >= STREAM_ROW_BYTES && rows_stream(stats, nnz, &span))
     {
         Choice::Cuda(Format::Csr, Algorithm::Vector)
     } else if scalar_streams(stats, nnz, &span) {
@@ -243,14 +246,22 @@ mod tests {
             pick(stats(6.7, 7, 0.05), 3_800_000, 26_000_000, 0.01, f64),
             vector
         );
+        for p in [f32, f16] {
+            assert_eq!(
+                pick(stats(6.7, 7, 0.05), 3_800_000, 26_000_000, 0.01, p),
+                scalar
+            );
+        }
         assert_eq!(
             pick(stats(5.0, 5, 0.05), 4_900_000, 24_600_000, 0.01, f32),
             scalar
         );
-        assert_eq!(
-            pick(stats(27.6, 28, 0.05), 1_100_000, 30_000_000, 0.01, f32),
-            vector
-        );
+        for p in [f64, f32, f16] {
+            assert_eq!(
+                pick(stats(27.6, 28, 0.05), 1_100_000, 30_000_000, 0.01, p),
+                vector
+            );
+        }
         assert_eq!(
             pick(stats(16.0, 30, 0.25), 1_800_000, 29_000_000, 0.9, f64),
             vector
