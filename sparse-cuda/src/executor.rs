@@ -98,7 +98,7 @@ impl CudaBackend {
             Format::SrBcrs => {
                 magicube::auto_algorithm(precision, self.device.info.compute_capability)
             }
-            _ => rode::auto_algorithm(op, stats, nnz),
+            _ => rode::auto_algorithm(op, stats, nnz, precision),
         }
     }
 

@@ -27,7 +27,8 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, LaunchConfig};
 use sparse_core::{
-    Algorithm, CsrRef, DType, Error, OpKind, Result, RowStats, Scalar, SddmmDesc, SpIndex, SpmmDesc,
+    Algorithm, CsrRef, DType, Error, OpKind, Precision, Result, RowStats, Scalar, SddmmDesc,
+    SpIndex, SpmmDesc,
 };
 
 use crate::device::Device;
@@ -94,8 +95,10 @@ const AUTO_LONG_ROW: usize = (MIN_SEGMENT + TILE) as usize;
 /// ... for a matrix with fewer entries than this, whose time is the latency of its longest row
 /// rather than the throughput of all of them;
 const AUTO_SMALL_NNZ: usize = 100_000;
-/// ... and for SDDMM, for a matrix whose mean row is at least this long.
+/// ... and for SDDMM, for a matrix whose mean row is at least this long,
 const AUTO_SDDMM_MEAN_ROW: f64 = 13.0;
+/// ... unless it is in f64 and has at least this many entries.
+const AUTO_SDDMM_F64_VECTOR_NNZ: usize = 1 << 20;
 /// The RoDe algorithm `auto` picks: the deterministic one, so `auto` stays bit-reproducible as
 /// `vector` is; its workspace traffic costs about what the atomic variant's read-modify-writes
 /// of C do.
@@ -103,7 +106,8 @@ const AUTO_RODE: Algorithm = Algorithm::RodeDeterministic;
 
 /// The algorithm `auto` runs for CSR SpMM and SDDMM on the cuda backend: RoDe for a matrix with
 /// a row of at least [`AUTO_LONG_ROW`] entries, or fewer than [`AUTO_SMALL_NNZ`] entries, and for
-/// SDDMM also for one whose mean row has at least [`AUTO_SDDMM_MEAN_ROW`]; `vector` otherwise.
+/// SDDMM also for one whose mean row has at least [`AUTO_SDDMM_MEAN_ROW`], except in f64 from
+/// [`AUTO_SDDMM_F64_VECTOR_NNZ`] entries on; `vector` otherwise.
 ///
 /// `vector` gives a row to one sub-warp, which walks it one dependent load after another, so its
 /// time follows the longest row: on a matrix too small to fill the device that is the whole time, a
@@ -124,19 +128,31 @@ const AUTO_RODE: Algorithm = Algorithm::RodeDeterministic;
 /// best of a grid of other thresholds (longest row 64, 96 or 128; SDDMM mean row 8 to 20) loses
 /// 1.2%.
 ///
+/// In f64, RoDe's SDDMM tiles of X and Y hold half as many columns as in f32. Over SDDMM of mean
+/// rows of 13 or more and no row of 96, K = 32 and 128, `vector` was faster in all 10 f64 cases
+/// of 1M entries or more (5% to 19%: xenon1, stencils of 4 x 4 blocks, uniform matrices), in 5
+/// of the 8 below (RoDe up to 1.5x faster on bcsstk16 at K = 32), and RoDe in 16 of the 18 f32
+/// cases (H200, `docs/results/h200-2026-11-29f.md`).
+///
 /// The layout and width of the dense operands are unknown at plan time and play no part.
-pub(crate) fn auto_algorithm(op: OpKind, rows: &RowStats, nnz: usize) -> Algorithm {
-    if prefers_rode(op, rows, nnz) {
+pub(crate) fn auto_algorithm(
+    op: OpKind,
+    rows: &RowStats,
+    nnz: usize,
+    precision: Precision,
+) -> Algorithm {
+    if prefers_rode(op, rows, nnz, precision) {
         AUTO_RODE
     } else {
         Algorithm::Vector
     }
 }
 
-fn prefers_rode(op: OpKind, rows: &RowStats, nnz: usize) -> bool {
+fn prefers_rode(op: OpKind, rows: &RowStats, nnz: usize, precision: Precision) -> bool {
+    let f64_stream = precision.storage == DType::F64 && nnz >= AUTO_SDDMM_F64_VECTOR_NNZ;
     rows.max >= AUTO_LONG_ROW
         || nnz < AUTO_SMALL_NNZ
-        || (op == OpKind::Sddmm && rows.mean >= AUTO_SDDMM_MEAN_ROW)
+        || (op == OpKind::Sddmm && rows.mean >= AUTO_SDDMM_MEAN_ROW && !f64_stream)
 }
 
 kernel_params! {
@@ -715,6 +731,7 @@ mod tests {
     fn auto_picks_rode_for_long_rows_small_matrices_and_sddmm_on_long_mean_rows() {
         let long = AUTO_LONG_ROW;
         let large = AUTO_SMALL_NNZ;
+        let prefers_rode = |op, rows: &RowStats, nnz| prefers_rode(op, rows, nnz, Precision::F32);
         for op in [OpKind::Spmm, OpKind::Sddmm] {
             assert!(
                 !prefers_rode(op, &stats(long - 1, 2.0), large),
@@ -744,6 +761,24 @@ mod tests {
         assert!(
             !prefers_rode(OpKind::Sddmm, &stats(40, 12.0), large),
             "sddmm: short rows"
+        );
+        let huge = AUTO_SDDMM_F64_VECTOR_NNZ;
+        let f64 = Precision::F64;
+        assert!(
+            super::prefers_rode(OpKind::Sddmm, &stats(80, 60.0), huge - 1, f64),
+            "sddmm f64: even rows"
+        );
+        assert!(
+            !super::prefers_rode(OpKind::Sddmm, &stats(80, 60.0), huge, f64),
+            "sddmm f64: even rows, large"
+        );
+        assert!(
+            super::prefers_rode(OpKind::Sddmm, &stats(100_000, 15.0), huge, f64),
+            "sddmm f64: power law, large"
+        );
+        assert!(
+            prefers_rode(OpKind::Sddmm, &stats(80, 60.0), huge),
+            "sddmm f32: even rows, large"
         );
     }
 

@@ -186,9 +186,9 @@ fn rode_spmm_and_sddmm_match_the_oracle() {
 }
 
 /// Records a disagreement unless `auto` planned `expected` for `op` on `a`.
-fn check_auto_choice(
+fn check_auto_choice<T: Scalar>(
     op: &str,
-    a: &Csr<f32>,
+    a: &Csr<T>,
     chose: Result<Algorithm, Error>,
     expected: Algorithm,
     failures: &mut Failures,
@@ -237,6 +237,12 @@ fn auto_picks_rode_for_long_rows_and_small_matrices() {
             &[128],
             failures,
         );
+        // SDDMM in f64 on 1.2M entries in rows of 30: `vector` (RoDe in f32).
+        let large64 = csr::<f64>(40_000, 2100, |_| 30);
+        let chose = b
+            .plan_sddmm(large64.as_ref(), &SddmmDesc::new(Precision::F64))
+            .map(|plan| plan.info().algorithm);
+        check_auto_choice("sddmm f64", &large64, chose, Algorithm::Vector, failures);
         // Every row split in several segments, combined by f64 atomics.
         let even64 = csr::<f64>(1000, 2100, |_| 600);
         spmm_cases(b, &even64, Precision::F64, Algorithm::Rode, &[7], failures);
