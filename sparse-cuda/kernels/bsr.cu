@@ -9,7 +9,12 @@
 // skipped, so fill is never multiplied and x is never read past its end at a ragged right edge;
 // without a mask every slot holds an entry. Each lane keeps one sum; the sums of one row are
 // added by a fixed shuffle tree (first over its L lanes, then over the groups), so results are
-// bit-reproducible.
+// bit-reproducible. A lane issues the loads of BSR_GROUP of its slots together (those past its
+// last read that one again and add nothing), so that it waits on one chain of dependent loads
+// (block column, then x) per group rather than per block: with a whole block row to a warp,
+// that chain, not the stream, set the time of a large matrix.
+
+#define BSR_GROUP 4
 
 template <typename T, int W>
 __global__ void __launch_bounds__(BSR_BLOCK) bsr_spmv(const BsrSpmv<T> p) {
@@ -20,17 +25,32 @@ __global__ void __launch_bounds__(BSR_BLOCK) bsr_spmv(const BsrSpmv<T> p) {
     const u32 lane = threadIdx.x % W, L = p.row_lanes, group_lanes = p.r * L;
     const u32 groups = W / group_lanes, group = lane / group_lanes, i = lane % group_lanes / L;
     const u32 block_size = p.r * p.c, first_bit = i * p.c;
-    const u32 end = load(p.block_row_ptr + br + 1);
-    typename acc_of<T>::type sum = 0;
-    for (u32 b = load(p.block_row_ptr + br) + group; b < end; b += groups) {
-        const u64 slot = (u64)b * block_size + first_bit;
-        const u64 col = (u64)load(p.block_col + b) * p.c;
-        // A block row's bits never straddle two words: c divides 32.
-        const u32 bits = p.mask == nullptr
-                             ? 0xffffffffu
-                             : load(p.mask + (u64)b * p.mask_words + first_bit / 32) >> (first_bit % 32);
-        for (u32 j = lane % L; j < p.c; j += L)
-            if (bits >> j & 1u) sum += to_acc(load(p.values + slot + j)) * to_acc(load(o.x + (col + j) * o.incx));
+    // The lane's slots: per block b = first, first + groups, ... the columns j = lane % L,
+    // lane % L + L, ...; k of them a block (c and L are powers of two), slot t at block t / k.
+    const u32 k = p.c / L, k_shift = __ffs(k) - 1;
+    const u32 first = load(p.block_row_ptr + br) + group, end = load(p.block_row_ptr + br + 1);
+    const u32 slots = (first < end ? (end - first + groups - 1) / groups : 0) << k_shift;
+    typedef typename acc_of<T>::type A;
+    A sum = 0;
+    for (u32 t = 0; t < slots; t += BSR_GROUP) {
+        A value[BSR_GROUP], xv[BSR_GROUP];
+        bool on[BSR_GROUP];
+#pragma unroll
+        for (u32 g = 0; g < BSR_GROUP; ++g) {
+            const u32 u = min(t + g, slots - 1);
+            const u32 b = first + (u >> k_shift) * groups, j = lane % L + (u & (k - 1)) * L;
+            const u64 col = (u64)load(p.block_col + b) * p.c;
+            // A block row's bits never straddle two words: c divides 32.
+            const u32 bits = p.mask == nullptr
+                                 ? 0xffffffffu
+                                 : load(p.mask + (u64)b * p.mask_words + first_bit / 32) >> (first_bit % 32);
+            on[g] = t + g < slots && (bits >> j & 1u);
+            value[g] = to_acc(load(p.values + (u64)b * block_size + first_bit + j));
+            xv[g] = on[g] ? to_acc(load(o.x + (col + j) * o.incx)) : A(0);
+        }
+#pragma unroll
+        for (u32 g = 0; g < BSR_GROUP; ++g)
+            if (on[g]) sum += value[g] * xv[g];
     }
     // Lane i*L of group 0 ends with row i's sum: first over its L lanes, then over the groups.
     for (u32 offset = L / 2; offset > 0; offset /= 2) sum += __shfl_down_sync(mask, sum, offset, W);
