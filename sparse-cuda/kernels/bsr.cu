@@ -11,8 +11,7 @@
 // added by a fixed shuffle tree (first over its L lanes, then over the groups), so results are
 // bit-reproducible. A lane issues the loads of BSR_GROUP of its slots together (those past its
 // last read that one again and add nothing), so that it waits on one chain of dependent loads
-// (block column, then x) per group rather than per block: with a whole block row to a warp,
-// that chain, not the stream, set the time of a large matrix.
+// (block column, then x) per group rather than per block.
 
 #define BSR_GROUP 4
 
