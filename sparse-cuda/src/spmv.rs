@@ -318,12 +318,7 @@ impl VectorShape {
 /// 1.15x cuSPARSE's CSR SpMV (`docs/results/h200-2026-11-29f.md`).
 pub(crate) fn vector_shape(mean: f64, streams: bool) -> VectorShape {
     if streams {
-        let w = (mean / STREAM_GROUP as f64)
-            .max(1.0)
-            .log2()
-            .round()
-            .clamp(1.0, 5.0) as u32;
-        return VectorShape::new(1 << w, STREAM_GROUP);
+        return VectorShape::new(vector_width(mean / STREAM_GROUP as f64), STREAM_GROUP);
     }
     let lanes = vector_width(mean);
     VectorShape::new(lanes, if lanes == 32 { STREAM_GROUP } else { 1 })
