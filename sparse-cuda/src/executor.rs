@@ -145,10 +145,16 @@ impl Executor for CudaBackend {
                 return tuning::spmv(self, a, &desc);
             }
             let span = || spmv_auto::column_span(a);
-            match spmv_auto::csr_choice(&stats, (a.rows(), a.nnz()), span, desc.precision) {
+            let blocks = || spmv_auto::whole_blocks(a, spmv_auto::BLOCK_EDGE);
+            match spmv_auto::csr_choice(&stats, (a.rows(), a.nnz()), span, blocks, desc.precision) {
                 Choice::Cuda(format, algorithm) => {
                     desc.format = format;
                     desc.algorithm = algorithm;
+                }
+                Choice::Blocks(shape) => {
+                    desc.format = Format::Bsr;
+                    desc.algorithm = Algorithm::Vector;
+                    desc.block = Some(shape);
                 }
                 Choice::Vendor(format, algorithm) => match CusparseBackend::sharing(self) {
                     Ok(vendor) => {

@@ -35,7 +35,8 @@ const EXPECTED: &[(&str, &[&str])] = &[
     (
         "bsr",
         &[
-            "ld.global.nc",
+            // chunks of a block row read by one vector load
+            "ld.global.nc.v4.b32",
             "shfl.sync.down",
             "cvt.f32.f16",
             "cvt.rn.f16.f32",
