@@ -35,6 +35,16 @@ impl ValueOrder {
         Ok(ValueOrder { slots, nnz })
     }
 
+    /// [`ValueOrder::new`] without its check, for builders that place each entry themselves.
+    ///
+    /// # Safety
+    /// Every entry `0..nnz` appears in exactly one slot of `slots`, and no other value than
+    /// [`ValueOrder::PADDING`] does: device kernels scatter through the order without bounds
+    /// checks.
+    pub unsafe fn new_unchecked(slots: Vec<usize>, nnz: usize) -> Self {
+        ValueOrder { slots, nnz }
+    }
+
     /// Stored slots, padding included.
     pub fn len(&self) -> usize {
         self.slots.len()

@@ -1,8 +1,10 @@
 //! Sparse matrices resident on the device.
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use cudarc::driver::CudaSlice;
+use rayon::prelude::*;
 use sparse_core::{CsrRef, Result, Scalar, SpIndex, ValueOrder};
 
 use crate::device::{CudaBuffer, Device};
@@ -63,20 +65,30 @@ impl<T: Scalar> DeviceCsr<T> {
     }
 }
 
-/// The slot of each CSR entry in `order`, or `None` when every entry is in its own slot.
+/// The slot of each CSR entry in `order`, or `None` when every entry is in its own slot. In
+/// parallel: plans of tens of millions of entries wait on this.
 fn entry_slots(order: &ValueOrder) -> Result<Option<Vec<u32>>> {
     to_u32("number of stored slots", order.len())?;
-    if order.len() == order.nnz() && (0..order.len()).all(|s| order.entry(s) == Some(s)) {
+    if order.len() == order.nnz()
+        && (0..order.len())
+            .into_par_iter()
+            .all(|s| order.entry(s) == Some(s))
+    {
         return Ok(None);
     }
-    let mut slots = vec![0u32; order.nnz()];
-    for s in 0..order.len() {
+    let slots: Vec<AtomicU32> = (0..order.nnz())
+        .into_par_iter()
+        .map(|_| AtomicU32::new(0))
+        .collect();
+    (0..order.len()).into_par_iter().for_each(|s| {
         if let Some(e) = order.entry(s) {
             // Fits: below the slot count, checked above.
-            slots[e] = s as u32;
+            slots[e].store(s as u32, Ordering::Relaxed);
         }
-    }
-    Ok(Some(slots))
+    });
+    Ok(Some(
+        slots.into_par_iter().map(AtomicU32::into_inner).collect(),
+    ))
 }
 
 /// The values of a format that stores them in its own order (padding included), with the slot

@@ -19,12 +19,15 @@
 //!   SpMV is slower than our `vector` even there). Rows skewed only in their lengths, none
 //!   longer than [`SHORT_ROW`] (a web graph with many empty rows), take `scalar` where it
 //!   streams them (below);
-//! - large and local matrices of regular rows ([`rows_stream`]) made of whole 4 x 4 blocks
-//!   ([`whole_blocks`]: each aligned group of four rows holds the same columns, in aligned runs
-//!   of four): our BSR SpMV with 4 x 4 blocks, which stores no fill there and reads a block
-//!   column index per 16 entries instead of a column index per entry; on 3D stencils of 4 x 4
-//!   blocks (1.9M to 30M entries, H200) 1.05x-1.1x as fast as this rule's CSR pick in f64,
-//!   1.2x-1.6x in f32 and 1.3x-1.7x in f16 (`docs/results/h200-2026-11-29g.md`);
+//! - in f32 and f16, large and local matrices of regular rows ([`rows_stream`]) made of whole
+//!   4 x 4 blocks ([`whole_blocks`]: each aligned group of four rows holds the same columns, in
+//!   aligned runs of four): our BSR SpMV with 4 x 4 blocks, which stores no fill there and
+//!   reads a block column index per 16 entries instead of a column index per entry. On 3D
+//!   stencils of 4 x 4 blocks (1.9M to 30M entries, H200) it ran 1.2x-1.6x as fast as the CSR
+//!   pick in f32 and 1.3x-1.7x in f16; its plan took 0.2 s against 0.02 s at 30M entries (the
+//!   conversion), repaid after 6,000 (f32) to 8,000 (f16) products. In f64 it was 1.05x-1.1x as
+//!   fast, which would take some 35,000 products to repay, so f64 stays on CSR
+//!   (`docs/results/h200-2026-11-29g.md`);
 //! - long rows (a mean of [`LONG_MEAN`] entries or more): `vector`, 32 lanes a row, or in a
 //!   large and local matrix of regular rows ([`rows_stream`]) a lane for about four entries,
 //!   each lane's loads of four steps issued together (`spmv::vector_shape`);
@@ -42,6 +45,8 @@
 //! - otherwise `vector`, with lanes by the mean row length.
 
 use std::cell::OnceCell;
+
+use rayon::prelude::*;
 
 use sparse_core::{Algorithm, BlockShape, CsrRef, DType, Format, Precision, RowStats, SpIndex};
 
@@ -137,7 +142,8 @@ pub(crate) fn column_span<T, I: SpIndex>(a: CsrRef<'_, T, I>) -> f64 {
 
 /// Whether `a` is made of whole `b` x `b` blocks: each aligned group of `b` rows holds the same
 /// columns, in aligned runs of `b`, so that BSR with such blocks stores no fill. Stops at the
-/// first group that is not: on most matrices that is the first row.
+/// first group that is not (on most matrices the first row), and looks at the groups in
+/// parallel.
 pub(crate) fn whole_blocks<T, I: SpIndex>(a: CsrRef<'_, T, I>, b: usize) -> bool {
     if a.rows() % b != 0 || a.cols() % b != 0 {
         return false;
@@ -150,9 +156,11 @@ pub(crate) fn whole_blocks<T, I: SpIndex>(a: CsrRef<'_, T, I>, b: usize) -> bool
                 first % b == 0 && run.iter().zip(first..).all(|(c, j)| c.to_usize() == j)
             })
     };
-    (0..a.rows()).step_by(b).all(|first| {
-        let lead = &cols[a.row_range(first)];
-        aligned_runs(lead) && (first + 1..first + b).all(|i| &cols[a.row_range(i)] == lead)
+    let row_ptr = a.row_ptr();
+    let row = |i: usize| &cols[row_ptr[i].to_usize()..row_ptr[i + 1].to_usize()];
+    (0..a.rows() / b).into_par_iter().all(|group| {
+        let lead = row(group * b);
+        aligned_runs(lead) && (group * b + 1..group * b + b).all(|i| row(i) == lead)
     })
 }
 
@@ -206,7 +214,7 @@ pub(crate) fn csr_choice(
         Choice::Cuda(Format::Coo, Algorithm::Atomic)
     } else if skewed && stats.max > SHORT_ROW {
         skewed_choice()
-    } else if rows_stream(stats, nnz, &span) && blocks() {
+    } else if precision.storage != DType::F64 && rows_stream(stats, nnz, &span) && blocks() {
         Choice::Blocks(BlockShape::new(BLOCK_EDGE, BLOCK_EDGE))
     } else if stats.mean >= LONG_MEAN
         || (stats.mean * (value_bytes + 4.0) >= STREAM_ROW_BYTES && rows_stream(stats, nnz, &span))
@@ -308,14 +316,18 @@ mod tests {
             pick(stats(16.0, 30, 0.25), 1_800_000, 29_000_000, 0.9, f64),
             vector
         );
-        // Made of whole 4 x 4 blocks: BSR where the rows stream, not on a small matrix, nor on
-        // skewed or random rows.
-        for p in [f64, f32, f16] {
+        // Made of whole 4 x 4 blocks: BSR where the rows stream in f32 and f16, not in f64, on
+        // a small matrix, nor on skewed or random rows.
+        for p in [f32, f16] {
             assert_eq!(
                 blocks(stats(27.6, 28, 0.05), 1_100_000, 30_000_000, 0.01, p),
                 bsr
             );
         }
+        assert_eq!(
+            blocks(stats(27.6, 28, 0.05), 1_100_000, 30_000_000, 0.01, f64),
+            vector
+        );
         assert_eq!(
             blocks(stats(27.6, 28, 0.05), 4_000, 110_000, 0.01, f32),
             vector

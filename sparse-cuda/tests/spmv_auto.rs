@@ -1,9 +1,9 @@
 //! `auto` SpMV on the cuda backend against the oracle: the rule's choice (`vector-split` for
 //! skewed rows under 2^20 entries, cuSPARSE's COO SpMV in f64 and f32 and merge-path in f16
 //! above; COO `atomic` for a small matrix with a long row in f64 and f32; `scalar`
-//! for a large matrix of short, local rows however skewed; BSR for a large one of regular, local
-//! rows made of whole 4 x 4 blocks, `vector` with a lane for about four entries for one of other
-//! regular, local rows; `scalar` or `vector` otherwise) and
+//! for a large matrix of short, local rows however skewed; BSR in f32 and f16 for a large one of
+//! regular, local rows made of whole 4 x 4 blocks, `vector` with a lane for about four entries
+//! for one of other regular, local rows; `scalar` or `vector` otherwise) and
 //! plan-time tuning, which must keep a candidate that computes the product, report what it kept
 //! and what tuning cost; both plans must take value updates.
 //!
@@ -119,7 +119,7 @@ fn check_auto<T: Scalar<Out = T>>(b: &CudaBackend, precision: Precision, failure
         // Large, local and regular: `vector` with a lane for about four entries, each lane's
         // loads of four steps together; rows of 7 (two lanes, one group; in f64 only, where
         // they hold 64 bytes or more), 29 (eight lanes, one group) and 41 entries (eight lanes,
-        // two groups). Made of whole 4 x 4 blocks: BSR.
+        // two groups). Made of whole 4 x 4 blocks: BSR in f32 and f16.
         (
             "3D stencil",
             generate::poisson3d(45).expect("valid matrix"),
@@ -136,7 +136,11 @@ fn check_auto<T: Scalar<Out = T>>(b: &CudaBackend, precision: Precision, failure
         (
             "3D stencil of 4 x 4 blocks",
             generate::block_poisson3d(18, 4).expect("valid matrix"),
-            (BackendKind::Cuda, Format::Bsr, Algorithm::Vector),
+            if precision == Precision::F64 {
+                (BackendKind::Cuda, Format::Csr, Algorithm::Vector)
+            } else {
+                (BackendKind::Cuda, Format::Bsr, Algorithm::Vector)
+            },
         ),
         (
             "band",

@@ -2,6 +2,8 @@
 //! in CSR entry order reach the slots through it. A plan computes the order once; writing new
 //! values is then a gather, with no re-analysis and no re-conversion.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use rayon::prelude::*;
 use sparse_core::{Error, Format, Result, Scalar, ValueOrder};
 
@@ -16,18 +18,67 @@ pub(crate) fn order_from_rows<R>(
 where
     R: Iterator<Item = usize>,
 {
-    let entry_slots: Vec<usize> = (0..rows).into_par_iter().flat_map_iter(row_slots).collect();
-    order_from_entry_slots(&entry_slots, slots)
+    let counts: Vec<usize> = (0..rows)
+        .into_par_iter()
+        .map(|i| row_slots(i).count())
+        .collect();
+    let mut first_entry = Vec::with_capacity(rows);
+    let mut nnz = 0;
+    for count in counts {
+        first_entry.push(nnz);
+        nnz += count;
+    }
+    let order = padding(slots);
+    (0..rows).into_par_iter().for_each(|i| {
+        for (k, slot) in row_slots(i).enumerate() {
+            place(&order, slot, first_entry[i] + k);
+        }
+    });
+    // SAFETY: the entries 0..nnz, numbered row after row, each went to one slot, no slot took
+    // two (`place`), and every other slot holds PADDING.
+    unsafe { finish(order, nnz) }
 }
 
-/// The value order from the slot of every CSR entry, in entry order.
+/// The value order from the slot of every CSR entry, in entry order. Different entries must
+/// have different slots, all below `slots`.
 pub(crate) fn order_from_entry_slots(entry_slots: &[usize], slots: usize) -> ValueOrder {
-    let mut order = vec![ValueOrder::PADDING; slots];
-    for (entry, &slot) in entry_slots.iter().enumerate() {
-        order[slot] = entry;
-    }
-    ValueOrder::new(order, entry_slots.len())
-        .expect("a validated structure holds each entry in exactly one slot")
+    let order = padding(slots);
+    entry_slots
+        .par_iter()
+        .enumerate()
+        .for_each(|(entry, &slot)| place(&order, slot, entry));
+    // SAFETY: each entry 0..entry_slots.len() went to one slot, no slot took two (`place`), and
+    // every other slot holds PADDING.
+    unsafe { finish(order, entry_slots.len()) }
+}
+
+// The orders are built in parallel, slot by slot through atomics: a plan of a matrix of tens
+// of millions of entries would otherwise wait a second or more on a serial scatter and check.
+
+/// `slots` slots of padding.
+fn padding(slots: usize) -> Vec<AtomicUsize> {
+    (0..slots)
+        .into_par_iter()
+        .map(|_| AtomicUsize::new(ValueOrder::PADDING))
+        .collect()
+}
+
+/// `entry` into `slot`, which must not hold one yet.
+fn place(order: &[AtomicUsize], slot: usize, entry: usize) {
+    let before = order[slot].swap(entry, Ordering::Relaxed);
+    assert_eq!(
+        before,
+        ValueOrder::PADDING,
+        "a validated structure holds each entry in exactly one slot"
+    );
+}
+
+/// # Safety
+/// `order` holds each entry `0..nnz` in exactly one slot and PADDING in the others.
+unsafe fn finish(order: Vec<AtomicUsize>, nnz: usize) -> ValueOrder {
+    let order = order.into_par_iter().map(AtomicUsize::into_inner).collect();
+    // SAFETY: the caller's.
+    unsafe { ValueOrder::new_unchecked(order, nnz) }
 }
 
 /// The checks every `set_values` starts with: `order` is one of a `format` matrix with `slots`
