@@ -91,14 +91,14 @@ impl CudaBackend {
         (op, format, precision): (OpKind, Format, Precision),
         block: Option<BlockShape>,
         stats: &RowStats,
-        nnz: usize,
+        (rows, nnz): (usize, usize),
     ) -> Algorithm {
         match format {
             Format::MeBcrs => flashsparse::auto_algorithm(block),
             Format::SrBcrs => {
                 magicube::auto_algorithm(precision, self.device.info.compute_capability)
             }
-            _ => rode::auto_algorithm(op, stats, nnz, precision),
+            _ => rode::auto_algorithm(op, stats, (rows, nnz), precision),
         }
     }
 
@@ -217,7 +217,7 @@ impl Executor for CudaBackend {
                 (OpKind::Spmm, desc.format, desc.precision),
                 desc.block,
                 &stats,
-                a.nnz(),
+                (a.rows(), a.nnz()),
             )
         })?;
         let device = &self.device;
@@ -248,7 +248,7 @@ impl Executor for CudaBackend {
                 (OpKind::Sddmm, desc.format, desc.precision),
                 desc.block,
                 &stats,
-                s.nnz(),
+                (s.rows(), s.nnz()),
             )
         })?;
         let device = &self.device;

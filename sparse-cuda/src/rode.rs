@@ -97,17 +97,24 @@ const AUTO_LONG_ROW: usize = (MIN_SEGMENT + TILE) as usize;
 const AUTO_SMALL_NNZ: usize = 100_000;
 /// ... and for SDDMM, for a matrix whose mean row is at least this long,
 const AUTO_SDDMM_MEAN_ROW: f64 = 13.0;
-/// ... unless it is in f64 and has at least this many entries.
+/// ... unless it is in f64 and has at least this many entries;
 const AUTO_SDDMM_F64_VECTOR_NNZ: usize = 1 << 20;
+/// ... and for SpMM, for a matrix of fewer rows than this: about the warps an H100 or H200
+/// holds at once (132 multiprocessors of 64), so `vector`'s rows leave it short of one full
+/// wave. bcsstk16 (4,884 rows of 59) and a 3D stencil of 4 x 4 blocks of 5,324 rows of 26 ran
+/// RoDe 1.3x-1.8x as fast at N = 32 and `vector` at most 4% faster at N = 128; at 8,788 to
+/// 15,444 rows the two traded places (H200, `docs/results/h200-2026-11-29g.md`).
+const AUTO_SPMM_FEW_ROWS: usize = 8192;
 /// The RoDe algorithm `auto` picks: the deterministic one, so `auto` stays bit-reproducible as
 /// `vector` is; its workspace traffic costs about what the atomic variant's read-modify-writes
 /// of C do.
 const AUTO_RODE: Algorithm = Algorithm::RodeDeterministic;
 
 /// The algorithm `auto` runs for CSR SpMM and SDDMM on the cuda backend: RoDe for a matrix with
-/// a row of at least [`AUTO_LONG_ROW`] entries, or fewer than [`AUTO_SMALL_NNZ`] entries, and for
+/// a row of at least [`AUTO_LONG_ROW`] entries, or fewer than [`AUTO_SMALL_NNZ`] entries, for
 /// SDDMM also for one whose mean row has at least [`AUTO_SDDMM_MEAN_ROW`], except in f64 from
-/// [`AUTO_SDDMM_F64_VECTOR_NNZ`] entries on; `vector` otherwise.
+/// [`AUTO_SDDMM_F64_VECTOR_NNZ`] entries on, and for SpMM also for one of fewer than
+/// [`AUTO_SPMM_FEW_ROWS`] rows; `vector` otherwise.
 ///
 /// `vector` gives a row to one sub-warp, which walks it one dependent load after another, so its
 /// time follows the longest row: on a matrix too small to fill the device that is the whole time, a
@@ -137,22 +144,28 @@ const AUTO_RODE: Algorithm = Algorithm::RodeDeterministic;
 /// The layout and width of the dense operands are unknown at plan time and play no part.
 pub(crate) fn auto_algorithm(
     op: OpKind,
-    rows: &RowStats,
-    nnz: usize,
+    stats: &RowStats,
+    (rows, nnz): (usize, usize),
     precision: Precision,
 ) -> Algorithm {
-    if prefers_rode(op, rows, nnz, precision) {
+    if prefers_rode(op, stats, (rows, nnz), precision) {
         AUTO_RODE
     } else {
         Algorithm::Vector
     }
 }
 
-fn prefers_rode(op: OpKind, rows: &RowStats, nnz: usize, precision: Precision) -> bool {
+fn prefers_rode(
+    op: OpKind,
+    stats: &RowStats,
+    (rows, nnz): (usize, usize),
+    precision: Precision,
+) -> bool {
     let f64_stream = precision.storage == DType::F64 && nnz >= AUTO_SDDMM_F64_VECTOR_NNZ;
-    rows.max >= AUTO_LONG_ROW
+    stats.max >= AUTO_LONG_ROW
         || nnz < AUTO_SMALL_NNZ
-        || (op == OpKind::Sddmm && rows.mean >= AUTO_SDDMM_MEAN_ROW && !f64_stream)
+        || (op == OpKind::Sddmm && stats.mean >= AUTO_SDDMM_MEAN_ROW && !f64_stream)
+        || (op == OpKind::Spmm && rows < AUTO_SPMM_FEW_ROWS)
 }
 
 kernel_params! {
@@ -731,7 +744,10 @@ mod tests {
     fn auto_picks_rode_for_long_rows_small_matrices_and_sddmm_on_long_mean_rows() {
         let long = AUTO_LONG_ROW;
         let large = AUTO_SMALL_NNZ;
-        let prefers_rode = |op, rows: &RowStats, nnz| prefers_rode(op, rows, nnz, Precision::F32);
+        // Many rows unless a case says otherwise.
+        let many = 1 << 20;
+        let prefers_rode =
+            |op, stats: &RowStats, nnz| prefers_rode(op, stats, (many, nnz), Precision::F32);
         for op in [OpKind::Spmm, OpKind::Sddmm] {
             assert!(
                 !prefers_rode(op, &stats(long - 1, 2.0), large),
@@ -765,21 +781,44 @@ mod tests {
         let huge = AUTO_SDDMM_F64_VECTOR_NNZ;
         let f64 = Precision::F64;
         assert!(
-            super::prefers_rode(OpKind::Sddmm, &stats(80, 60.0), huge - 1, f64),
+            super::prefers_rode(OpKind::Sddmm, &stats(80, 60.0), (many, huge - 1), f64),
             "sddmm f64: even rows"
         );
         assert!(
-            !super::prefers_rode(OpKind::Sddmm, &stats(80, 60.0), huge, f64),
+            !super::prefers_rode(OpKind::Sddmm, &stats(80, 60.0), (many, huge), f64),
             "sddmm f64: even rows, large"
         );
         assert!(
-            super::prefers_rode(OpKind::Sddmm, &stats(100_000, 15.0), huge, f64),
+            super::prefers_rode(OpKind::Sddmm, &stats(100_000, 15.0), (many, huge), f64),
             "sddmm f64: power law, large"
         );
         assert!(
             prefers_rode(OpKind::Sddmm, &stats(80, 60.0), huge),
             "sddmm f32: even rows, large"
         );
+        // SpMM on few rows, too few for `vector` to fill the device; not SDDMM on short rows.
+        let few = AUTO_SPMM_FEW_ROWS;
+        let f32 = Precision::F32;
+        let even = stats(80, 60.0);
+        assert!(super::prefers_rode(
+            OpKind::Spmm,
+            &even,
+            (few - 1, 290_000),
+            f32
+        ));
+        assert!(!super::prefers_rode(
+            OpKind::Spmm,
+            &even,
+            (few, 290_000),
+            f32
+        ));
+        let short = stats(40, 12.0);
+        assert!(!super::prefers_rode(
+            OpKind::Sddmm,
+            &short,
+            (few - 1, large),
+            f32
+        ));
     }
 
     #[test]

@@ -206,17 +206,20 @@ fn check_auto_choice<T: Scalar>(
 #[test]
 fn auto_picks_rode_for_long_rows_and_small_matrices() {
     collect(backend(), |b, failures| {
-        // 20000 rows of 0 to 28 entries and one of 6000; 120k entries in rows of 0 to 24; 120k in
-        // rows of 60; 3000 in rows of 0 to 20.
+        // 20000 rows of 0 to 28 entries and one of 6000; 120k entries in rows of 0 to 24; 540k in
+        // 9000 rows of 60; 120k in 2000 such rows, too few for `vector` SpMM to fill the
+        // device; 3000 in rows of 0 to 20.
         let skewed = csr::<f32>(20_000, 8_000, |i| if i == 77 { 6000 } else { i % 29 });
         let short = csr::<f32>(10_000, 2100, |i| i % 25);
-        let even = csr::<f32>(2_000, 2100, |_| 60);
+        let even = csr::<f32>(9_000, 2100, |_| 60);
+        let few = csr::<f32>(2_000, 2100, |_| 60);
         let small = csr::<f32>(300, 2100, |i| i % 21);
         let rode = Algorithm::RodeDeterministic;
         for (a, spmm, sddmm) in [
             (&skewed, rode, rode),
             (&short, Algorithm::Vector, Algorithm::Vector),
             (&even, Algorithm::Vector, rode),
+            (&few, rode, rode),
             (&small, rode, rode),
         ] {
             let chose = b
