@@ -15,6 +15,7 @@ mod common;
 use common::{available, collect, doubled, value, Case, Failures, Host, SpmvCase};
 use sparse_core::{
     Algorithm, BackendKind, DenseRef, Executor, Format, Layout, Precision, Scalar, SpmvDesc,
+    SpmvPlan,
 };
 use sparse_cuda::CudaBackend;
 use sparse_formats::{generate, Csr};
@@ -164,20 +165,7 @@ fn check_auto<T: Scalar<Out = T>>(b: &CudaBackend, precision: Precision, failure
                     ));
                 }
                 case(&a).check(&what, b, plan.as_mut(), &a, precision, failures);
-                // New values, the same pattern: the chosen plan, in whatever format it
-                // built, must compute with them.
-                let revalued = doubled(&a);
-                match plan.update_values(DenseRef::vector(revalued.values())) {
-                    Ok(()) => case(&a).check(
-                        &format!("{what} updated"),
-                        b,
-                        plan.as_mut(),
-                        &revalued,
-                        precision,
-                        failures,
-                    ),
-                    Err(e) => failures.error(&format!("{what} updated"), e),
-                }
+                check_updated(&what, b, plan.as_mut(), &a, precision, failures);
             }
             Err(e) => failures.error(&what, e),
         }
@@ -206,19 +194,24 @@ fn check_tuned<T: Scalar<Out = T>>(b: &CudaBackend, precision: Precision, failur
             info.backend, info.format, info.algorithm
         );
         case(&a).check(&what, b, plan.as_mut(), &a, precision, failures);
-        // New values, the same pattern: the kept plan must compute with them.
-        let revalued = doubled(&a);
-        match plan.update_values(DenseRef::vector(revalued.values())) {
-            Ok(()) => case(&a).check(
-                &format!("{what} updated"),
-                b,
-                plan.as_mut(),
-                &revalued,
-                precision,
-                failures,
-            ),
-            Err(e) => failures.error(&format!("{what} updated"), e),
-        }
+        check_updated(&what, b, plan.as_mut(), &a, precision, failures);
+    }
+}
+
+/// New values, the same pattern: the plan, in whatever format it built, must compute with them.
+fn check_updated<T: Scalar<Out = T>>(
+    what: &str,
+    b: &CudaBackend,
+    plan: &mut dyn SpmvPlan<T>,
+    a: &Csr<T>,
+    precision: Precision,
+    failures: &mut Failures,
+) {
+    let revalued = doubled(a);
+    let what = format!("{what} updated");
+    match plan.update_values(DenseRef::vector(revalued.values())) {
+        Ok(()) => case(a).check(&what, b, plan, &revalued, precision, failures),
+        Err(e) => failures.error(&what, e),
     }
 }
 
