@@ -121,6 +121,27 @@ impl<'a, T, I: SpIndex> CsrRef<'a, T, I> {
         self.row_ptr[i + 1].to_usize() - self.row_ptr[i].to_usize()
     }
 
+    /// The mean over non-empty rows of the span of their columns (last minus first, plus one),
+    /// as a fraction of the columns: small where a row's x entries lie close together, near 1
+    /// where they are scattered over x. Taken over at most [`SPAN_SAMPLE`] rows, evenly spread.
+    pub fn column_span(&self) -> f64 {
+        let (mut spans, mut rows) = (0.0, 0usize);
+        for i in (0..self.rows).step_by(self.rows.div_ceil(SPAN_SAMPLE).max(1)) {
+            let range = self.row_range(i);
+            if let (Some(first), Some(last)) =
+                (self.col_idx.get(range.start), self.col_idx[range].last())
+            {
+                spans += (last.to_usize() - first.to_usize() + 1) as f64;
+                rows += 1;
+            }
+        }
+        if rows == 0 {
+            0.0
+        } else {
+            spans / rows as f64 / self.cols as f64
+        }
+    }
+
     /// Row-length statistics, the input of format and algorithm choices.
     pub fn row_stats(&self) -> RowStats {
         if self.rows == 0 {
@@ -152,6 +173,10 @@ impl<'a, T, I: SpIndex> CsrRef<'a, T, I> {
         }
     }
 }
+
+/// Rows [`CsrRef::column_span`] looks at, at most: enough for a mean, and planning a matrix of
+/// millions of rows does not wait on a pass over all of them.
+const SPAN_SAMPLE: usize = 1 << 16;
 
 /// Row-length statistics of a CSR matrix.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -258,6 +283,13 @@ pub fn validate_csr<I: SpIndex>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn column_span_is_a_fraction_of_the_columns() {
+        let a = CsrRef::<f64, u32>::try_new(3, 10, &[0, 2, 2, 3], &[0, 9, 4], &[1.0; 3]).unwrap();
+        // Spans 10 and 1 over two non-empty rows, of 10 columns.
+        assert!((a.column_span() - 0.55).abs() < 1e-12);
+    }
 
     #[test]
     fn accepts_canonical_csr() {

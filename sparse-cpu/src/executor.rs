@@ -12,10 +12,11 @@ use sparse_core::{
 use crate::attention::{self, Workspace};
 use sparse_formats::Transposed;
 
+use crate::kernels::{self, Gather};
 use crate::partition::{balanced_rows, merge_path, part_count, PathPoint};
+use crate::reference;
 use crate::shared_out::SharedOut;
 use crate::stored::{algorithms, Stored};
-use crate::{kernels, reference};
 
 /// The CPU backend: rayon kernels on the global rayon pool (set its size with
 /// `RAYON_NUM_THREADS` or a `ThreadPoolBuilder` to fix the partition and so the results).
@@ -45,6 +46,8 @@ struct CpuPlan<'a, T, I> {
     stored: Stored<T>,
     info: PlanInfo,
     path: Vec<PathPoint>,
+    /// How the CSR SpMV gathers x.
+    gather: Gather,
     row_bounds: Vec<usize>,
     scale_by_values: bool,
     /// The attention descriptor (a default one for other operations).
@@ -96,6 +99,11 @@ impl<'a, T: Scalar, I: SpIndex> CpuPlan<'a, T, I> {
         } else {
             Vec::new()
         };
+        let gather = if op == OpKind::Spmv && !path.is_empty() {
+            Gather::for_spmv(a)
+        } else {
+            Gather::Direct
+        };
         let row_bounds = if csr_partition && offer.algorithm == Algorithm::RowSplit {
             balanced_rows(a, parts)
         } else {
@@ -114,6 +122,7 @@ impl<'a, T: Scalar, I: SpIndex> CpuPlan<'a, T, I> {
             stored,
             info,
             path,
+            gather,
             row_bounds,
             scale_by_values: false,
             attention: AttentionDesc::new(precision),
@@ -291,7 +300,7 @@ impl<T: Scalar, I: SpIndex> SpmvPlan<T> for CpuPlan<'_, T, I> {
             return store_reference(&column(r)?, y, "spmv y");
         }
         match self.stored {
-            Stored::Csr(_) => kernels::spmv(self.csr(), &self.path, alpha, x, beta, y),
+            Stored::Csr(_) => kernels::spmv(self.csr(), &self.path, self.gather, alpha, x, beta, y),
             _ => self.stored.spmv(alpha, x, beta, y),
         }
     }

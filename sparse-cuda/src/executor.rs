@@ -144,7 +144,7 @@ impl Executor for CudaBackend {
             if desc.tune {
                 return tuning::spmv(self, a, &desc);
             }
-            let span = || spmv_auto::column_span(a);
+            let span = || a.column_span();
             let blocks = || spmv_auto::whole_blocks(a, spmv_auto::BLOCK_EDGE);
             match spmv_auto::csr_choice(&stats, (a.rows(), a.nnz()), span, blocks, desc.precision) {
                 Choice::Cuda(format, algorithm) => {

@@ -725,7 +725,7 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
     let shape = vector_shape(
         stats.mean,
         algorithm == Algorithm::Vector
-            && spmv_auto::rows_stream(stats, a.nnz(), || spmv_auto::column_span(a)),
+            && spmv_auto::rows_stream(stats, a.nnz(), || a.column_span()),
     );
     let lanes = match algorithm {
         Algorithm::Vector => shape.lanes,

@@ -116,30 +116,6 @@ pub(crate) enum Choice {
     Blocks(BlockShape),
 }
 
-/// Rows [`column_span`] looks at, at most, evenly spread: enough for a mean, and planning a
-/// matrix of millions of rows does not wait on a pass over all of them.
-const SPAN_SAMPLE: usize = 1 << 16;
-
-/// The mean over non-empty rows of the span of their columns (last minus first, plus one), as a
-/// fraction of the columns: small where a row's x entries lie close together. Taken over at
-/// most [`SPAN_SAMPLE`] rows.
-pub(crate) fn column_span<T, I: SpIndex>(a: CsrRef<'_, T, I>) -> f64 {
-    let cols = a.col_idx();
-    let (mut spans, mut rows) = (0.0, 0usize);
-    for i in (0..a.rows()).step_by(a.rows().div_ceil(SPAN_SAMPLE).max(1)) {
-        let range = a.row_range(i);
-        if let (Some(first), Some(last)) = (cols.get(range.start), cols[range].last()) {
-            spans += (last.to_usize() - first.to_usize() + 1) as f64;
-            rows += 1;
-        }
-    }
-    if rows == 0 {
-        0.0
-    } else {
-        spans / rows as f64 / a.cols() as f64
-    }
-}
-
 /// Whether `a` is made of whole `b` x `b` blocks: each aligned group of `b` rows holds the same
 /// columns, in aligned runs of `b`, so that BSR with such blocks stores no fill. Stops at the
 /// first group that is not (on most matrices the first row), and looks at the groups in
@@ -384,15 +360,5 @@ mod tests {
         assert!(!whole_blocks(block_rows(partial, 4).as_ref(), 2));
         let empty: &[&[usize]] = &[&[], &[], &[0, 1], &[0, 1]];
         assert!(whole_blocks(block_rows(empty, 2).as_ref(), 2));
-    }
-
-    #[test]
-    fn column_span_is_a_fraction_of_the_columns() {
-        let row_ptr = [0u32, 2, 2, 3];
-        let col_idx = [0u32, 9, 4];
-        let values = [1.0f64; 3];
-        let a = CsrRef::try_new(3, 10, &row_ptr, &col_idx, &values).unwrap();
-        // Spans 10 and 1 over two non-empty rows, of 10 columns.
-        assert!((column_span(a) - 0.55).abs() < 1e-12);
     }
 }

@@ -31,7 +31,7 @@ use crate::plan::{
 };
 use crate::registry;
 use crate::spmv::{self, CsrRows};
-use crate::spmv_auto::{column_span, scalar_streams};
+use crate::spmv_auto::scalar_streams;
 use build::{BuildEntries, DeviceTiled16, TileBuild, TileRule};
 
 mod build;
@@ -521,7 +521,7 @@ fn plan_with<T: Scalar, I: SpIndex>(
     // the CSR kernel `auto` would give the whole matrix: `scalar` where it streams the matrix
     // best, else `vector-split`. Where bandwidth sets the time, `scalar`'s thread a row streams
     // them better than two lanes of each tile row's warp.
-    let scalar = || scalar_streams(&a.row_stats(), a.nnz(), || column_span(a));
+    let scalar = || scalar_streams(&a.row_stats(), a.nnz(), || a.column_span());
     let deferred = deferred_rows
         .map(|row_ptr| -> Result<_> {
             let longest = row_ptr.windows(2).map(|w| w[1] - w[0]).max();
