@@ -13,6 +13,7 @@ use crate::cusparse::CusparseBackend;
 use crate::device::{CudaBuffer, Device};
 use crate::plan::{check_request, Desc, PlanClock, Request};
 use crate::registry::{self, Family};
+use crate::spmm_auto::WideOnVendor;
 use crate::spmv_auto::{self, Choice};
 use crate::{
     attention, bsr, ell, flashsparse, magicube, rode, sddmm, spmm, spmv, tilespmv, tuning,
@@ -223,9 +224,24 @@ impl Executor for CudaBackend {
         let device = &self.device;
         match family {
             Family::Spmm => Ok(Box::new(spmm::plan(device, a, &stats, desc, clock)?)),
-            Family::Rode => Ok(Box::new(rode::spmm_plan(
-                device, a, desc, algorithm, clock,
-            )?)),
+            Family::Rode => {
+                let rode = Box::new(rode::spmm_plan(device, a, desc, algorithm, clock)?);
+                if desc.algorithm != Algorithm::Auto
+                    || !rode::wide_on_vendor(&stats, a.nnz(), desc.precision)
+                {
+                    return Ok(rode);
+                }
+                let wide = SpmmDesc {
+                    algorithm: Algorithm::VendorDefault,
+                    ..*desc
+                };
+                // The cuSPARSE plan only speeds wide runs up: where it cannot be made (no
+                // library, no memory left for its copy of A), RoDe runs at every width.
+                match CusparseBackend::sharing(self).and_then(|v| v.plan_spmm(a, &wide)) {
+                    Ok(wide) => Ok(Box::new(WideOnVendor::new(rode, wide))),
+                    Err(_) => Ok(rode),
+                }
+            }
             Family::FlashSparse => Ok(Box::new(flashsparse::spmm_plan(device, a, desc, clock)?)),
             Family::Magicube => magicube::spmm(device, a, desc, algorithm, clock),
             other => Err(misrouted(other, OpKind::Spmm)),

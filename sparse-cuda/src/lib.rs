@@ -26,6 +26,7 @@ mod registry;
 mod rode;
 mod sddmm;
 mod spmm;
+mod spmm_auto;
 mod spmv;
 mod spmv_auto;
 pub mod tilespmv;

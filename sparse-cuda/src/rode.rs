@@ -155,6 +155,28 @@ pub(crate) fn auto_algorithm(
     }
 }
 
+/// Columns of B from which `auto` SpMM on a matrix [`wide_on_vendor`] accepts runs cuSPARSE's SpMM.
+pub(crate) const AUTO_VENDOR_WIDTH: usize = 128;
+/// Matrices of at least this many entries, and of long rows, hand wide f32 products to cuSPARSE.
+const AUTO_VENDOR_MIN_NNZ: usize = 500_000;
+
+/// Whether `auto` SpMM hands products of at least [`AUTO_VENDOR_WIDTH`] columns to cuSPARSE's
+/// SpMM (its default algorithm) where it runs RoDe for narrower ones: in f32, on matrices of a
+/// row of [`AUTO_LONG_ROW`] entries or more (RoDe's) and at least [`AUTO_VENDOR_MIN_NNZ`]
+/// entries: power-law graphs and circuits whose B rows stream from memory. On an H200
+/// (`docs/results/h200-2026-11-29h.md`), cuSPARSE's default algorithm against RoDe there:
+/// - N = 128: R-MAT of 8.4M and 34M entries 1.14x and 1.09x as fast, musae_github 1.04x,
+///   c-62 0.99x;
+/// - N = 256: R-MAT of 8.4M entries 1.19x, musae_github 1.13x, c-62 1.08x;
+/// - N = 64: RoDe 1.20x-1.52x as fast on all four, so narrower products keep it.
+///
+/// In f64 RoDe was 1.07x-1.24x as fast at every width on the same matrices, and in f16 3.2x on
+/// R-MAT at N = 128 (`docs/results/h200-2026-11-27j.md`). On musae_facebook (342k entries)
+/// cuSPARSE's default algorithm ran 0.87x as fast at N = 128.
+pub(crate) fn wide_on_vendor(stats: &RowStats, nnz: usize, precision: Precision) -> bool {
+    precision.storage == DType::F32 && stats.max >= AUTO_LONG_ROW && nnz >= AUTO_VENDOR_MIN_NNZ
+}
+
 fn prefers_rode(
     op: OpKind,
     stats: &RowStats,

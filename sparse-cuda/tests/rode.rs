@@ -3,7 +3,7 @@
 //! and segment boundary and long rows of more than three segments: N (or K) = 1, 7, 32, 33, 128,
 //! dense operands in both layouts, tight or padded (so vector loads meet partial spans at the end
 //! of a row), `beta == 0` over NaN, `beta != 0`, `alpha == 0`; f64, f32 and f16. Then `auto` on a
-//! matrix large enough to pick RoDe, run-to-run determinism, operands without entries, new values
+//! matrix large enough to pick RoDe (and cuSPARSE for its wide f32 products), run-to-run determinism, operands without entries, new values
 //! for a planned matrix, and runs wider than the plan reserved for.
 //!
 //! Needs a GPU; without one each test prints `skipped: <reason>` and passes, unless
@@ -14,6 +14,7 @@ mod common;
 use common::{acc, available, collect, layouts, value, Case, Failures, Host, SddmmCase, SpmmCase};
 use sparse_core::{
     Algorithm, BackendKind, Dense, Error, Executor, Layout, Precision, Scalar, SddmmDesc, SpmmDesc,
+    SpmmPlan,
 };
 use sparse_cuda::CudaBackend;
 use sparse_formats::Csr;
@@ -249,6 +250,87 @@ fn auto_picks_rode_for_long_rows_and_small_matrices() {
         // Every row split in several segments, combined by f64 atomics.
         let even64 = csr::<f64>(1000, 2100, |_| 600);
         spmm_cases(b, &even64, Precision::F64, Algorithm::Rode, &[7], failures);
+    });
+}
+
+/// Runs `case` through `plan`, checks C against the oracle for `a` and records a disagreement
+/// unless the run reports `expected`.
+fn check_auto_run<T: Scalar<Out = T>>(
+    what: &str,
+    b: &CudaBackend,
+    plan: &mut (dyn SpmmPlan<T> + '_),
+    (case, a): (&SpmmCase<T>, &Csr<T>),
+    expected: Algorithm,
+    failures: &mut Failures,
+) {
+    let ran = case.run(b, plan);
+    failures.check_run(what, &case.expected(a, Precision::F32), &case.c, ran);
+    let algorithm = plan.info().algorithm;
+    if algorithm != expected {
+        failures
+            .0
+            .push(format!("{what}: ran {algorithm}, expected {expected}"));
+    }
+}
+
+#[test]
+fn auto_runs_wide_f32_products_of_large_skewed_matrices_on_cusparse() {
+    collect(backend(), |b, failures| {
+        // 600k entries, rows of 25 to 34 and every thousandth of 400.
+        let lengths = |i: usize| if i % 1000 == 77 { 400 } else { 25 + i % 10 };
+        let a = csr::<f32>(20_000, 8_000, lengths);
+        let case = |n| {
+            let layouts = (Layout::RowMajor, Layout::ColMajor);
+            SpmmCase::<f32>::from_values((a.rows(), a.cols()), n, layouts, 0, (1.5, -0.5, false))
+        };
+        let (narrow, wide) = (case(32), case(128));
+        let mut plan = match b.plan_spmm(a.as_ref(), &SpmmDesc::new(Precision::F32)) {
+            Ok(plan) => plan,
+            Err(e) => return failures.error("spmm auto plan", e),
+        };
+        let rode = Algorithm::RodeDeterministic;
+        for (n, case, expected) in [(128, &wide, Algorithm::VendorDefault), (32, &narrow, rode)] {
+            let what = format!("spmm auto f32 N = {n}");
+            check_auto_run(&what, b, plan.as_mut(), (case, &a), expected, failures);
+        }
+        // Every width, layout and padding: leading dimensions cuSPARSE sized no workspace for
+        // run on RoDe.
+        spmm_cases(b, &a, Precision::F32, Algorithm::Auto, &[33, 128], failures);
+        // New values reach both plans.
+        let mut changed = a.clone();
+        for (e, v) in changed.values_mut().iter_mut().enumerate() {
+            *v = value(e, 5) as f32 - 0.7;
+        }
+        if let Err(e) = plan.update_values(sparse_core::DenseRef::vector(changed.values())) {
+            return failures.error("spmm auto update_values", e);
+        }
+        for (n, case, expected) in [(32, &narrow, rode), (128, &wide, Algorithm::VendorDefault)] {
+            let what = format!("spmm auto f32 N = {n} after update_values");
+            check_auto_run(
+                &what,
+                b,
+                plan.as_mut(),
+                (case, &changed),
+                expected,
+                failures,
+            );
+        }
+        // f64 keeps RoDe at every width.
+        let a64 = csr::<f64>(20_000, 8_000, lengths);
+        let chose = b
+            .plan_spmm(a64.as_ref(), &SpmmDesc::new(Precision::F64))
+            .and_then(|mut plan| {
+                let case = SpmmCase::<f64>::from_values(
+                    (a64.rows(), a64.cols()),
+                    128,
+                    (Layout::RowMajor, Layout::RowMajor),
+                    0,
+                    (1.0, 0.0, false),
+                );
+                case.run(b, plan.as_mut())?;
+                Ok(plan.info().algorithm)
+            });
+        check_auto_choice("spmm f64 N = 128", &a64, chose, rode, failures);
     });
 }
 
