@@ -13,8 +13,8 @@ use crate::cusparse::CusparseBackend;
 use crate::device::{CudaBuffer, Device};
 use crate::plan::{check_request, Desc, PlanClock, Request};
 use crate::registry::{self, Family};
-use crate::spmm_auto::WideOnVendor;
 use crate::spmv_auto::{self, Choice};
+use crate::wide_on_vendor::WideOnVendor;
 use crate::{
     attention, bsr, ell, flashsparse, magicube, rode, sddmm, spmm, spmv, tilespmv, tuning,
 };
@@ -225,9 +225,10 @@ impl Executor for CudaBackend {
         match family {
             Family::Spmm => Ok(Box::new(spmm::plan(device, a, &stats, desc, clock)?)),
             Family::Rode => {
-                let rode = Box::new(rode::spmm_plan(device, a, desc, algorithm, clock)?);
+                let rode: Box<dyn SpmmPlan<T> + 'a> =
+                    Box::new(rode::spmm_plan(device, a, desc, algorithm, clock)?);
                 if desc.algorithm != Algorithm::Auto
-                    || !rode::wide_on_vendor(&stats, a.nnz(), desc.precision)
+                    || !rode::spmm_wide_on_vendor(&stats, a.nnz(), desc.precision)
                 {
                     return Ok(rode);
                 }
@@ -268,16 +269,32 @@ impl Executor for CudaBackend {
             )
         })?;
         let device = &self.device;
-        match family {
-            Family::Sddmm => Ok(Box::new(sddmm::plan(device, s, desc, clock)?)),
-            Family::Rode => Ok(Box::new(rode::sddmm_plan(
-                device, s, desc, algorithm, clock,
-            )?)),
-            Family::FlashSparse => Ok(Box::new(flashsparse::sddmm_plan(device, s, desc, clock)?)),
-            Family::Magicube => Ok(Box::new(magicube::sddmm_plan(
-                device, s, desc, algorithm, clock,
-            )?)),
-            other => Err(misrouted(other, OpKind::Sddmm)),
+        let narrow: Box<dyn SddmmPlan<T> + 'a> = match family {
+            Family::Sddmm => Box::new(sddmm::plan(device, s, desc, clock)?),
+            Family::Rode => Box::new(rode::sddmm_plan(device, s, desc, algorithm, clock)?),
+            Family::FlashSparse => {
+                return Ok(Box::new(flashsparse::sddmm_plan(device, s, desc, clock)?))
+            }
+            Family::Magicube => {
+                return Ok(Box::new(magicube::sddmm_plan(
+                    device, s, desc, algorithm, clock,
+                )?))
+            }
+            other => return Err(misrouted(other, OpKind::Sddmm)),
+        };
+        let on_vendor = desc.algorithm == Algorithm::Auto
+            && rode::sddmm_wide_on_vendor(&stats, desc.precision, desc.scale_by_values);
+        if !on_vendor {
+            return Ok(narrow);
+        }
+        let wide = SddmmDesc {
+            algorithm: Algorithm::VendorDefault,
+            ..*desc
+        };
+        // As for SpMM: without a cuSPARSE plan the narrow one runs at every width.
+        match CusparseBackend::sharing(self).and_then(|v| v.plan_sddmm(s, &wide)) {
+            Ok(wide) => Ok(Box::new(WideOnVendor::new(narrow, wide))),
+            Err(_) => Ok(narrow),
         }
     }
 

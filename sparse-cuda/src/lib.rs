@@ -26,13 +26,13 @@ mod registry;
 mod rode;
 mod sddmm;
 mod spmm;
-mod spmm_auto;
 mod spmv;
 mod spmv_auto;
 pub mod tilespmv;
 mod timing;
 mod tuning;
 mod vector_ops;
+mod wide_on_vendor;
 
 pub use cusparse::{BlockedEllSpmm, CusparseBackend};
 pub use executor::CudaBackend;

@@ -155,10 +155,15 @@ pub(crate) fn auto_algorithm(
     }
 }
 
-/// Columns of B from which `auto` SpMM on a matrix [`wide_on_vendor`] accepts runs cuSPARSE's SpMM.
+/// Columns of B (SpMM) or of X and Y (SDDMM) from which `auto` runs cuSPARSE on the matrices
+/// [`spmm_wide_on_vendor`] and [`sddmm_wide_on_vendor`] accept.
 pub(crate) const AUTO_VENDOR_WIDTH: usize = 128;
-/// Matrices of at least this many entries, and of long rows, hand wide f32 products to cuSPARSE.
+/// SpMM: matrices of at least this many entries, and of long rows, hand wide f32 products to
+/// cuSPARSE.
 const AUTO_VENDOR_MIN_NNZ: usize = 500_000;
+/// SDDMM: matrices whose mean row holds at least this many entries hand wide products to
+/// cuSPARSE.
+const AUTO_VENDOR_SDDMM_MEAN_ROW: f64 = 20.0;
 
 /// Whether `auto` SpMM hands products of at least [`AUTO_VENDOR_WIDTH`] columns to cuSPARSE's
 /// SpMM (its default algorithm) where it runs RoDe for narrower ones: in f32, on matrices of a
@@ -173,8 +178,29 @@ const AUTO_VENDOR_MIN_NNZ: usize = 500_000;
 /// In f64 RoDe was 1.07x-1.24x as fast at every width on the same matrices, and in f16 3.2x on
 /// R-MAT at N = 128 (`docs/results/h200-2026-11-27j.md`). On musae_facebook (342k entries)
 /// cuSPARSE's default algorithm ran 0.87x as fast at N = 128.
-pub(crate) fn wide_on_vendor(stats: &RowStats, nnz: usize, precision: Precision) -> bool {
+pub(crate) fn spmm_wide_on_vendor(stats: &RowStats, nnz: usize, precision: Precision) -> bool {
     precision.storage == DType::F32 && stats.max >= AUTO_LONG_ROW && nnz >= AUTO_VENDOR_MIN_NNZ
+}
+
+/// Whether `auto` SDDMM hands products of at least [`AUTO_VENDOR_WIDTH`] columns (K) to
+/// cuSPARSE's SDDMM where it runs RoDe or `vector` for narrower ones: in f64 and f32, on matrices
+/// whose mean row holds at least [`AUTO_VENDOR_SDDMM_MEAN_ROW`] entries (FEM and block matrices,
+/// pruned layers), unless the output is scaled by A's values (cuSPARSE's SDDMM only samples). On
+/// an H200 (`docs/results/h200-2026-11-29h.md`), cuSPARSE's SDDMM against `auto`'s pick on the six
+/// such matrices measured (mean rows of 24 to 60):
+/// - f64: K = 128 1.09x-1.47x as fast, K = 256 1.26x-1.70x; at K = 64 0.95x-1.34x;
+/// - f32: K = 128 0.94x-1.21x (0.94x: bcsstk14, 11.7 against 11.0 µs), K = 256 1.36x-1.90x; at
+///   K = 64 0.78x-1.02x.
+///
+/// On the matrices of mean rows of 4 to 16 measured it ran 0.37x-0.88x as fast at K = 128.
+pub(crate) fn sddmm_wide_on_vendor(
+    stats: &RowStats,
+    precision: Precision,
+    scale_by_values: bool,
+) -> bool {
+    matches!(precision.storage, DType::F64 | DType::F32)
+        && stats.mean >= AUTO_VENDOR_SDDMM_MEAN_ROW
+        && !scale_by_values
 }
 
 fn prefers_rode(

@@ -334,6 +334,88 @@ fn auto_runs_wide_f32_products_of_large_skewed_matrices_on_cusparse() {
     });
 }
 
+/// `auto` SDDMM on `s` at K = 32 and 128 with and without `scale_by_values`, in every layout and
+/// padding, against the oracle; after an unpadded run (which cuSPARSE never refuses) the plan must
+/// report cuSPARSE's SDDMM for K = 128 without `scale_by_values` and RoDe otherwise.
+fn auto_sddmm_widths<T: Scalar<Out = T>>(
+    b: &CudaBackend,
+    s: &Csr<T>,
+    precision: Precision,
+    failures: &mut Failures,
+) {
+    for scale_by_values in [false, true] {
+        let desc = SddmmDesc::new(precision).scale_by_values(scale_by_values);
+        let mut plan = match b.plan_sddmm(s.as_ref(), &desc) {
+            Ok(plan) => plan,
+            Err(e) => return failures.error(&format!("sddmm auto {precision} plan"), e),
+        };
+        for k in [32, 128] {
+            let what = format!("sddmm auto {precision} K = {k} scale_by_values {scale_by_values}");
+            for (x_layout, y_layout) in layouts() {
+                for pad in paddings(k) {
+                    let layouts = (x_layout, y_layout, Layout::ColMajor);
+                    for &scalars in &SCALARS[..2] {
+                        let case =
+                            SddmmCase::from_values(s, k, layouts, pad, scalars, scale_by_values);
+                        case.check(&what, b, plan.as_mut(), s, precision, failures);
+                    }
+                }
+            }
+            let layouts = (Layout::RowMajor, Layout::RowMajor, Layout::ColMajor);
+            let case = SddmmCase::from_values(s, k, layouts, 0, SCALARS[1], scale_by_values);
+            case.check(&what, b, plan.as_mut(), s, precision, failures);
+            let expected = if k >= 128 && !scale_by_values {
+                Algorithm::VendorDefault
+            } else {
+                Algorithm::RodeDeterministic
+            };
+            let ran = plan.info().algorithm;
+            if ran != expected {
+                failures
+                    .0
+                    .push(format!("{what}: ran {ran}, expected {expected}"));
+            }
+        }
+    }
+}
+
+#[test]
+fn auto_runs_wide_sddmm_of_long_mean_rows_on_cusparse() {
+    collect(backend(), |b, failures| {
+        // 180k entries in rows of 30; `auto` takes RoDe for such rows at any size in f32, and
+        // below 2^20 entries in f64.
+        auto_sddmm_widths(
+            b,
+            &csr::<f64>(6_000, 2100, |_| 30),
+            Precision::F64,
+            failures,
+        );
+        auto_sddmm_widths(
+            b,
+            &csr::<f32>(6_000, 2100, |_| 30),
+            Precision::F32,
+            failures,
+        );
+        // Rows of 10 keep RoDe (here for the small matrix) at every K.
+        let short = csr::<f32>(3_000, 2100, |_| 10);
+        let chose = b
+            .plan_sddmm(short.as_ref(), &SddmmDesc::new(Precision::F32))
+            .and_then(|mut plan| {
+                let layouts = (Layout::RowMajor, Layout::RowMajor, Layout::ColMajor);
+                let case = SddmmCase::from_values(&short, 128, layouts, 0, SCALARS[1], false);
+                case.run(b, plan.as_mut())?;
+                Ok(plan.info().algorithm)
+            });
+        check_auto_choice(
+            "sddmm rows of 10, K = 128",
+            &short,
+            chose,
+            Algorithm::RodeDeterministic,
+            failures,
+        );
+    });
+}
+
 /// C from one run of `plan` over fresh operands, as bits.
 fn spmm_bits<T: Scalar<Out = T>>(
     b: &CudaBackend,
