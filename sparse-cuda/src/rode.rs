@@ -789,6 +789,38 @@ mod tests {
     }
 
     #[test]
+    fn wide_products_go_to_cusparse_on_the_matrices_measured_faster_there() {
+        let (f64, f32, f16) = (Precision::F64, Precision::F32, Precision::F16);
+        let skewed = stats(AUTO_LONG_ROW, 15.0);
+        let large = AUTO_VENDOR_MIN_NNZ;
+        assert!(spmm_wide_on_vendor(&skewed, large, f32));
+        assert!(!spmm_wide_on_vendor(&skewed, large - 1, f32), "smaller");
+        assert!(
+            !spmm_wide_on_vendor(&stats(AUTO_LONG_ROW - 1, 15.0), large, f32),
+            "no long row"
+        );
+        for other in [f64, f16] {
+            assert!(
+                !spmm_wide_on_vendor(&skewed, large, other),
+                "spmm in {other}"
+            );
+        }
+        let fem = stats(80, AUTO_VENDOR_SDDMM_MEAN_ROW);
+        for precision in [f64, f32] {
+            assert!(sddmm_wide_on_vendor(&fem, precision, false));
+            assert!(
+                !sddmm_wide_on_vendor(&fem, precision, true),
+                "scaled by values"
+            );
+            assert!(
+                !sddmm_wide_on_vendor(&stats(80, 16.0), precision, false),
+                "mean row 16"
+            );
+        }
+        assert!(!sddmm_wide_on_vendor(&fem, f16, false), "sddmm in f16");
+    }
+
+    #[test]
     fn auto_picks_rode_for_long_rows_small_matrices_and_sddmm_on_long_mean_rows() {
         let long = AUTO_LONG_ROW;
         let large = AUTO_SMALL_NNZ;
