@@ -160,6 +160,17 @@ impl PlanTime {
     }
 }
 
+/// The time of two plannings: a plan made of two plans took both.
+impl std::ops::AddAssign for PlanTime {
+    fn add_assign(&mut self, other: PlanTime) {
+        self.host += other.host;
+        self.transfer += other.transfer;
+        self.device += other.device;
+        self.kernels += other.kernels;
+        self.tuning += other.tuning;
+    }
+}
+
 /// A planned `y = alpha*A*x + beta*y`.
 pub trait SpmvPlan<T: Scalar>: Send {
     fn info(&self) -> &PlanInfo;
