@@ -132,9 +132,9 @@ pub enum Gather {
 }
 
 /// x stops staying in the last-level cache, under the stream of the matrix, from about this
-/// many bytes: on the development machine (32 MiB of L3, 2 cores) scattered gathers gained from
-/// prefetching with x of 8.4 MB (R-MAT 2^21 in f32) and 14 MB, lost 3%-6% with x of 1 to 5
-/// MB, and broke even at 7 MB.
+/// many bytes: on the development machine (32 MiB of L3, 2 cores) scattered gathers gained
+/// 1.12x-1.45x from prefetching with x of 8.4 MB (R-MAT 2^21 in f32) to 17 MB, broke even at
+/// 7 MB, and ran 0.94x-0.99x as fast with x of 1 to 5 MB (but for R-MAT with 4.2 MB, 1.02x-1.06x).
 const PREFETCH_X_BYTES: usize = 8 << 20;
 /// Rows whose columns span more than this fraction of x on average jump about it (graphs:
 /// 0.27 for a web graph, 0.64 for R-MAT, 0.88 for uniformly random columns); the hardware's
