@@ -52,8 +52,8 @@
 //
 // SDDMM: the same decomposition and the same one launch, a sub-warp of W >= rode_sub<T>::N lanes
 // per segment or residual and lanes across K (V elements each); the X row's first W*V elements stay
-// in registers. Entries are taken a sub-block of S = rode_sub<T>::N at a time, pipelined as in
-// SpMM; each lane's partial dot products of the sub-block are summed over the sub-warp by a halving
+// in registers. Entries are taken a sub-block of S = rode_sub<T>::N at a time, and a sub-block's
+// K a chunk of W*V columns at a time, pipelined as in SpMM; each lane's partial dot products of the sub-block are summed over the sub-warp by a halving
 // exchange that leaves entry i's total in lane i (S - 1 + log2(W/S) shuffles for S entries instead
 // of S*log2(W)), so S lanes write S consecutive outputs. Every output belongs to exactly one part:
 // no atomics and no combining.
@@ -640,72 +640,115 @@ __device__ __forceinline__ u32 k_count(u64 kk, u32 k) {
     return kk >= k ? 0 : (k - kk < V ? (u32)(k - kk) : V);
 }
 
-// Finishes the S entries from e0 of a tile: this lane's partial dot products (the first W*V
-// elements from registers, the rest of K read here, X from L1), summed over the sub-warp, and
-// C = alpha*dot [* S value] + beta*C written by lanes 0 .. S-1 for the entries inside lo..hi.
-template <typename T, int V, int S>
-__device__ __forceinline__ void finish_entries(const RodeSddmm<T>& p, const Subwarp& w, const u32* cols, u32 e0, u32 lo,
-                                               u32 hi, u64 tile_begin, const T* x_row,
-                                               const typename acc_of<T>::type (&x_first)[V],
-                                               const typename acc_of<T>::type (&y_first)[S][V]) {
+// Where a step of sddmm_tile_of is: its sub-block of S entries and its chunk of W*V columns of K,
+// the chunks of a sub-block taken in turn. CHUNKED: K spans more than one chunk; else every step
+// is chunk 0, known at compile time.
+template <bool CHUNKED>
+struct SddmmStep {
+    u32 sub, chunk;
+    __device__ __forceinline__ void advance(u32 chunks) {
+        if (!CHUNKED || ++chunk == chunks) {
+            chunk = 0;
+            ++sub;
+        }
+    }
+};
+
+// Adds this lane's share of one step to the S partial dot products: X's span of the step's chunk
+// (the first chunk's from registers, a later one's read here, from L1) times the Y rows the
+// pipeline loaded. At the sub-block's last chunk the products are summed over the sub-warp and
+// C = alpha*dot [* S value] + beta*C written by lanes 0 .. S-1 for the entries inside lo..hi;
+// the products start again from zero.
+template <typename T, int V, int S, bool CHUNKED>
+__device__ __forceinline__ void sum_step(const RodeSddmm<T>& p, const Subwarp& w, SddmmStep<CHUNKED> at, u32 chunks,
+                                         u32 lo, u32 hi, u64 tile_begin, const T* x_lane, u64 first,
+                                         const typename acc_of<T>::type (&x_first)[V],
+                                         const typename acc_of<T>::type (&y)[S][V],
+                                         typename acc_of<T>::type (&dot)[S]) {
     typedef typename acc_of<T>::type A;
     const SddmmDense<T>& g = p.dense;
-    const u32 mine = e0 + w.lane;
-    const bool writes = w.lane < S && mine >= lo && mine < hi;
+    const bool last = !CHUNKED || at.chunk + 1 == chunks;
+    const u32 mine = at.sub * S + w.lane;
+    const bool writes = last && w.lane < S && mine >= lo && mine < hi;
     // The S value of the entry this lane writes, in flight while the dot products are formed.
     A s_value[1];
     load_whole<T, 1>(p.s_values + tile_begin + mine, writes && p.scale_by_values, s_value);
-    A dot[S];
+    A x[V];
+    if (!CHUNKED || at.chunk == 0) {
 #pragma unroll
-    for (int i = 0; i < S; ++i) {
-        dot[i] = 0;
-#pragma unroll
-        for (int t = 0; t < V; ++t) dot[i] += x_first[t] * y_first[i][t];
+        for (int t = 0; t < V; ++t) x[t] = x_first[t];
+    } else {
+        const u64 skip = (u64)at.chunk * w.width * V;
+        load_first<T, V>(x_lane + skip * g.x_cs, k_count<V>(first + skip, g.k), x);
     }
-    // Lanes may run different trip counts here: there are no shuffles inside.
-    for (u64 kk = ((u64)w.width + w.lane) * V; kk < g.k; kk += (u64)w.width * V) {
-        const u32 kc = k_count<V>(kk, g.k);
-        A xv[V];
-        load_first<T, V>(x_row + kk * g.x_cs, kc, xv);
 #pragma unroll
-        for (int i = 0; i < S; ++i) {
-            const u32 e = e0 + i;
-            if (e < lo || e >= hi) continue;
-            A yv[V];
-            load_first<T, V>(g.y + (u64)cols[e] * g.y_rs + kk * g.y_cs, kc, yv);
+    for (int i = 0; i < S; ++i)
 #pragma unroll
-            for (int t = 0; t < V; ++t) dot[i] += xv[t] * yv[t];
-        }
-    }
+        for (int t = 0; t < V; ++t) dot[i] += x[t] * y[i][t];
+    if (!last) return;
     const A total = scatter_sum<S>(w, dot);
     if (writes)
         update(g.c + (tile_begin + mine) * g.c_inc, g.alpha, p.scale_by_values ? total * s_value[0] : total, g.beta);
+#pragma unroll
+    for (int i = 0; i < S; ++i) dot[i] = 0;
 }
 
 // C for the entries lo <= e < hi of a tile of column indices in shared memory (entry e is entry
-// tile_begin + e of S), with the sub-block register pipeline of spmm_tile over Y rows. WHOLE: V
-// divides K, so every lane's span of a Y row is whole or past K.
-template <typename T, int V, bool WHOLE>
-__device__ __forceinline__ void sddmm_tile(const RodeSddmm<T>& p, const Subwarp& w, const u32* cols, u32 lo, u32 hi,
-                                           u64 tile_begin, const T* x_row,
-                                           const typename acc_of<T>::type (&x_first)[V]) {
+// tile_begin + e of S), with the sub-block register pipeline of spmm_tile over Y rows, K in
+// `chunks` chunks of W*V columns, a step each: past the first chunk too, every step's Y rows are
+// loaded while the step before is summed. WHOLE: V divides K, so every lane's span of a Y row is
+// whole or past K.
+template <typename T, int V, bool WHOLE, bool CHUNKED>
+__device__ __forceinline__ void sddmm_tile_of(const RodeSddmm<T>& p, const Subwarp& w, const u32* cols, u32 lo, u32 hi,
+                                              u64 tile_begin, const T* x_row,
+                                              const typename acc_of<T>::type (&x_first)[V], u32 chunks) {
     typedef typename acc_of<T>::type A;
     const SddmmDense<T>& g = p.dense;
     const int S = rode_sub<T>::N;
-    const u32 STEPS = RODE_TILE / S;  // even
-    const u64 first = (u64)w.lane * V;
-    const u32 count = k_count<V>(first, g.k);
+    const u64 first = (u64)w.lane * V, span = (u64)w.width * V;
+    const u32 steps = (hi + S - 1) / S * chunks;
+    const T* x_lane = x_row + first * g.x_cs;
     const T* y_lane = g.y + first * g.y_cs;
-    A even[S][V], odd[S][V];
-    load_rows<T, V, S, WHOLE>(cols, 0, lo, hi, y_lane, g.y_rs, count, even);
+    SddmmStep<CHUNKED> loading = {0, 0}, summing = {0, 0};
+    auto load = [&](A (&dst)[S][V]) {
+        const u64 skip = loading.chunk * span;
+        load_rows<T, V, S, WHOLE>(cols, loading.sub * S, lo, hi, y_lane + skip * g.y_cs, g.y_rs,
+                                  k_count<V>(first + skip, g.k), dst);
+        loading.advance(chunks);
+    };
+    auto sum = [&](const A (&y)[S][V], A (&dot)[S]) {
+        sum_step<T, V, S, CHUNKED>(p, w, summing, chunks, lo, hi, tile_begin, x_lane, first, x_first, y, dot);
+        summing.advance(chunks);
+    };
+    A even[S][V], odd[S][V], dot[S];
+#pragma unroll
+    for (int i = 0; i < S; ++i) dot[i] = 0;
+    load(even);
 #pragma unroll 1
-    for (u32 s = 0; s < STEPS && s * S < hi; s += 2) {
-        load_rows<T, V, S, WHOLE>(cols, (s + 1) * S, lo, hi, y_lane, g.y_rs, count, odd);
-        finish_entries<T, V, S>(p, w, cols, s * S, lo, hi, tile_begin, x_row, x_first, even);
-        if ((s + 1) * S >= hi) break;
-        if (s + 2 < STEPS) load_rows<T, V, S, WHOLE>(cols, (s + 2) * S, lo, hi, y_lane, g.y_rs, count, even);
-        finish_entries<T, V, S>(p, w, cols, (s + 1) * S, lo, hi, tile_begin, x_row, x_first, odd);
+    for (u32 i = 0; i < steps; i += 2) {
+        if (i + 1 < steps) load(odd);
+        sum(even, dot);
+        if (i + 1 >= steps) break;
+        if (i + 2 < steps) load(even);
+        sum(odd, dot);
     }
+}
+
+// sddmm_tile_of for K in one chunk (the chunk known at compile time), else in `chunks`; the
+// condition is uniform over the launch.
+template <typename T, int V, bool WHOLE>
+__device__ __forceinline__ void sddmm_tile(const RodeSddmm<T>& p, const Subwarp& w, const u32* cols, u32 lo, u32 hi,
+                                           u64 tile_begin, const T* x_row,
+                                           const typename acc_of<T>::type (&x_first)[V], u32 chunks) {
+    if (chunks == 1) sddmm_tile_of<T, V, WHOLE, false>(p, w, cols, lo, hi, tile_begin, x_row, x_first, 1);
+    else sddmm_tile_of<T, V, WHOLE, true>(p, w, cols, lo, hi, tile_begin, x_row, x_first, chunks);
+}
+
+// Chunks of W*V columns of K (at least one).
+template <typename T, int V>
+__device__ __forceinline__ u32 k_chunks(const SddmmDense<T>& g, const Subwarp& w) {
+    const u64 span = (u64)w.width * V;
+    return g.k <= span ? 1 : (u32)((g.k + span - 1) / span);
 }
 
 // This lane's V elements of the first W*V of X row `row`; returns the row.
@@ -731,6 +774,7 @@ __device__ void rode_sddmm_block(u32 cta, u32 lanes, u32 segments, const Parts& 
     const u32 tiles = tile_count(seg);
     A x_first[V];
     const T* x_row = load_x_row<T, V>(p.dense, w, seg.row, x_first);
+    const u32 chunks = k_chunks<T, V>(p.dense, w);
     auto stage = [&](u32 t) {
         stage_tile<u32>(tile_cols(w, t & 1), p.col_idx + seg.start + t * RODE_TILE, tile_hi(seg, t), w);
     };
@@ -739,7 +783,7 @@ __device__ void rode_sddmm_block(u32 cta, u32 lanes, u32 segments, const Parts& 
     for (u32 t = 0; t < tiles; ++t) {
         next_tile(t, tiles, w, stage);
         sddmm_tile<T, V, WHOLE>(p, w, tile_cols(w, t & 1), tile_lo(seg, t), tile_hi(seg, t),
-                                seg.start + t * RODE_TILE, x_row, x_first);
+                                seg.start + t * RODE_TILE, x_row, x_first, chunks);
         __syncwarp(w.mask);
     }
 }
@@ -761,7 +805,7 @@ __device__ void rode_sddmm_residual(u32 cta, u32 lanes, u32 segments, u32 residu
     u32* cols = tile_cols(w, 0);
     for (u32 e = w.lane; e < res.length; e += lanes) cols[e] = load(p.col_idx + res.begin + e);
     __syncwarp(w.mask);
-    sddmm_tile<T, V, WHOLE>(p, w, cols, 0, res.length, res.begin, x_row, x_first);
+    sddmm_tile<T, V, WHOLE>(p, w, cols, 0, res.length, res.begin, x_row, x_first, k_chunks<T, V>(p.dense, w));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -20,7 +20,11 @@ use sparse_cuda::CudaBackend;
 use sparse_formats::Csr;
 
 const RODE: [Algorithm; 2] = [Algorithm::Rode, Algorithm::RodeDeterministic];
-const WIDTHS: [usize; 5] = [1, 7, 32, 33, 128];
+/// Widths from one lane's span to past a sub-warp's: 257 takes SDDMM's K in three chunks of
+/// 32 lanes of 4 (the last one column) and SpMM's columns in three tiles.
+const WIDTHS: [usize; 6] = [1, 7, 32, 33, 128, 257];
+/// The widest of [`WIDTHS`], which plans are made for.
+const MAX_WIDTH: usize = 257;
 /// Segment length of the plans on matrices as small as these (rode.rs's shortest), for building
 /// rows around it.
 const SEGMENT: usize = 64;
@@ -101,7 +105,10 @@ fn spmm_cases<T: Scalar<Out = T>>(
     widths: &[usize],
     failures: &mut Failures,
 ) {
-    let mut plan = match b.plan_spmm(a.as_ref(), &SpmmDesc::new(precision).algorithm(algorithm)) {
+    let desc = SpmmDesc::new(precision)
+        .algorithm(algorithm)
+        .max_width(MAX_WIDTH);
+    let mut plan = match b.plan_spmm(a.as_ref(), &desc) {
         Ok(plan) => plan,
         Err(e) => return failures.error(&format!("spmm {precision} {algorithm} plan"), e),
     };
@@ -136,7 +143,8 @@ fn sddmm_cases<T: Scalar<Out = T>>(
     for scale_by_values in [false, true] {
         let desc = SddmmDesc::new(precision)
             .algorithm(algorithm)
-            .scale_by_values(scale_by_values);
+            .scale_by_values(scale_by_values)
+            .max_width(MAX_WIDTH);
         let mut plan = match b.plan_sddmm(s.as_ref(), &desc) {
             Ok(plan) => plan,
             Err(e) => return failures.error(&format!("sddmm {precision} {algorithm} plan"), e),
