@@ -640,7 +640,7 @@ __device__ __forceinline__ u32 k_count(u64 kk, u32 k) {
     return kk >= k ? 0 : (k - kk < V ? (u32)(k - kk) : V);
 }
 
-// Where a step of sddmm_tile_of is: its sub-block of S entries and its chunk of W*V columns of K,
+// Where a step of sddmm_tile is: its sub-block of S entries and its chunk of W*V columns of K,
 // the chunks of a sub-block taken in turn. CHUNKED: K spans more than one chunk; else every step
 // is chunk 0, known at compile time.
 template <bool CHUNKED>
@@ -695,11 +695,11 @@ __device__ __forceinline__ void sum_step(const RodeSddmm<T>& p, const Subwarp& w
 
 // C for the entries lo <= e < hi of a tile of column indices in shared memory (entry e is entry
 // tile_begin + e of S), with the sub-block register pipeline of spmm_tile over Y rows, K in
-// `chunks` chunks of W*V columns, a step each: past the first chunk too, every step's Y rows are
-// loaded while the step before is summed. WHOLE: V divides K, so every lane's span of a Y row is
-// whole or past K.
+// `chunks` chunks of W*V columns (1 unless CHUNKED), a step each: past the first chunk too, every
+// step's Y rows are loaded while the step before is summed. WHOLE: V divides K, so every lane's
+// span of a Y row is whole or past K.
 template <typename T, int V, bool WHOLE, bool CHUNKED>
-__device__ __forceinline__ void sddmm_tile_of(const RodeSddmm<T>& p, const Subwarp& w, const u32* cols, u32 lo, u32 hi,
+__device__ __forceinline__ void sddmm_tile(const RodeSddmm<T>& p, const Subwarp& w, const u32* cols, u32 lo, u32 hi,
                                               u64 tile_begin, const T* x_row,
                                               const typename acc_of<T>::type (&x_first)[V], u32 chunks) {
     typedef typename acc_of<T>::type A;
@@ -734,21 +734,11 @@ __device__ __forceinline__ void sddmm_tile_of(const RodeSddmm<T>& p, const Subwa
     }
 }
 
-// sddmm_tile_of for K in one chunk (the chunk known at compile time), else in `chunks`; the
-// condition is uniform over the launch.
-template <typename T, int V, bool WHOLE>
-__device__ __forceinline__ void sddmm_tile(const RodeSddmm<T>& p, const Subwarp& w, const u32* cols, u32 lo, u32 hi,
-                                           u64 tile_begin, const T* x_row,
-                                           const typename acc_of<T>::type (&x_first)[V], u32 chunks) {
-    if (chunks == 1) sddmm_tile_of<T, V, WHOLE, false>(p, w, cols, lo, hi, tile_begin, x_row, x_first, 1);
-    else sddmm_tile_of<T, V, WHOLE, true>(p, w, cols, lo, hi, tile_begin, x_row, x_first, chunks);
-}
-
-// Chunks of W*V columns of K (at least one).
-template <typename T, int V>
+// Chunks of W*V columns of K: 1 unless CHUNKED (the host's choice where K spans more).
+template <typename T, int V, bool CHUNKED>
 __device__ __forceinline__ u32 k_chunks(const SddmmDense<T>& g, const Subwarp& w) {
     const u64 span = (u64)w.width * V;
-    return g.k <= span ? 1 : (u32)((g.k + span - 1) / span);
+    return CHUNKED ? (u32)((g.k + span - 1) / span) : 1;
 }
 
 // This lane's V elements of the first W*V of X row `row`; returns the row.
@@ -763,7 +753,7 @@ __device__ __forceinline__ const T* load_x_row(const SddmmDense<T>& g, const Sub
 
 // One sub-warp per block segment, RODE_BLOCK / W segments for the block `cta` of the parts' grid,
 // its column-index tiles double-buffered as in rode_spmm_block.
-template <typename T, int V, bool WHOLE>
+template <typename T, int V, bool WHOLE, bool CHUNKED>
 __device__ void rode_sddmm_block(u32 cta, u32 lanes, u32 segments, const Parts& parts, const RodeSddmm<T>& p) {
     typedef typename acc_of<T>::type A;
     const Subwarp w = subwarp_of(lanes);
@@ -774,7 +764,7 @@ __device__ void rode_sddmm_block(u32 cta, u32 lanes, u32 segments, const Parts& 
     const u32 tiles = tile_count(seg);
     A x_first[V];
     const T* x_row = load_x_row<T, V>(p.dense, w, seg.row, x_first);
-    const u32 chunks = k_chunks<T, V>(p.dense, w);
+    const u32 chunks = k_chunks<T, V, CHUNKED>(p.dense, w);
     auto stage = [&](u32 t) {
         stage_tile<u32>(tile_cols(w, t & 1), p.col_idx + seg.start + t * RODE_TILE, tile_hi(seg, t), w);
     };
@@ -782,15 +772,15 @@ __device__ void rode_sddmm_block(u32 cta, u32 lanes, u32 segments, const Parts& 
     cp_async_commit();
     for (u32 t = 0; t < tiles; ++t) {
         next_tile(t, tiles, w, stage);
-        sddmm_tile<T, V, WHOLE>(p, w, tile_cols(w, t & 1), tile_lo(seg, t), tile_hi(seg, t),
-                                seg.start + t * RODE_TILE, x_row, x_first, chunks);
+        sddmm_tile<T, V, WHOLE, CHUNKED>(p, w, tile_cols(w, t & 1), tile_lo(seg, t), tile_hi(seg, t),
+                                         seg.start + t * RODE_TILE, x_row, x_first, chunks);
         __syncwarp(w.mask);
     }
 }
 
 // One sub-warp per residual, as rode_sddmm_block over the residuals; the first tile of the
 // sub-warp's shared memory.
-template <typename T, int V, bool WHOLE>
+template <typename T, int V, bool WHOLE, bool CHUNKED>
 __device__ void rode_sddmm_residual(u32 cta, u32 lanes, u32 segments, u32 residuals, const Parts& parts,
                                     const RodeSddmm<T>& p) {
     typedef typename acc_of<T>::type A;
@@ -805,13 +795,15 @@ __device__ void rode_sddmm_residual(u32 cta, u32 lanes, u32 segments, u32 residu
     u32* cols = tile_cols(w, 0);
     for (u32 e = w.lane; e < res.length; e += lanes) cols[e] = load(p.col_idx + res.begin + e);
     __syncwarp(w.mask);
-    sddmm_tile<T, V, WHOLE>(p, w, cols, 0, res.length, res.begin, x_row, x_first, k_chunks<T, V>(p.dense, w));
+    sddmm_tile<T, V, WHOLE, CHUNKED>(p, w, cols, 0, res.length, res.begin, x_row, x_first,
+                                     k_chunks<T, V, CHUNKED>(p.dense, w));
 }
 
 // ---------------------------------------------------------------------------------------------
-// Entry points: rode_spmm<T, V> and rode_sddmm<T, V, WHOLE> (the sub-warp width W is `lanes`;
-// rode.rs picks WHOLE where V divides K, two kernels that each compile in half the time of one
-// holding both paths), and rode_scale_rows<T> above.
+// Entry points: rode_spmm<T, V> and rode_sddmm<T, V, WHOLE, CHUNKED> (the sub-warp width W is
+// `lanes`; rode.rs picks WHOLE where V divides K and CHUNKED where K spans more than W*V columns:
+// kernels that each compile in a fraction of the time of one holding every path, and whose
+// one-chunk path keeps the code and registers it had alone), and rode_scale_rows<T> above.
 //
 // The parts' grid (RodeParts): blocks 0 .. block_ctas - 1 take the segments, RODE_BLOCK / W each, and the
 // blocks after them the residuals. A block is all segments or all residuals, so the branch is
@@ -829,12 +821,13 @@ __global__ void __launch_bounds__(RODE_BLOCK, rode_blocks_per_sm<T>::SPMM) rode_
                                  p.values, p.dense);
 }
 
-template <typename T, int V, bool WHOLE>
+template <typename T, int V, bool WHOLE, bool CHUNKED>
 __global__ void __launch_bounds__(RODE_BLOCK, rode_blocks_per_sm<T>::SDDMM) rode_sddmm(const RodeSddmm<T> p) {
     const RodeParts& g = p.parts;
     const Parts parts = {g.part_row, g.part_lo, g.part_hi};
     if (blockIdx.x < g.block_ctas)
-        rode_sddmm_block<T, V, WHOLE>(blockIdx.x, g.lanes, g.segments, parts, p);
+        rode_sddmm_block<T, V, WHOLE, CHUNKED>(blockIdx.x, g.lanes, g.segments, parts, p);
     else
-        rode_sddmm_residual<T, V, WHOLE>(blockIdx.x - g.block_ctas, g.lanes, g.segments, g.residuals, parts, p);
+        rode_sddmm_residual<T, V, WHOLE, CHUNKED>(blockIdx.x - g.block_ctas, g.lanes, g.segments, g.residuals, parts,
+                                                  p);
 }

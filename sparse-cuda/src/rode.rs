@@ -310,15 +310,22 @@ fn sddmm_entry<T: Scalar>(shape: SddmmShape) -> Result<Entry<RodeSddmm<T>>> {
     Entry::new(
         &SOURCE,
         "rode_sddmm",
-        &[&c_type(T::DTYPE)?, &shape.values, &shape.whole],
+        &[
+            &c_type(T::DTYPE)?,
+            &shape.values,
+            &shape.whole,
+            &shape.chunked,
+        ],
     )
 }
 
-/// What picks an SDDMM kernel: V, and whether V divides K (`WHOLE` in rode.cu).
+/// What picks an SDDMM kernel: V, whether V divides K (`WHOLE` in rode.cu), and whether K spans
+/// more than one chunk of W*V columns (`CHUNKED`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct SddmmShape {
     values: u32,
     whole: bool,
+    chunked: bool,
 }
 
 impl SddmmShape {
@@ -328,7 +335,13 @@ impl SddmmShape {
             [true, false]
                 .into_iter()
                 .filter(move |&whole| whole || values > 1)
-                .map(move |whole| SddmmShape { values, whole })
+                .flat_map(move |whole| {
+                    [false, true].map(move |chunked| SddmmShape {
+                        values,
+                        whole,
+                        chunked,
+                    })
+                })
         })
     }
 
@@ -336,6 +349,7 @@ impl SddmmShape {
         SddmmShape {
             values: lanes.values,
             whole: k % lanes.values == 0,
+            chunked: u64::from(k) > u64::from(lanes.lanes * lanes.values),
         }
     }
 }
@@ -951,6 +965,27 @@ mod tests {
         assert_eq!(shape(7, &[None], 4), (8, 1));
         assert_eq!(shape(1, &[Some(1)], 4), (4, 1));
         assert_eq!(shape(16, &[Some(16), Some(18)], SDDMM_MIN_LANES), (8, 2));
+    }
+
+    #[test]
+    fn sddmm_kernels_take_k_in_chunks_only_past_one_sub_warp_span() {
+        let of = |k: usize, ld| {
+            let s = SddmmShape::of(shape(k, &[Some(ld)], SDDMM_MIN_LANES), k as u32);
+            (s.values, s.whole, s.chunked)
+        };
+        assert_eq!(of(128, 128), (4, true, false));
+        assert_eq!(of(256, 256), (4, true, true));
+        // 257 columns over a padded ld of 260: three chunks of 32 lanes of 4, the last partial.
+        assert_eq!(of(257, 260), (4, false, true));
+        assert_eq!(of(32, 33), (1, true, false));
+        assert_eq!(of(33, 33), (1, true, true));
+        assert!(SddmmShape::all().any(|s| s
+            == SddmmShape {
+                values: 4,
+                whole: false,
+                chunked: true
+            }));
+        assert_eq!(SddmmShape::all().count(), 2 * (1 + 2 * (VECTORS.len() - 1)));
     }
 
     #[test]
