@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# RoDe SDDMM with every chunk of K pipelined: the RoDe test (K = 257 added), SDDMM conformance, memcheck of the RoDe test, and SDDMM at K = 64, 128, 256 against the kernel before (spbench-base) on 11 FEM, mesh and graph corpus matrices.
+set -uo pipefail
+export SPARSE_REQUIRE_GPU=1
+B=/tmp/bin; O=$OUT/rU1; M=/tmp/corpus; mkdir -p $B $O $M; cp devrun/su/*.mtx.gz $M/
+for f in devrun/sd/*.xz; do xz -dc $f > $B/$(basename $f .xz); chmod +x $B/$(basename $f .xz); done
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; date -u; } > $O/device.txt 2>&1
+t0=$SECONDS
+step() { local name=$1 limit=$2; shift 2; timeout $limit "$@" > $O/$name.log 2>&1; echo "$name rc=$? $((SECONDS-t0))s" | tee -a $O/steps.txt; }
+export SPARSE_KERNEL_CACHE_DIR=/tmp/kc
+step test-rode 100 $B/test-rode --test-threads=1
+step conformance 100 $B/conformance --backend cuda --quick --op sddmm --corpus $M
+F="--backend cuda --ops sddmm --k 64,128,256 --precisions f64,f32 --formats csr --warmup-ms 20 --time-limit-s 1 --runs 10 --no-corpus --large 0"
+step new 130 $B/spbench $F --algorithms rode-deterministic,vector --out $O/new $M/*.mtx*
+SPARSE_KERNEL_CACHE_DIR=/tmp/kc-base step base 80 $B/spbench-base $F --algorithms rode-deterministic --out $O/base $M/*.mtx*
+step memcheck 90 /usr/local/cuda/bin/compute-sanitizer --tool memcheck --error-exitcode 9 $B/test-rode --test-threads=1 rode_spmm_and_sddmm_match_the_oracle
+rm -f $O/*/*.svg
+cd $OUT && tar czf rU1.tgz rU1 && rm -rf rU1
