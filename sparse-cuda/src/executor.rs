@@ -283,7 +283,7 @@ impl Executor for CudaBackend {
             other => return Err(misrouted(other, OpKind::Sddmm)),
         };
         let on_vendor = desc.algorithm == Algorithm::Auto
-            && rode::sddmm_wide_on_vendor(&stats, desc.precision, desc.scale_by_values);
+            && rode::sddmm_wide_on_vendor(&stats, s.nnz(), desc.precision, desc.scale_by_values);
         if !on_vendor {
             return Ok(narrow);
         }

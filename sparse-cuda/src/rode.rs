@@ -185,22 +185,34 @@ pub(crate) fn spmm_wide_on_vendor(stats: &RowStats, nnz: usize, precision: Preci
 /// Whether `auto` SDDMM hands products of at least [`AUTO_VENDOR_WIDTH`] columns (K) to
 /// cuSPARSE's SDDMM where it runs RoDe or `vector` for narrower ones: in f64 and f32, on matrices
 /// whose mean row holds at least [`AUTO_VENDOR_SDDMM_MEAN_ROW`] entries (FEM and block matrices,
-/// pruned layers), unless the output is scaled by A's values (cuSPARSE's SDDMM only samples). On
-/// an H200 (`docs/results/h200-2026-11-29h.md`), cuSPARSE's SDDMM against `auto`'s pick on the six
+/// pruned layers), unless the output is scaled by A's values (cuSPARSE's SDDMM only samples), and
+/// except in f32 on matrices of fewer than [`AUTO_SMALL_NNZ`] entries. On an H200
+/// (`docs/results/h200-2026-11-29h.md`), cuSPARSE's SDDMM against `auto`'s pick on the six
 /// such matrices measured (mean rows of 24 to 60):
 /// - f64: K = 128 1.09x-1.47x as fast, K = 256 1.26x-1.70x; at K = 64 0.95x-1.34x;
 /// - f32: K = 128 0.94x-1.21x (0.94x: bcsstk14, 11.7 against 11.0 µs), K = 256 1.36x-1.90x; at
 ///   K = 64 0.78x-1.02x.
 ///
 /// On the matrices of mean rows of 4 to 16 measured it ran 0.37x-0.88x as fast at K = 128.
+///
+/// Small matrices in f32 (`docs/results/h200-2026-11-29j.md`, with RoDe taking K in
+/// pipelined chunks): on four pruned layers and `mbeacxc`, of 13k to 79k entries and mean rows
+/// of 26 to 154, and on bcsstk14, RoDe ran 0.97x-1.71x cuSPARSE's speed at K = 128 and 256
+/// (geomean 1.22x); cuSPARSE's SDDMM took 10 µs or more on each. In f64 the same matrices ran
+/// 0.82x-1.58x, so f64 keeps cuSPARSE. From 118k entries on, cuSPARSE was as fast or faster in
+/// f32 on nine of the twelve matrices measured; RoDe was faster on a pruned layer of 118k
+/// entries, `dnn_images1024_subset` (123k) and `facebook_MIT8` (502k, rows of up to 708).
 pub(crate) fn sddmm_wide_on_vendor(
     stats: &RowStats,
+    nnz: usize,
     precision: Precision,
     scale_by_values: bool,
 ) -> bool {
+    let small_f32 = precision.storage == DType::F32 && nnz < AUTO_SMALL_NNZ;
     matches!(precision.storage, DType::F64 | DType::F32)
         && stats.mean >= AUTO_VENDOR_SDDMM_MEAN_ROW
         && !scale_by_values
+        && !small_f32
 }
 
 fn prefers_rode(
@@ -820,18 +832,30 @@ mod tests {
             );
         }
         let fem = stats(80, AUTO_VENDOR_SDDMM_MEAN_ROW);
+        let (small, larger) = (AUTO_SMALL_NNZ - 1, AUTO_SMALL_NNZ);
         for precision in [f64, f32] {
-            assert!(sddmm_wide_on_vendor(&fem, precision, false));
+            assert!(sddmm_wide_on_vendor(&fem, larger, precision, false));
             assert!(
-                !sddmm_wide_on_vendor(&fem, precision, true),
+                !sddmm_wide_on_vendor(&fem, larger, precision, true),
                 "scaled by values"
             );
             assert!(
-                !sddmm_wide_on_vendor(&stats(80, 16.0), precision, false),
+                !sddmm_wide_on_vendor(&stats(80, 16.0), larger, precision, false),
                 "mean row 16"
             );
         }
-        assert!(!sddmm_wide_on_vendor(&fem, f16, false), "sddmm in f16");
+        assert!(
+            sddmm_wide_on_vendor(&fem, small, f64, false),
+            "small in f64"
+        );
+        assert!(
+            !sddmm_wide_on_vendor(&fem, small, f32, false),
+            "small in f32"
+        );
+        assert!(
+            !sddmm_wide_on_vendor(&fem, larger, f16, false),
+            "sddmm in f16"
+        );
     }
 
     #[test]

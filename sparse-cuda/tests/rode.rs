@@ -404,23 +404,27 @@ fn auto_runs_wide_sddmm_of_long_mean_rows_on_cusparse() {
             Precision::F32,
             failures,
         );
-        // Rows of 10 keep RoDe (here for the small matrix) at every K.
+        // Rows of 10 keep RoDe (here for the small matrix) at every K, and so do rows of 30 of a
+        // matrix of 60k entries in f32.
         let short = csr::<f32>(3_000, 2100, |_| 10);
-        let chose = b
-            .plan_sddmm(short.as_ref(), &SddmmDesc::new(Precision::F32))
-            .and_then(|mut plan| {
-                let layouts = (Layout::RowMajor, Layout::RowMajor, Layout::ColMajor);
-                let case = SddmmCase::from_values(&short, 128, layouts, 0, SCALARS[1], false);
-                case.run(b, plan.as_mut())?;
-                Ok(plan.info().algorithm)
-            });
-        check_auto_choice(
-            "sddmm rows of 10, K = 128",
-            &short,
-            chose,
-            Algorithm::RodeDeterministic,
-            failures,
-        );
+        let small = csr::<f32>(2_000, 2100, |_| 30);
+        for (what, s) in [("rows of 10", &short), ("60k entries in f32", &small)] {
+            let chose = b
+                .plan_sddmm(s.as_ref(), &SddmmDesc::new(Precision::F32))
+                .and_then(|mut plan| {
+                    let layouts = (Layout::RowMajor, Layout::RowMajor, Layout::ColMajor);
+                    let case = SddmmCase::from_values(s, 128, layouts, 0, SCALARS[1], false);
+                    case.run(b, plan.as_mut())?;
+                    Ok(plan.info().algorithm)
+                });
+            check_auto_choice(
+                &format!("sddmm {what}, K = 128"),
+                s,
+                chose,
+                Algorithm::RodeDeterministic,
+                failures,
+            );
+        }
     });
 }
 
