@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# 806f307 (rU3's binaries): SDDMM at K = 128 and 256 in f64 and f32, `auto`, RoDe and cuSPARSE on the 14 corpus matrices of mean rows of 20 or more (10 of them with a row of 96 or more): does the wide-on-cuSPARSE rule hold where rows are long?
+set -uo pipefail
+export SPARSE_REQUIRE_GPU=1
+B=/tmp/bin; O=$OUT/rU6; M=/tmp/corpus; mkdir -p $B $O $M; cp devrun/sw/*.mtx.gz $M/
+xz -dc devrun/sd/spbench.xz > $B/spbench; chmod +x $B/spbench
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; date -u; } > $O/device.txt 2>&1
+t0=$SECONDS
+step() { local name=$1 limit=$2; shift 2; timeout $limit "$@" > $O/$name.log 2>&1; echo "$name rc=$? $((SECONDS-t0))s" | tee -a $O/steps.txt; }
+export SPARSE_KERNEL_CACHE_DIR=/tmp/kc
+step wide 200 $B/spbench --backend cuda --ops sddmm --k 128,256 --precisions f64,f32 --formats csr --algorithms auto,rode-deterministic,vendor-default --warmup-ms 20 --time-limit-s 1 --runs 10 --no-corpus --large 0 --out $O/wide $M/*.mtx*
+rm -f $O/*/*.svg
+cd $OUT && tar czf rU6.tgz rU6 && rm -rf rU6
