@@ -53,10 +53,10 @@
 // SDDMM: the same decomposition and the same one launch, a sub-warp of W >= rode_sub<T>::N lanes
 // per segment or residual and lanes across K (V elements each); the X row's first W*V elements stay
 // in registers. Entries are taken a sub-block of S = rode_sub<T>::N at a time, and a sub-block's
-// K a chunk of W*V columns at a time, pipelined as in SpMM; each lane's partial dot products of the sub-block are summed over the sub-warp by a halving
-// exchange that leaves entry i's total in lane i (S - 1 + log2(W/S) shuffles for S entries instead
-// of S*log2(W)), so S lanes write S consecutive outputs. Every output belongs to exactly one part:
-// no atomics and no combining.
+// K a chunk of W*V columns at a time, pipelined as in SpMM; each lane's partial dot products of
+// the sub-block are summed over the sub-warp by a halving exchange that leaves entry i's total in
+// lane i (S - 1 + log2(W/S) shuffles for S entries instead of S*log2(W)), so S lanes write S
+// consecutive outputs. Every output belongs to exactly one part: no atomics and no combining.
 
 // Entries per sub-block of the register pipeline: RODE_SUB B rows (8), half as many for f64
 // (whose spans take twice the registers), so the 2-deep buffer holds 64 registers of B per lane
@@ -700,8 +700,8 @@ __device__ __forceinline__ void sum_step(const RodeSddmm<T>& p, const Subwarp& w
 // span of a Y row is whole or past K.
 template <typename T, int V, bool WHOLE, bool CHUNKED>
 __device__ __forceinline__ void sddmm_tile(const RodeSddmm<T>& p, const Subwarp& w, const u32* cols, u32 lo, u32 hi,
-                                              u64 tile_begin, const T* x_row,
-                                              const typename acc_of<T>::type (&x_first)[V], u32 chunks) {
+                                           u64 tile_begin, const T* x_row,
+                                           const typename acc_of<T>::type (&x_first)[V], u32 chunks) {
     typedef typename acc_of<T>::type A;
     const SddmmDense<T>& g = p.dense;
     const int S = rode_sub<T>::N;
@@ -802,8 +802,8 @@ __device__ void rode_sddmm_residual(u32 cta, u32 lanes, u32 segments, u32 residu
 // ---------------------------------------------------------------------------------------------
 // Entry points: rode_spmm<T, V> and rode_sddmm<T, V, WHOLE, CHUNKED> (the sub-warp width W is
 // `lanes`; rode.rs picks WHOLE where V divides K and CHUNKED where K spans more than W*V columns:
-// kernels that each compile in a fraction of the time of one holding every path, and whose
-// one-chunk path keeps the code and registers it had alone), and rode_scale_rows<T> above.
+// kernels that each compile in a fraction of the time of one holding every path, and a one-chunk
+// kernel whose registers are not sized for the chunked path), and rode_scale_rows<T> above.
 //
 // The parts' grid (RodeParts): blocks 0 .. block_ctas - 1 take the segments, RODE_BLOCK / W each, and the
 // blocks after them the residuals. A block is all segments or all residuals, so the branch is
