@@ -24,7 +24,7 @@ const RODE: [Algorithm; 2] = [Algorithm::Rode, Algorithm::RodeDeterministic];
 /// 32 lanes of 4 (the last one column) and SpMM's columns in three tiles.
 const WIDTHS: [usize; 6] = [1, 7, 32, 33, 128, 257];
 /// The widest of [`WIDTHS`], which plans are made for.
-const MAX_WIDTH: usize = 257;
+const MAX_WIDTH: usize = WIDTHS[WIDTHS.len() - 1];
 /// Segment length of the plans on matrices as small as these (rode.rs's shortest), for building
 /// rows around it.
 const SEGMENT: usize = 64;
