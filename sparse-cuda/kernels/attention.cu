@@ -3,19 +3,26 @@
 // Parameters: AttentionFused<T> (src/attention.rs). Storage T (f32, f16, bf16); scores, softmax
 // and sums in f32.
 //
-// attention_fused<T, CH, WPI>: WPI warps per item, an item being one (row, head) of the row list
-// the plan made (rows of up to LONG_ROW entries take one warp, longer ones a whole block). A warp
-// takes its item's entries in tiles of 32 (warp p of an item takes tiles p, p + WPI, ...): each
-// entry's score is a dot product with lanes across d (Q's first 32*CH elements held in registers)
-// summed by a butterfly, kept by the lane whose entry it is; the tile's maximum updates the running
-// maximum (started at -inf) and the sum and the accumulators are rescaled once per tile; then the
-// tile's weighted V rows are added, lanes across dv, CH columns each (lane + 32*c). grid.y cuts dv
-// into slices of 32*CH columns (each slice recomputes the scores). The warps of a long row combine
-// their (maximum, sum, accumulators) through shared memory in warp order, so every output is
-// written once in a fixed order: runs are bit-reproducible. A row without entries gives zeros.
-// Each (row, head)'s final maximum and normaliser go to `stats`, for the backward.
+// attention_fused<T, CH, G>: a warp per item and head, an item being a piece of ATTN_PIECE
+// entries of a longer row (the pieces first) or a row of up to ATTN_PIECE entries, so that a hub
+// row spreads over many warps and no warp walks more than ATTN_PIECE entries. A
+// warp takes its item's entries in tiles of 32:
+// - the scores: groups of G lanes take an entry each, 32 / G entries a step, each lane two
+//   16-byte runs of the Q and K rows (Q's held in registers for the item; runs past the first
+//   2G of a row are read in a loop), the group's sum by a butterfly; the step's scores then
+//   move to the lanes of their entries;
+// - the tile's maximum updates the running maximum (started at -inf) and the sum and the
+//   accumulators are rescaled once per tile;
+// - the tile's weighted V rows are added, lanes across dv, CH columns each (lane + 32*c).
+// grid.y cuts dv into slices of 32*CH columns (each slice recomputes the scores). A whole row
+// writes O and its statistics; a piece writes its maximum, sum and unnormalised sums to scratch,
+// and attention_fused_combine adds a row's pieces in piece order, so every output is written once
+// in a fixed order: runs are bit-reproducible. A row without entries gives zeros. Each (row,
+// head)'s final maximum and normaliser go to `stats`, for the backward.
 
 #define ATTN_NEG_INF __int_as_float(0xff800000)
+// Elements of T in a 16-byte run. A lane of a score group holds ATTN_HELD_RUNS of them of Q.
+#define ATTN_RUN(T) (16 / (int)sizeof(T))
 
 template <typename A>
 __device__ __forceinline__ A warp_allmax(A v) {
@@ -24,56 +31,89 @@ __device__ __forceinline__ A warp_allmax(A v) {
     return v;
 }
 
-template <typename T, int CH, int WPI>
-__global__ void __launch_bounds__(ATTN_BLOCK) attention_fused(const AttentionFused<T> p) {
-    const u32 warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const u32 part = warp % WPI;
-    const u64 item = (u64)blockIdx.x * (ATTN_BLOCK / 32 / WPI) + warp / WPI;
-    // The grid covers whole blocks of items: the warps past the last item skip the work but,
-    // for WPI > 1, still meet at the barrier (an item's warps are all live or all not).
-    const bool live = item < (u64)p.items * p.ops.heads;
-    u32 row = 0, head = 0, begin = 0, end = 0;
-    if (live) {
-        row = load(p.rows + item / p.ops.heads);
-        head = (u32)(item % p.ops.heads);
-        begin = load(p.row_ptr + row);
-        end = load(p.row_ptr + row + 1);
+// Element i of a run of T packed in words, as f32.
+template <typename T>
+__device__ __forceinline__ float attn_elem(const u32 (&w)[4], int i) {
+    if constexpr (sizeof(T) == 4) {
+        return __uint_as_float(w[i]);
+    } else {
+        T x;
+        x.bits = (unsigned short)(w[i / 2] >> (16 * (i % 2)));
+        return to_acc(x);
     }
+}
+
+// The sum of the products of two runs of T.
+template <typename T>
+__device__ __forceinline__ float attn_run_dot(const u32 (&a)[4], const u32 (&b)[4]) {
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < ATTN_RUN(T); ++i) s += attn_elem<T>(a, i) * attn_elem<T>(b, i);
+    return s;
+}
+
+// Where a piece's (slot's) results for `head` start in the scratch: dv sums, then the maximum
+// and the sum.
+__device__ __forceinline__ u64 attn_slot(u32 slot, u32 head, u32 heads, u32 dv) {
+    return ((u64)slot * heads + head) * (dv + 2);
+}
+
+template <typename T, int CH, int G>
+__global__ void __launch_bounds__(ATTN_BLOCK) attention_fused(const AttentionFused<T> p) {
+    constexpr int R = ATTN_RUN(T), E = 32 / G;
+    const u32 lane = threadIdx.x % 32, sub = lane % G, group = lane / G;
+    const u64 item = (u64)blockIdx.x * (ATTN_BLOCK / 32) + threadIdx.x / 32;
+    if (item >= (u64)p.items * p.ops.heads) return;
+    const u32 listed = (u32)(item / p.ops.heads), head = (u32)(item % p.ops.heads);
+    const bool piece = listed < p.pieces;
+    const u32 row = piece ? load(p.piece_row + listed) : load(p.rows + (listed - p.pieces));
+    const u32 begin = piece ? load(p.piece_begin + listed) : load(p.row_ptr + row);
+    const u32 row_end = load(p.row_ptr + row + 1);
+    const u32 end = row_end - begin < ATTN_PIECE ? row_end : begin + ATTN_PIECE;
     const T* q_row = p.ops.q + (u64)row * p.ops.q_rs + (u64)head * p.ops.d * p.ops.q_cs;
     const u64 k_head = (u64)head * p.ops.d * p.ops.k_cs;
     const u32 v_first = blockIdx.y * 32 * CH;
     const u64 v_head = ((u64)head * p.ops.dv + v_first) * p.ops.v_cs;
+    const bool q_vec = p.q_vec, k_vec = p.k_vec;
 
-    float q_reg[CH];
+    u32 q_run[ATTN_HELD_RUNS][4];
 #pragma unroll
-    for (int c = 0; c < CH; ++c) {
-        const u32 t = lane + 32 * c;
-        q_reg[c] = live && t < p.ops.d ? to_acc(load(q_row + (u64)t * p.ops.q_cs)) : 0.0f;
-    }
+    for (int i = 0; i < ATTN_HELD_RUNS; ++i) load_run<T, ATTN_RUN(T)>(q_row, R * (sub + G * i), p.ops.d, p.ops.q_cs, q_vec, q_run[i]);
     float acc[CH];
 #pragma unroll
     for (int c = 0; c < CH; ++c) acc[c] = 0.0f;
     float run_max = ATTN_NEG_INF, run_sum = 0.0f;
 
-    for (u32 base = begin + part * 32; base < end; base += 32 * WPI) {
+    for (u32 base = begin; base < end; base += 32) {
         const u32 chunk = end - base < 32 ? end - base : 32;
         const u32 col = lane < chunk ? load(p.col_idx + base + lane) : 0;
         float score = ATTN_NEG_INF;
-        // Unrolled so that several entries' loads are in flight before their reductions.
-#pragma unroll 4
-        for (u32 e = 0; e < chunk; ++e) {
+        // Unrolled so that several steps' loads are in flight before their sums.
+#pragma unroll 16
+        for (int s = 0; s < G; ++s) {
+            const u32 e = s * E + group;
             const T* k_row = p.ops.k + (u64)__shfl_sync(0xffffffffu, col, e) * p.ops.k_rs + k_head;
             float partial = 0.0f;
+            if (e < chunk) {
 #pragma unroll
-            for (int c = 0; c < CH; ++c) {
-                const u32 t = lane + 32 * c;
-                if (t < p.ops.d) partial += q_reg[c] * to_acc(load(k_row + (u64)t * p.ops.k_cs));
+                for (int i = 0; i < ATTN_HELD_RUNS; ++i) {
+                    u32 k_run[4];
+                    load_run<T, ATTN_RUN(T)>(k_row, R * (sub + G * i), p.ops.d, p.ops.k_cs, k_vec, k_run);
+                    partial += attn_run_dot<T>(q_run[i], k_run);
+                }
+                for (u32 first = R * (sub + G * ATTN_HELD_RUNS); first < p.ops.d; first += R * G) {
+                    u32 q_more[4], k_run[4];
+                    load_run<T, ATTN_RUN(T)>(q_row, first, p.ops.d, p.ops.q_cs, q_vec, q_more);
+                    load_run<T, ATTN_RUN(T)>(k_row, first, p.ops.d, p.ops.k_cs, k_vec, k_run);
+                    partial += attn_run_dot<T>(q_more, k_run);
+                }
             }
-            for (u32 t = lane + 32 * CH; t < p.ops.d; t += 32)
-                partial += to_acc(load(q_row + (u64)t * p.ops.q_cs)) * to_acc(load(k_row + (u64)t * p.ops.k_cs));
-            const float dot = subwarp_allsum<32>(0xffffffffu, partial);
-            if (lane == e) score = dot * p.ops.scale;
+            const float dot = subwarp_allsum<G>(0xffffffffu, partial);
+            // Entry s*E + j is summed by group j: lane s*E + j takes it.
+            const float mine = __shfl_sync(0xffffffffu, dot, (lane % E) * G);
+            if (lane / E == (u32)s) score = mine * p.ops.scale;
         }
+        if (lane >= chunk) score = ATTN_NEG_INF;
         if (p.ops.bias && lane < chunk) score += to_acc(load(p.values + base + lane));
         const float tile_max = fmaxf(run_max, warp_allmax(score));
         const float rescale = expf(run_max - tile_max);
@@ -82,7 +122,7 @@ __global__ void __launch_bounds__(ATTN_BLOCK) attention_fused(const AttentionFus
         run_max = tile_max;
 #pragma unroll
         for (int c = 0; c < CH; ++c) acc[c] *= rescale;
-#pragma unroll 4
+#pragma unroll 8
         for (u32 e = 0; e < chunk; ++e) {
             const float w = __shfl_sync(0xffffffffu, weight, e);
             const T* v_row = p.ops.v + (u64)__shfl_sync(0xffffffffu, col, e) * p.ops.v_rs + v_head;
@@ -94,32 +134,20 @@ __global__ void __launch_bounds__(ATTN_BLOCK) attention_fused(const AttentionFus
         }
     }
 
-    if constexpr (WPI > 1) {
-        __shared__ float part_max[ATTN_BLOCK / 32], part_sum[ATTN_BLOCK / 32];
-        __shared__ float part_acc[ATTN_BLOCK / 32][32 * CH];
-        if (lane == 0) {
-            part_max[warp] = run_max;
-            part_sum[warp] = run_sum;
+    if (piece) {
+        // A piece of a long row: its maximum, sum and unnormalised sums, for the combine.
+        float* slot = p.scratch + attn_slot(listed, head, p.ops.heads, p.ops.dv);
+        if (blockIdx.y == 0 && lane == 0) {
+            slot[p.ops.dv] = run_max;
+            slot[p.ops.dv + 1] = run_sum;
         }
 #pragma unroll
-        for (int c = 0; c < CH; ++c) part_acc[warp][lane + 32 * c] = acc[c];
-        __syncthreads();
-        if (part != 0) return;
-        const u32 first = warp;
-        run_max = ATTN_NEG_INF;
-        for (int w = 0; w < WPI; ++w) run_max = fmaxf(run_max, part_max[first + w]);
-        run_sum = 0.0f;
-#pragma unroll
-        for (int c = 0; c < CH; ++c) acc[c] = 0.0f;
-        for (int w = 0; w < WPI; ++w) {
-            // A warp that saw no entry holds max -inf and sum 0: it adds nothing.
-            const float f = part_max[first + w] == ATTN_NEG_INF ? 0.0f : expf(part_max[first + w] - run_max);
-            run_sum += f * part_sum[first + w];
-#pragma unroll
-            for (int c = 0; c < CH; ++c) acc[c] += f * part_acc[first + w][lane + 32 * c];
+        for (int c = 0; c < CH; ++c) {
+            const u32 t = v_first + lane + 32 * c;
+            if (t < p.ops.dv) slot[t] = acc[c];
         }
+        return;
     }
-    if (!live) return;
     if (blockIdx.y == 0 && lane == 0) {
         // The backward's row statistics: the maximum and the normaliser of (row, head).
         p.stats[2 * ((u64)row * p.ops.heads + head)] = run_max;
@@ -131,6 +159,38 @@ __global__ void __launch_bounds__(ATTN_BLOCK) attention_fused(const AttentionFus
     for (int c = 0; c < CH; ++c) {
         const u32 t = lane + 32 * c;
         if (v_first + t < p.ops.dv) o_row[(u64)t * p.ops.o_cs] = from_acc<T>(acc[c] * inv);
+    }
+}
+
+// attention_fused_combine<T>: a warp per (long row, head) adds the row's pieces (slots
+// piece_first[i] .. piece_first[i + 1] of row long_rows[i]) in piece order, each rescaled to the row's maximum, and
+// writes O and the row's statistics.
+template <typename T>
+__global__ void __launch_bounds__(ATTN_BLOCK) attention_fused_combine(const AttentionFused<T> p) {
+    const u32 lane = threadIdx.x % 32;
+    const u64 item = (u64)blockIdx.x * (ATTN_BLOCK / 32) + threadIdx.x / 32;
+    if (item >= (u64)p.long_count * p.ops.heads) return;
+    const u32 listed = (u32)(item / p.ops.heads), head = (u32)(item % p.ops.heads);
+    const u32 row = load(p.long_rows + listed);
+    const u32 first = load(p.piece_first + listed), last = load(p.piece_first + listed + 1);
+    const u32 dv = p.ops.dv, heads = p.ops.heads;
+    const auto slot = [&](u32 s) { return p.scratch + attn_slot(s, head, heads, dv); };
+    float run_max = ATTN_NEG_INF;
+    for (u32 s = first; s < last; ++s) run_max = fmaxf(run_max, slot(s)[dv]);
+    // A piece whose scores were all -inf adds nothing.
+    const auto factor = [&](u32 s) { return slot(s)[dv] == ATTN_NEG_INF ? 0.0f : expf(slot(s)[dv] - run_max); };
+    float run_sum = 0.0f;
+    for (u32 s = first; s < last; ++s) run_sum += factor(s) * slot(s)[dv + 1];
+    if (lane == 0) {
+        p.stats[2 * ((u64)row * heads + head)] = run_max;
+        p.stats[2 * ((u64)row * heads + head) + 1] = run_sum;
+    }
+    const float inv = 1.0f / run_sum;
+    T* o_row = p.ops.o + (u64)row * p.ops.o_rs + (u64)head * dv * p.ops.o_cs;
+    for (u32 t = lane; t < dv; t += 32) {
+        float sum = 0.0f;
+        for (u32 s = first; s < last; ++s) sum += factor(s) * slot(s)[t];
+        o_row[(u64)t * p.ops.o_cs] = from_acc<T>(sum * inv);
     }
 }
 

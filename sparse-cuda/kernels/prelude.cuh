@@ -233,6 +233,7 @@ __device__ __forceinline__ void ld_nc_pred_u16(u32& w, const void* p, bool ok) {
 }
 
 // The bits of one element, zero-extended.
+__device__ __forceinline__ u32 raw_bits(const float* p) { return __float_as_uint(__ldg(p)); }
 __device__ __forceinline__ u32 raw_bits(const signed char* p) { return (unsigned char)__ldg(p); }
 __device__ __forceinline__ u32 raw_bits(const half_t* p) { return load(p).bits; }
 __device__ __forceinline__ u32 raw_bits(const bf16_t* p) { return load(p).bits; }

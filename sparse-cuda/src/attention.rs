@@ -43,14 +43,20 @@ pub(crate) use unfused::plan as unfused_plan;
 
 /// Threads per block (`ATTN_BLOCK`): eight warps.
 const BLOCK: u32 = 256;
-/// Rows longer than this take a block of warps rather than one.
+/// Rows longer than this are long: the forward cuts them into pieces of this many entries
+/// (`ATTN_PIECE`), a warp each, and the backward gives them a block of warps rather than one.
 const LONG_ROW: usize = 256;
-/// Warps of a long row: the whole block.
+/// Warps of a long row in the backward: the whole block.
 const LONG_WARPS: u32 = BLOCK / 32;
 /// Columns per lane (CH) instantiated: a lane holds 32*CH columns of a head.
 const CHUNKS: [u32; 4] = [1, 2, 4, 8];
-/// Warps per item instantiated: short rows and long rows.
+/// Warps per item instantiated by the backward: short rows and long rows.
 const WARPS: [u32; 2] = [1, LONG_WARPS];
+/// Lanes per entry (G) of the forward's scores instantiated: each lane holds two 16-byte runs
+/// of a head's Q row (`ATTN_HELD_RUNS`), so G lanes hold 2*16*G bytes of it.
+const GROUPS: [u32; 4] = [4, 8, 16, 32];
+/// Runs of a Q row each lane of a score group holds (`ATTN_HELD_RUNS`).
+const HELD_RUNS: usize = 2;
 
 kernel_params! {
     /// The heads and dense operands of a forward run, as the fused kernels read them: Q
@@ -108,16 +114,29 @@ impl<T: Scalar> AttentionHeads<T> {
 }
 
 kernel_params! {
-    /// `attention_fused<T, CH, WPI>`: the (row, head) items are `rows[i]` for i < items, each
-    /// with every head.
+    /// `attention_fused<T, CH, G>` and `attention_fused_combine<T>`. The forward's items, each
+    /// with every head, are the `pieces` pieces of long rows (row `piece_row[i]` from entry
+    /// `piece_begin[i]`, `ATTN_PIECE` entries or to the row's end), then the rows `rows[j]`
+    /// whole, `items` in all. Piece i's results go to its slot i of `scratch`; the combine adds
+    /// the slots `piece_first[j] .. piece_first[j + 1]` of row `long_rows[j]`, j < long_count.
+    /// `q_vec`, `k_vec`: Q and K take 16-byte loads.
     pub(crate) struct AttentionFused<T> {
         items: u32,
+        pieces: u32,
+        piece_row: ptr(u32),
+        piece_begin: ptr(u32),
         rows: ptr(u32),
+        long_count: u32,
+        long_rows: ptr(u32),
+        piece_first: ptr(u32),
         row_ptr: ptr(u32),
         col_idx: ptr(u32),
         values: ptr(T),
         ops: sub(AttentionHeads),
+        q_vec: u32,
+        k_vec: u32,
         stats: out(f32),
+        scratch: out(f32),
     }
 }
 
@@ -238,23 +257,31 @@ pub(crate) const SOURCE: KernelSource = KernelSource {
         <AttentionUnfusedGrad<f32> as KernelParams>::C_DECL,
         <AttentionGrad<f32> as KernelParams>::C_DECL,
     ],
-    defines: &[("ATTN_BLOCK", BLOCK)],
+    defines: &[
+        ("ATTN_BLOCK", BLOCK),
+        ("ATTN_PIECE", LONG_ROW as u32),
+        ("ATTN_HELD_RUNS", HELD_RUNS as u32),
+    ],
 };
 
-fn entry<T: Scalar>(chunks: u32, warps: u32) -> Result<Entry<AttentionFused<T>>> {
+fn entry<T: Scalar>(chunks: u32, group: u32) -> Result<Entry<AttentionFused<T>>> {
     Entry::new(
         &SOURCE,
         "attention_fused",
-        &[&c_type(T::DTYPE)?, &chunks, &warps],
+        &[&c_type(T::DTYPE)?, &chunks, &group],
     )
 }
 
-/// Every (CH, WPI) instantiation, WPI major.
+/// Every (CH, G) instantiation, G major.
 fn entries<T: Scalar>() -> Result<Vec<Entry<AttentionFused<T>>>> {
-    WARPS
+    GROUPS
         .iter()
-        .flat_map(|&w| CHUNKS.iter().map(move |&c| entry::<T>(c, w)))
+        .flat_map(|&g| CHUNKS.iter().map(move |&c| entry::<T>(c, g)))
         .collect()
+}
+
+fn combine_entry<T: Scalar>() -> Result<Entry<AttentionFused<T>>> {
+    Entry::new(&SOURCE, "attention_fused_combine", &[&c_type(T::DTYPE)?])
 }
 
 fn softmax_entry<T: Scalar>() -> Result<Entry<AttentionSoftmax<T>>> {
@@ -311,6 +338,7 @@ impl<T: Scalar> GradEntries<T> {
 
 fn specs_of<T: Scalar>() -> Result<Vec<KernelSpec>> {
     let mut specs: Vec<KernelSpec> = entries::<T>()?.iter().map(|e| e.spec().clone()).collect();
+    specs.push(combine_entry::<T>()?.spec().clone());
     specs.push(unfused_grad_entry::<T>()?.spec().clone());
     if T::DTYPE != DType::F32 {
         specs.extend(widening_entries::<T>()?.iter().map(|e| e.spec().clone()));
@@ -338,6 +366,18 @@ fn chunks_for(d: usize, dv: usize) -> u32 {
         .copied()
         .find(|&c| 32 * c as usize >= width)
         .unwrap_or(CHUNKS[CHUNKS.len() - 1])
+}
+
+/// G for heads of width `d` in storage T: the fewest lanes per score whose held runs of Q
+/// (`HELD_RUNS` of 16 bytes each) cover d, at most the widest instantiated (the rest of a
+/// wider head is read in a loop).
+fn group_for<T: Scalar>(d: usize) -> u32 {
+    let per_lane = HELD_RUNS * 16 / size_of::<T>();
+    GROUPS
+        .iter()
+        .copied()
+        .find(|&g| g as usize * per_lane >= d)
+        .unwrap_or(GROUPS[GROUPS.len() - 1])
 }
 
 /// The rows (or columns) of offsets `ptr` by length: those of up to [`LONG_ROW`] entries
@@ -371,15 +411,79 @@ impl RowList {
 
     /// The launch of `warps` warps per (listed item, head), `slices` column slices over grid.y.
     fn grid(&self, heads: u32, warps: u32, slices: u32) -> Result<LaunchConfig> {
-        let items = u64::from(self.len) * u64::from(heads);
-        let per_block = u64::from(BLOCK / 32 / warps);
-        let blocks = u32::try_from(items.div_ceil(per_block))
-            .map_err(|_| Error::overflow::<u32>("attention blocks", items as usize))?;
-        Ok(LaunchConfig {
-            grid_dim: (blocks, slices, 1),
-            block_dim: (BLOCK, 1, 1),
-            shared_mem_bytes: 0,
+        grid(self.len, heads, warps, slices)
+    }
+}
+
+/// The launch of `warps` warps per (item, head) for `items` items, `slices` column slices over
+/// grid.y.
+fn grid(items: u32, heads: u32, warps: u32, slices: u32) -> Result<LaunchConfig> {
+    let items = u64::from(items) * u64::from(heads);
+    let per_block = u64::from(BLOCK / 32 / warps);
+    let blocks = u32::try_from(items.div_ceil(per_block))
+        .map_err(|_| Error::overflow::<u32>("attention blocks", items as usize))?;
+    Ok(LaunchConfig {
+        grid_dim: (blocks, slices, 1),
+        block_dim: (BLOCK, 1, 1),
+        shared_mem_bytes: 0,
+    })
+}
+
+/// The forward's pieces of the long rows ([`RowList`] `long`, in its order): each piece's row
+/// and first entry, where each long row's pieces start (one offset more than long rows), and
+/// the pieces' scratch, grown to the widest heads run.
+struct Pieces {
+    row: CudaSlice<u32>,
+    begin: CudaSlice<u32>,
+    first: CudaSlice<u32>,
+    count: u32,
+    scratch: CudaSlice<f32>,
+}
+
+/// The pieces of [`LONG_ROW`] entries of the rows `long` of offsets `ptr`: (row, first entry)
+/// of each, and the first piece of each row followed by the number of pieces.
+fn pieces_of(ptr: &[usize], long: &[u32]) -> Result<(Vec<u32>, Vec<u32>, Vec<u32>)> {
+    let (mut rows, mut begins, mut first) = (Vec::new(), Vec::new(), Vec::new());
+    for &r in long {
+        first.push(to_u32("attention pieces", rows.len())?);
+        let (from, to) = (ptr[r as usize], ptr[r as usize + 1]);
+        for begin in (from..to).step_by(LONG_ROW) {
+            rows.push(r);
+            begins.push(to_u32("number of entries", begin)?);
+        }
+    }
+    first.push(to_u32("attention pieces", rows.len())?);
+    Ok((rows, begins, first))
+}
+
+impl Pieces {
+    fn upload(device: &Device, ptr: &[usize], long: &[u32]) -> Result<Self> {
+        let (rows, begins, first) = pieces_of(ptr, long)?;
+        Ok(Pieces {
+            row: device.upload_converted(&rows, 0, |&r| r)?,
+            begin: device.upload_converted(&begins, 0, |&b| b)?,
+            first: device.upload_converted(&first, 0, |&f| f)?,
+            count: to_u32("attention pieces", rows.len())?,
+            scratch: device.alloc_zeros(0, "attention piece scratch")?,
         })
+    }
+
+    /// Grows the scratch to the sums, maximum and sum of every (piece, head) for heads of `dv`
+    /// V columns.
+    fn reserve(&mut self, device: &Device, heads: usize, dv: usize) -> Result<()> {
+        let floats = (self.count as usize)
+            .checked_mul(heads)
+            .and_then(|n| n.checked_mul(dv + 2))
+            .ok_or_else(|| Error::overflow::<usize>("attention piece scratch", dv))?;
+        if self.scratch.len() < floats {
+            self.scratch = device.alloc_zeros(floats, "attention piece scratch")?;
+        }
+        Ok(())
+    }
+
+    fn bytes(&self) -> usize {
+        (self.row.len() + self.begin.len() + self.first.len()) * size_of::<u32>()
+            + self.scratch.len() * size_of::<f32>()
     }
 }
 
@@ -387,10 +491,13 @@ impl RowList {
 pub(crate) struct FusedAttention<T: Scalar> {
     desc: AttentionDesc,
     a: DeviceCsr<T>,
+    /// A's rows of up to [`LONG_ROW`] entries and the longer ones.
     short: RowList,
     long: RowList,
-    /// By (WPI, CH), in the order of [`entries`].
+    pieces: Pieces,
+    /// By (G, CH), in the order of [`entries`].
     kernels: Vec<Kernel<AttentionFused<T>>>,
+    combine: Kernel<AttentionFused<T>>,
     /// The tensor-core kernels of a `fused-tc` plan (heads they do not take run the CUDA-core
     /// kernels).
     tensor: Option<TensorCore<T>>,
@@ -546,10 +653,12 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
         a: DeviceCsr::upload(device, a)?,
         short: RowList::upload(device, &short)?,
         long: RowList::upload(device, &long)?,
+        pieces: Pieces::upload(device, &row_ptr, &long)?,
         kernels: entries
             .iter()
             .map(|e| device.kernel(e))
             .collect::<Result<_>>()?,
+        combine: device.kernel(&combine_entry::<T>()?)?,
         tensor: layouts
             .map(|l| TensorCore::upload(device, &l, (a.rows(), a.cols()), desc.heads))
             .transpose()?,
@@ -558,19 +667,20 @@ pub(crate) fn plan<T: Scalar, I: SpIndex>(
     clock.lap(device, Phase::Transfer)?;
     let bytes = family.a.bytes()
         + (short.len() + long.len()) * size_of::<u32>()
+        + family.pieces.bytes()
         + family.backward.bytes()
         + family.tensor.as_ref().map_or(0, TensorCore::bytes);
     Ok(base.into_plan(clock, bytes, family))
 }
 
 impl<T: Scalar> FusedAttention<T> {
-    fn kernel(&self, chunks: u32, warps: u32) -> Result<&Kernel<AttentionFused<T>>> {
-        let w = WARPS.iter().position(|&x| x == warps);
+    fn kernel(&self, chunks: u32, group: u32) -> Result<&Kernel<AttentionFused<T>>> {
+        let g = GROUPS.iter().position(|&x| x == group);
         let c = CHUNKS.iter().position(|&x| x == chunks);
-        match (w, c) {
-            (Some(w), Some(c)) => Ok(&self.kernels[w * CHUNKS.len() + c]),
+        match (g, c) {
+            (Some(g), Some(c)) => Ok(&self.kernels[g * CHUNKS.len() + c]),
             _ => Err(Error::internal(format!(
-                "no attention kernel with {chunks} columns per lane and {warps} warps per row"
+                "no attention kernel with {chunks} columns per lane and {group} lanes per score"
             ))),
         }
     }
@@ -598,7 +708,8 @@ impl<T: Scalar> AttentionKernels<T> for FusedAttention<T> {
             self.backward.ran = true;
             return Ok(());
         }
-        let chunks = chunks_for(shape.d, shape.dv);
+        let chunks = chunks_for(shape.dv, shape.dv);
+        let group = group_for::<T>(shape.d);
         let slices = to_u32(
             "attention column slices",
             shape.dv.div_ceil(32 * chunks as usize),
@@ -610,26 +721,49 @@ impl<T: Scalar> AttentionKernels<T> for FusedAttention<T> {
                 shape.dv
             )));
         }
-        for (list, warps) in [(&self.short, 1), (&self.long, LONG_WARPS)] {
-            if list.len == 0 {
-                continue;
+        let device = &base.device;
+        self.pieces.reserve(device, shape.heads, shape.dv)?;
+        let (pieces, short, long) = (&self.pieces, &self.short, &self.long);
+        let items = pieces
+            .count
+            .checked_add(short.len)
+            .ok_or_else(|| Error::overflow::<u32>("attention items", pieces.count as usize))?;
+        let params = AttentionFused {
+            items,
+            pieces: pieces.count,
+            piece_row: Ptr::of(&pieces.row, device),
+            piece_begin: Ptr::of(&pieces.begin, device),
+            rows: Ptr::of(&short.rows, device),
+            long_count: long.len,
+            long_rows: Ptr::of(&long.rows, device),
+            piece_first: Ptr::of(&pieces.first, device),
+            row_ptr,
+            col_idx,
+            values,
+            ops: heads,
+            q_vec: u32::from(tensor_core::vectors::<T>(&ops.q, shape.heads, shape.d)),
+            k_vec: u32::from(tensor_core::vectors::<T>(&ops.k, shape.heads, shape.d)),
+            stats: MutPtr::of(&self.backward.stats, device),
+            scratch: MutPtr::of(&pieces.scratch, device),
+        };
+        // SAFETY: every listed row is below A's rows and its entries' columns below A's
+        // columns (a canonical CSR); each piece starts at an entry of its row, and an item reads
+        // at most LONG_ROW entries of its row; Q spans rows x heads*d, K cols x heads*d, V cols x
+        // heads*dv and O rows x heads*dv at their strides (bound operands checked against
+        // `shape`), read by 16-byte accesses only where `vectors` holds; the kernel reads head
+        // h's columns h*d + t for t < d (h*dv + t, t < dv) only, and writes each (row, head,
+        // column) of O once: a whole row's by its warp, a long row's by the combine, after the
+        // pieces wrote their (pieces x heads) slots of dv + 2 floats (stream order), which the
+        // scratch holds (`reserve` above).
+        unsafe {
+            if items > 0 {
+                self.kernel(chunks, group)?
+                    .launch(grid(items, heads.heads, 1, slices)?, &params)?;
             }
-            let params = AttentionFused {
-                items: list.len,
-                rows: Ptr::of(&list.rows, &base.device),
-                row_ptr,
-                col_idx,
-                values,
-                ops: heads,
-                stats: MutPtr::of(&self.backward.stats, &base.device),
-            };
-            let config = list.grid(heads.heads, warps, slices)?;
-            // SAFETY: every listed row is below A's rows and its entries' columns below A's
-            // columns (a canonical CSR); Q spans rows x heads*d, K cols x heads*d, V cols x
-            // heads*dv and O rows x heads*dv at their strides (bound operands checked against
-            // `shape`); the kernel reads head h's columns h*d + t for t < d (h*dv + t, t < dv)
-            // only, and writes each (row, head, column) of O once.
-            unsafe { self.kernel(chunks, warps)?.launch(config, &params)? };
+            if long.len > 0 {
+                self.combine
+                    .launch(grid(long.len, heads.heads, 1, 1)?, &params)?;
+            }
         }
         self.backward.ran = true;
         Ok(())
@@ -805,5 +939,32 @@ mod tests {
         }
         let (short, long) = split_by_length(&ptr).unwrap();
         assert_eq!((short, long), (vec![0, 1, 3], vec![2]));
+    }
+
+    #[test]
+    fn long_rows_are_cut_into_pieces_of_the_long_row_limit() {
+        // Rows 1 and 3 are long: 2 * LONG_ROW + 1 entries from 5, and LONG_ROW + 1 after them.
+        let lengths = [5usize, 2 * LONG_ROW + 1, 7, LONG_ROW + 1];
+        let mut ptr = vec![0usize];
+        for &len in &lengths {
+            ptr.push(ptr[ptr.len() - 1] + len);
+        }
+        let (rows, begins, first) = pieces_of(&ptr, &[1, 3]).unwrap();
+        let (b1, b3) = (5u32, (5 + 2 * LONG_ROW + 1 + 7) as u32);
+        let piece = LONG_ROW as u32;
+        assert_eq!(rows, [1, 1, 1, 3, 3]);
+        assert_eq!(begins, [b1, b1 + piece, b1 + 2 * piece, b3, b3 + piece]);
+        assert_eq!(first, [0, 3, 5]);
+    }
+
+    #[test]
+    fn score_groups_hold_the_head_up_to_the_widest_variant() {
+        // Two 16-byte runs a lane: 8 f32 or 16 f16 elements.
+        assert_eq!(group_for::<f32>(1), 4);
+        assert_eq!(group_for::<f32>(64), 8);
+        assert_eq!(group_for::<f32>(65), 16);
+        assert_eq!(group_for::<f32>(128), 16);
+        assert_eq!(group_for::<half::f16>(128), 8);
+        assert_eq!(group_for::<f32>(1000), 32);
     }
 }

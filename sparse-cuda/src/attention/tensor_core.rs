@@ -522,7 +522,7 @@ fn grid(warps: u64) -> Result<LaunchConfig> {
 
 /// Whether an operand takes the kernels' 16-byte accesses: contiguous rows whose starts (every
 /// head's, `width` apart) stay 16-byte aligned.
-fn vectors<T: Scalar>(b: &Bound, heads: usize, width: usize) -> bool {
+pub(super) fn vectors<T: Scalar>(b: &Bound, heads: usize, width: usize) -> bool {
     let (rs, cs) = b.strides();
     let per_access = 16 / size_of::<T>();
     cs == 1
