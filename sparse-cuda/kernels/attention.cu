@@ -7,13 +7,15 @@
 // entries of a longer row (the pieces first) or a row of up to ATTN_PIECE entries, so that a hub
 // row spreads over many warps and no warp walks more than ATTN_PIECE entries. A
 // warp takes its item's entries in tiles of 32:
-// - the scores: groups of G lanes take an entry each, 32 / G entries a step, each lane two
-//   16-byte runs of the Q and K rows (Q's held in registers for the item; runs past the first
-//   2G of a row are read in a loop), the group's sum by a butterfly; the step's scores then
-//   move to the lanes of their entries;
+// - the scores: groups of G lanes take an entry each, 32 / G entries a step, each lane
+//   ATTN_HELD_RUNS 16-byte runs of the Q and K rows (Q's held in registers for the item; runs
+//   past those of a row are read in a loop), the group's sum by a butterfly; the step's scores
+//   then move to the lanes of their entries;
 // - the tile's maximum updates the running maximum (started at -inf) and the sum and the
 //   accumulators are rescaled once per tile;
-// - the tile's weighted V rows are added, lanes across dv, CH columns each (lane + 32*c).
+// - the tile's weighted V rows are added, lanes across dv, CH consecutive columns each.
+// K and V rows that allow it take predicated vector loads (k_vec, v_vec), chosen once per
+// tile, so that a tile's loads are in flight together.
 // grid.y cuts dv into slices of 32*CH columns (each slice recomputes the scores). A whole row
 // writes O and its statistics; a piece writes its maximum, sum and unnormalised sums to scratch,
 // and attention_fused_combine adds a row's pieces in piece order, so every output is written once
@@ -58,10 +60,71 @@ __device__ __forceinline__ u64 attn_slot(u32 slot, u32 head, u32 heads, u32 dv) 
     return ((u64)slot * heads + head) * (dv + 2);
 }
 
+// The scores of a tile's entries (`col`: entry `lane`'s column, `chunk` entries), scaled: lane e
+// gets entry e's. VEC: K's rows take predicated 16-byte loads (contiguous, aligned, d a multiple
+// of the run: the host checks), so that every step's loads are in flight together; otherwise
+// element by element.
+template <typename T, int G, bool VEC>
+__device__ __forceinline__ float attn_tile_scores(const AttentionFused<T>& p, const u32 (&q_run)[ATTN_HELD_RUNS][4],
+                                                  const T* q_row, u64 k_head, u32 col, u32 chunk, u32 lane) {
+    constexpr int R = ATTN_RUN(T), E = 32 / G;
+    const u32 sub = lane % G, group = lane / G, d = p.ops.d;
+    float score = ATTN_NEG_INF;
+#pragma unroll 16
+    for (int s = 0; s < G; ++s) {
+        const u32 e = s * E + group;
+        const T* k_row = p.ops.k + (u64)__shfl_sync(0xffffffffu, col, e) * p.ops.k_rs + k_head;
+        float partial = 0.0f;
+#pragma unroll
+        for (int i = 0; i < ATTN_HELD_RUNS; ++i) {
+            const u32 first = R * (sub + G * i);
+            u32 k_run[4] = {0, 0, 0, 0};
+            if constexpr (VEC) ld_nc_pred(k_run, k_row + first, e < chunk && first < d);
+            else if (e < chunk) load_run<T, ATTN_RUN(T)>(k_row, first, d, p.ops.k_cs, false, k_run);
+            partial += attn_run_dot<T>(q_run[i], k_run);
+        }
+        // The runs of a head wider than the groups hold.
+        for (u32 first = R * (sub + G * ATTN_HELD_RUNS); e < chunk && first < d; first += R * G) {
+            u32 q_more[4], k_run[4];
+            load_run<T, ATTN_RUN(T)>(q_row, first, d, p.ops.q_cs, p.q_vec, q_more);
+            load_run<T, ATTN_RUN(T)>(k_row, first, d, p.ops.k_cs, VEC, k_run);
+            partial += attn_run_dot<T>(q_more, k_run);
+        }
+        const float dot = subwarp_allsum<G>(0xffffffffu, partial);
+        // Entry s*E + j is summed by group j: lane s*E + j takes it.
+        const float mine = __shfl_sync(0xffffffffu, dot, (lane % E) * G);
+        if (lane / E == (u32)s) score = mine * p.ops.scale;
+    }
+    return lane < chunk ? score : ATTN_NEG_INF;
+}
+
+// acc[c] += weight of entry e * V[first + c] over a tile's entries e (lanes' weights in `weight`,
+// columns in `col`), for the CH columns first .. of this lane below dv. VEC: one predicated
+// access of the lane's CH columns (contiguous, aligned rows, dv a multiple of CH: the host
+// checks); otherwise element by element.
+template <typename T, int CH, bool VEC>
+__device__ __forceinline__ void attn_tile_sum(float (&acc)[CH], const T* v_head, u32 v_rs, u32 v_cs, u32 first, u32 dv,
+                                              u32 col, float weight, u32 chunk) {
+#pragma unroll 8
+    for (u32 e = 0; e < chunk; ++e) {
+        const float w = __shfl_sync(0xffffffffu, weight, e);
+        const T* v_row = v_head + (u64)__shfl_sync(0xffffffffu, col, e) * v_rs;
+        float x[CH];
+        if constexpr (VEC) {
+            load_whole<T, CH>(v_row + first, first < dv, x);
+        } else {
+#pragma unroll
+            for (int c = 0; c < CH; ++c) x[c] = first + c < dv ? to_acc(load(v_row + (u64)(first + c) * v_cs)) : 0.0f;
+        }
+#pragma unroll
+        for (int c = 0; c < CH; ++c) acc[c] += w * x[c];
+    }
+}
+
 template <typename T, int CH, int G>
 __global__ void __launch_bounds__(ATTN_BLOCK) attention_fused(const AttentionFused<T> p) {
-    constexpr int R = ATTN_RUN(T), E = 32 / G;
-    const u32 lane = threadIdx.x % 32, sub = lane % G, group = lane / G;
+    constexpr int R = ATTN_RUN(T);
+    const u32 lane = threadIdx.x % 32, sub = lane % G;
     const u64 item = (u64)blockIdx.x * (ATTN_BLOCK / 32) + threadIdx.x / 32;
     if (item >= (u64)p.items * p.ops.heads) return;
     const u32 listed = (u32)(item / p.ops.heads), head = (u32)(item % p.ops.heads);
@@ -72,13 +135,13 @@ __global__ void __launch_bounds__(ATTN_BLOCK) attention_fused(const AttentionFus
     const u32 end = row_end - begin < ATTN_PIECE ? row_end : begin + ATTN_PIECE;
     const T* q_row = p.ops.q + (u64)row * p.ops.q_rs + (u64)head * p.ops.d * p.ops.q_cs;
     const u64 k_head = (u64)head * p.ops.d * p.ops.k_cs;
-    const u32 v_first = blockIdx.y * 32 * CH;
-    const u64 v_head = ((u64)head * p.ops.dv + v_first) * p.ops.v_cs;
-    const bool q_vec = p.q_vec, k_vec = p.k_vec;
+    const T* v_head = p.ops.v + (u64)head * p.ops.dv * p.ops.v_cs;
+    // This lane's CH columns of V and O.
+    const u32 first = blockIdx.y * 32 * CH + CH * lane, dv = p.ops.dv;
 
     u32 q_run[ATTN_HELD_RUNS][4];
 #pragma unroll
-    for (int i = 0; i < ATTN_HELD_RUNS; ++i) load_run<T, ATTN_RUN(T)>(q_row, R * (sub + G * i), p.ops.d, p.ops.q_cs, q_vec, q_run[i]);
+    for (int i = 0; i < ATTN_HELD_RUNS; ++i) load_run<T, ATTN_RUN(T)>(q_row, R * (sub + G * i), p.ops.d, p.ops.q_cs, p.q_vec, q_run[i]);
     float acc[CH];
 #pragma unroll
     for (int c = 0; c < CH; ++c) acc[c] = 0.0f;
@@ -87,33 +150,8 @@ __global__ void __launch_bounds__(ATTN_BLOCK) attention_fused(const AttentionFus
     for (u32 base = begin; base < end; base += 32) {
         const u32 chunk = end - base < 32 ? end - base : 32;
         const u32 col = lane < chunk ? load(p.col_idx + base + lane) : 0;
-        float score = ATTN_NEG_INF;
-        // Unrolled so that several steps' loads are in flight before their sums.
-#pragma unroll 16
-        for (int s = 0; s < G; ++s) {
-            const u32 e = s * E + group;
-            const T* k_row = p.ops.k + (u64)__shfl_sync(0xffffffffu, col, e) * p.ops.k_rs + k_head;
-            float partial = 0.0f;
-            if (e < chunk) {
-#pragma unroll
-                for (int i = 0; i < ATTN_HELD_RUNS; ++i) {
-                    u32 k_run[4];
-                    load_run<T, ATTN_RUN(T)>(k_row, R * (sub + G * i), p.ops.d, p.ops.k_cs, k_vec, k_run);
-                    partial += attn_run_dot<T>(q_run[i], k_run);
-                }
-                for (u32 first = R * (sub + G * ATTN_HELD_RUNS); first < p.ops.d; first += R * G) {
-                    u32 q_more[4], k_run[4];
-                    load_run<T, ATTN_RUN(T)>(q_row, first, p.ops.d, p.ops.q_cs, q_vec, q_more);
-                    load_run<T, ATTN_RUN(T)>(k_row, first, p.ops.d, p.ops.k_cs, k_vec, k_run);
-                    partial += attn_run_dot<T>(q_more, k_run);
-                }
-            }
-            const float dot = subwarp_allsum<G>(0xffffffffu, partial);
-            // Entry s*E + j is summed by group j: lane s*E + j takes it.
-            const float mine = __shfl_sync(0xffffffffu, dot, (lane % E) * G);
-            if (lane / E == (u32)s) score = mine * p.ops.scale;
-        }
-        if (lane >= chunk) score = ATTN_NEG_INF;
+        float score = p.k_vec ? attn_tile_scores<T, G, true>(p, q_run, q_row, k_head, col, chunk, lane)
+                              : attn_tile_scores<T, G, false>(p, q_run, q_row, k_head, col, chunk, lane);
         if (p.ops.bias && lane < chunk) score += to_acc(load(p.values + base + lane));
         const float tile_max = fmaxf(run_max, warp_allmax(score));
         const float rescale = expf(run_max - tile_max);
@@ -122,30 +160,20 @@ __global__ void __launch_bounds__(ATTN_BLOCK) attention_fused(const AttentionFus
         run_max = tile_max;
 #pragma unroll
         for (int c = 0; c < CH; ++c) acc[c] *= rescale;
-#pragma unroll 8
-        for (u32 e = 0; e < chunk; ++e) {
-            const float w = __shfl_sync(0xffffffffu, weight, e);
-            const T* v_row = p.ops.v + (u64)__shfl_sync(0xffffffffu, col, e) * p.ops.v_rs + v_head;
-#pragma unroll
-            for (int c = 0; c < CH; ++c) {
-                const u32 t = lane + 32 * c;
-                if (v_first + t < p.ops.dv) acc[c] += w * to_acc(load(v_row + (u64)t * p.ops.v_cs));
-            }
-        }
+        if (p.v_vec) attn_tile_sum<T, CH, true>(acc, v_head, p.ops.v_rs, p.ops.v_cs, first, dv, col, weight, chunk);
+        else attn_tile_sum<T, CH, false>(acc, v_head, p.ops.v_rs, p.ops.v_cs, first, dv, col, weight, chunk);
     }
 
     if (piece) {
         // A piece of a long row: its maximum, sum and unnormalised sums, for the combine.
-        float* slot = p.scratch + attn_slot(listed, head, p.ops.heads, p.ops.dv);
+        float* slot = p.scratch + attn_slot(listed, head, p.ops.heads, dv);
         if (blockIdx.y == 0 && lane == 0) {
-            slot[p.ops.dv] = run_max;
-            slot[p.ops.dv + 1] = run_sum;
+            slot[dv] = run_max;
+            slot[dv + 1] = run_sum;
         }
 #pragma unroll
-        for (int c = 0; c < CH; ++c) {
-            const u32 t = v_first + lane + 32 * c;
-            if (t < p.ops.dv) slot[t] = acc[c];
-        }
+        for (int c = 0; c < CH; ++c)
+            if (first + c < dv) slot[first + c] = acc[c];
         return;
     }
     if (blockIdx.y == 0 && lane == 0) {
@@ -154,12 +182,10 @@ __global__ void __launch_bounds__(ATTN_BLOCK) attention_fused(const AttentionFus
         p.stats[2 * ((u64)row * p.ops.heads + head) + 1] = run_sum;
     }
     const float inv = begin == end ? 0.0f : 1.0f / run_sum;
-    T* o_row = p.ops.o + (u64)row * p.ops.o_rs + ((u64)head * p.ops.dv + v_first) * p.ops.o_cs;
+    T* o_row = p.ops.o + (u64)row * p.ops.o_rs + (u64)head * dv * p.ops.o_cs;
 #pragma unroll
-    for (int c = 0; c < CH; ++c) {
-        const u32 t = lane + 32 * c;
-        if (v_first + t < p.ops.dv) o_row[(u64)t * p.ops.o_cs] = from_acc<T>(acc[c] * inv);
-    }
+    for (int c = 0; c < CH; ++c)
+        if (first + c < dv) o_row[(u64)(first + c) * p.ops.o_cs] = from_acc<T>(acc[c] * inv);
 }
 
 // attention_fused_combine<T>: a warp per (long row, head) adds the row's pieces (slots

@@ -31,7 +31,7 @@ use crate::kernel::{
     c_type, kernel_params, Entry, Kernel, KernelParams, KernelSource, KernelSpec, MutPtr, Ptr,
 };
 use crate::matrix::DeviceCsr;
-use crate::operand::{to_u32, AttentionGradOperands, AttentionOperands};
+use crate::operand::{to_u32, AttentionGradOperands, AttentionOperands, Bound};
 use crate::plan::{AttentionKernels, CudaPlan, Phase, PlanBase, PlanClock};
 
 mod auto;
@@ -119,7 +119,8 @@ kernel_params! {
     /// `piece_begin[i]`, `ATTN_PIECE` entries or to the row's end), then the rows `rows[j]`
     /// whole, `items` in all. Piece i's results go to its slot i of `scratch`; the combine adds
     /// the slots `piece_first[j] .. piece_first[j + 1]` of row `long_rows[j]`, j < long_count.
-    /// `q_vec`, `k_vec`: Q and K take 16-byte loads.
+    /// `q_vec`, `k_vec`: Q and K take 16-byte loads; `v_vec`: V takes one load of a lane's CH
+    /// columns.
     pub(crate) struct AttentionFused<T> {
         items: u32,
         pieces: u32,
@@ -135,6 +136,7 @@ kernel_params! {
         ops: sub(AttentionHeads),
         q_vec: u32,
         k_vec: u32,
+        v_vec: u32,
         stats: out(f32),
         scratch: out(f32),
     }
@@ -366,6 +368,14 @@ fn chunks_for(d: usize, dv: usize) -> u32 {
         .copied()
         .find(|&c| 32 * c as usize >= width)
         .unwrap_or(CHUNKS[CHUNKS.len() - 1])
+}
+
+/// Whether V's rows take one load of a lane's `chunks` consecutive columns: contiguous rows
+/// whose starts (every head's, `dv` apart) and spans stay aligned to the span.
+fn spans_load_whole<T: Scalar>(v: &Bound, dv: usize, chunks: usize) -> bool {
+    let (rs, cs) = v.strides();
+    let span = chunks * size_of::<T>();
+    cs == 1 && rs as usize % chunks == 0 && dv % chunks == 0 && v.address % span as u64 == 0
 }
 
 /// G for heads of width `d` in storage T: the fewest lanes per score whose held runs of Q
@@ -742,7 +752,12 @@ impl<T: Scalar> AttentionKernels<T> for FusedAttention<T> {
             values,
             ops: heads,
             q_vec: u32::from(tensor_core::vectors::<T>(&ops.q, shape.heads, shape.d)),
-            k_vec: u32::from(tensor_core::vectors::<T>(&ops.k, shape.heads, shape.d)),
+            // Whole runs only, so that the kernel's K loads need no element-wise tail.
+            k_vec: u32::from(
+                tensor_core::vectors::<T>(&ops.k, shape.heads, shape.d)
+                    && shape.d % (16 / size_of::<T>()) == 0,
+            ),
+            v_vec: u32::from(spans_load_whole::<T>(&ops.v, shape.dv, chunks as usize)),
             stats: MutPtr::of(&self.backward.stats, device),
             scratch: MutPtr::of(&pieces.scratch, device),
         };
