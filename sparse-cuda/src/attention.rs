@@ -1,12 +1,14 @@
 //! Sparse attention on CUDA cores, `O = softmax_row(scale*(Q*K^T) ∘ spy(A) [+ A]) * V` over
 //! several heads (`attention.cu` has the kernel).
 //!
-//! The `fused` algorithm (DF-GNN's tiling, corrected): one kernel, one pass over each row's K
-//! and V rows per head with an online softmax whose running maximum starts at -inf. Rows are
-//! listed by length at plan time: rows of up to [`LONG_ROW`] entries take one warp per head,
-//! longer rows a block of [`LONG_WARPS`] warps whose partial results are combined in a fixed
-//! order, so runs are bit-reproducible. Any d and dv: lanes hold 32*CH columns (CH chosen per run
-//! from d and dv), wider V heads are cut into slices over grid.y.
+//! The `fused` algorithm (DF-GNN's tiling, corrected): one pass over each row's K and V rows
+//! per head with an online softmax whose running maximum starts at -inf. Rows are listed by
+//! length at plan time: rows of up to [`LONG_ROW`] entries take one warp per head; longer rows
+//! are cut into pieces of [`LONG_ROW`] entries, a warp per head each, whose partial results a
+//! second kernel combines in piece order, so runs are bit-reproducible. Groups of G lanes score
+//! an entry (G chosen per run from d); lanes hold CH consecutive columns of V (CH chosen per run
+//! from dv), wider V heads are cut into slices over grid.y. The backward gives a long row a block
+//! of [`LONG_WARPS`] warps instead.
 //!
 //! The `fused-tc` algorithm (`tensor_core.rs`): the same forward and backward on tensor cores
 //! in f16 and bf16 (heads wider than those kernels take run this file's).
