@@ -188,9 +188,9 @@ __global__ void __launch_bounds__(ATTN_BLOCK) attention_fused(const AttentionFus
         if (first + c < dv) o_row[(u64)(first + c) * p.ops.o_cs] = from_acc<T>(acc[c] * inv);
 }
 
-// attention_fused_combine<T>: a warp per (long row, head) adds the row's pieces (slots
-// piece_first[i] .. piece_first[i + 1] of row long_rows[i]) in piece order, each rescaled to the row's maximum, and
-// writes O and the row's statistics.
+// attention_fused_combine<T>: a warp per (long row, head) adds the row's pieces (for row
+// long_rows[i], slots piece_first[i] .. piece_first[i + 1]) in piece order, each rescaled to the
+// row's maximum, and writes O and the row's statistics.
 template <typename T>
 __global__ void __launch_bounds__(ATTN_BLOCK) attention_fused_combine(const AttentionFused<T> p) {
     const u32 lane = threadIdx.x % 32;
