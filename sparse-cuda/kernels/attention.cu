@@ -5,12 +5,13 @@
 //
 // attention_fused<T, CH, G>: a warp per item and head, an item being a piece of ATTN_PIECE
 // entries of a longer row (the pieces first) or a row of up to ATTN_PIECE entries, so that a hub
-// row spreads over many warps and no warp walks more than ATTN_PIECE entries. A
-// warp takes its item's entries in tiles of 32:
-// - the scores: groups of G lanes take an entry each, 32 / G entries a step, each lane
-//   ATTN_HELD_RUNS 16-byte runs of the Q and K rows (Q's held in registers for the item; runs
-//   past those of a row are read in a loop), the group's sum by a butterfly; the step's scores
-//   then move to the lanes of their entries;
+// row spreads over many warps and no warp walks more than ATTN_PIECE entries. A warp takes its
+// item's entries in tiles of 32:
+// - the scores: groups of G lanes take an entry each, 32 / G entries a step, the steps in blocks
+//   of 16 entries, as many blocks as the tile needs; each lane takes ATTN_HELD_RUNS 16-byte runs
+//   of the Q and K rows (Q's held in registers for the item; runs past those of a row are read
+//   in a loop), the group's sum by a butterfly; the step's scores then move to the lanes of
+//   their entries;
 // - the tile's maximum updates the running maximum (started at -inf) and the sum and the
 //   accumulators are rescaled once per tile;
 // - the tile's weighted V rows are added, lanes across dv, CH consecutive columns each.
@@ -67,33 +68,39 @@ __device__ __forceinline__ u64 attn_slot(u32 slot, u32 head, u32 heads, u32 dv) 
 template <typename T, int G, bool VEC>
 __device__ __forceinline__ float attn_tile_scores(const AttentionFused<T>& p, const u32 (&q_run)[ATTN_HELD_RUNS][4],
                                                   const T* q_row, u64 k_head, u32 col, u32 chunk, u32 lane) {
-    constexpr int R = ATTN_RUN(T), E = 32 / G;
+    // Steps in blocks of 16 entries, unrolled so that a block's loads are in flight together; a
+    // tile of few entries (a short row) takes one block, not all 32 / E steps.
+    constexpr int R = ATTN_RUN(T), E = 32 / G, BLOCK = G / 2 > 0 ? G / 2 : 1;
     const u32 sub = lane % G, group = lane / G, d = p.ops.d;
     float score = ATTN_NEG_INF;
-#pragma unroll 16
-    for (int s = 0; s < G; ++s) {
-        const u32 e = s * E + group;
-        const T* k_row = p.ops.k + (u64)__shfl_sync(0xffffffffu, col, e) * p.ops.k_rs + k_head;
-        float partial = 0.0f;
+#pragma unroll 1
+    for (int s0 = 0; s0 < G && (u32)(s0 * E) < chunk; s0 += BLOCK) {
 #pragma unroll
-        for (int i = 0; i < ATTN_HELD_RUNS; ++i) {
-            const u32 first = R * (sub + G * i);
-            u32 k_run[4] = {0, 0, 0, 0};
-            if constexpr (VEC) ld_nc_pred(k_run, k_row + first, e < chunk && first < d);
-            else if (e < chunk) load_run<T, ATTN_RUN(T)>(k_row, first, d, p.ops.k_cs, false, k_run);
-            partial += attn_run_dot<T>(q_run[i], k_run);
+        for (int j = 0; j < BLOCK; ++j) {
+            const int s = s0 + j;
+            const u32 e = s * E + group;
+            const T* k_row = p.ops.k + (u64)__shfl_sync(0xffffffffu, col, e) * p.ops.k_rs + k_head;
+            float partial = 0.0f;
+#pragma unroll
+            for (int i = 0; i < ATTN_HELD_RUNS; ++i) {
+                const u32 first = R * (sub + G * i);
+                u32 k_run[4] = {0, 0, 0, 0};
+                if constexpr (VEC) ld_nc_pred(k_run, k_row + first, e < chunk && first < d);
+                else if (e < chunk) load_run<T, ATTN_RUN(T)>(k_row, first, d, p.ops.k_cs, false, k_run);
+                partial += attn_run_dot<T>(q_run[i], k_run);
+            }
+            // The runs of a head wider than the groups hold.
+            for (u32 first = R * (sub + G * ATTN_HELD_RUNS); e < chunk && first < d; first += R * G) {
+                u32 q_more[4], k_run[4];
+                load_run<T, ATTN_RUN(T)>(q_row, first, d, p.ops.q_cs, p.q_vec, q_more);
+                load_run<T, ATTN_RUN(T)>(k_row, first, d, p.ops.k_cs, VEC, k_run);
+                partial += attn_run_dot<T>(q_more, k_run);
+            }
+            const float dot = subwarp_allsum<G>(0xffffffffu, partial);
+            // Entry s*E + g is summed by group g: lane s*E + g takes it.
+            const float mine = __shfl_sync(0xffffffffu, dot, (lane % E) * G);
+            if (lane / E == (u32)s) score = mine * p.ops.scale;
         }
-        // The runs of a head wider than the groups hold.
-        for (u32 first = R * (sub + G * ATTN_HELD_RUNS); e < chunk && first < d; first += R * G) {
-            u32 q_more[4], k_run[4];
-            load_run<T, ATTN_RUN(T)>(q_row, first, d, p.ops.q_cs, p.q_vec, q_more);
-            load_run<T, ATTN_RUN(T)>(k_row, first, d, p.ops.k_cs, VEC, k_run);
-            partial += attn_run_dot<T>(q_more, k_run);
-        }
-        const float dot = subwarp_allsum<G>(0xffffffffu, partial);
-        // Entry s*E + j is summed by group j: lane s*E + j takes it.
-        const float mine = __shfl_sync(0xffffffffu, dot, (lane % E) * G);
-        if (lane / E == (u32)s) score = mine * p.ops.scale;
     }
     return lane < chunk ? score : ATTN_NEG_INF;
 }
